@@ -124,9 +124,10 @@ class BuildOps(build_ext):
         cxx = shlex.split(os.environ.get("CXX", "c++"))
         launcher = [ccache] if (ccache := shutil.which("ccache")) else []
         # -fno-math-errno lets GCC vectorise sqrt in the optimizer rules (no result changes:
-        # nothing reads errno).
+        # nothing reads errno). -ffp-contract=off keeps a * b + c two roundings in the loops
+        # compiled per ISA (cc/core/simd_dispatch.h), so AVX-512 gives AVX2's and SSE2's bits.
         compile_flags = [
-            "-std=c++17", "-O3", "-fno-math-errno", "-fPIC", "-DNDEBUG", "-Wall", "-I.",
+            "-std=c++17", "-O3", "-fno-math-errno", "-ffp-contract=off", "-fPIC", "-DNDEBUG", "-Wall", "-I.",
             *system_includes(tf["compile_flags"]),
         ]
         # One object directory per compiler, flag set and TensorFlow, so a

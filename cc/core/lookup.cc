@@ -2,37 +2,89 @@
 
 #include <algorithm>
 
+#include "cc/core/simd_dispatch.h"
+
 namespace tf_embedding {
 namespace {
 
-// How many lookups ahead to prefetch table rows: the table is usually far larger than the
-// caches and ids are random, so each row would otherwise cost a full memory latency (3x slower
-// at 1M x 64). The whole row is prefetched, one 64-byte line at a time.
-constexpr int64_t kPrefetchDistance = 8;
+// Table rows are prefetched this many 64-byte lines ahead of the lookup being combined: the
+// table is usually far larger than the caches and ids are random, so each row would otherwise
+// cost a full memory latency. 128 lines keep enough misses in flight to cover it (measured on
+// 1M x 64 tables: 8 lookups ahead took 1.6x as long as 32).
+constexpr int64_t kPrefetchLinesAhead = 128;
 constexpr int64_t kFloatsPerCacheLine = 16;
 
-// kDim > 0 fixes the dimension at compile time so the compiler fully unrolls and vectorises the
-// row loops; kDim == 0 handles any dimension.
+int64_t PrefetchDistance(int64_t dim) {
+  const int64_t lines_per_row = (dim + kFloatsPerCacheLine - 1) / kFloatsPerCacheLine;
+  return std::max<int64_t>(4, kPrefetchLinesAhead / std::max<int64_t>(lines_per_row, 1));
+}
+
+// kDim > 0 fixes the dimension at compile time: the row's sums then live in registers and the
+// loops unroll and vectorise for whatever ISA the caller is compiled for (always_inline puts
+// this body into each ISA's wrapper). kDim == 0 handles any dimension, summing in `activations`.
 template <int64_t kDim>
-void CombineRowsImpl(const CsrBatch& batch, const float* __restrict table, int64_t dim,
-                     int64_t row_begin, int64_t row_end, float* __restrict activations) {
+__attribute__((always_inline)) inline void CombineRowsImpl(
+    const CsrBatch& batch, const float* __restrict table, int64_t dim, int64_t row_begin,
+    int64_t row_end, float* __restrict activations) {
   const int64_t d = kDim > 0 ? kDim : dim;
+  const int64_t prefetch_distance = PrefetchDistance(d);
   const int64_t* __restrict ids = batch.ids;
   const float* __restrict gains = batch.gains;
   const int64_t end_lookup = batch.row_splits[row_end];
+  constexpr int64_t kSumSize = kDim > 0 ? kDim : 1;
   for (int64_t r = row_begin; r < row_end; ++r) {
-    float* __restrict out = activations + r * d;
-    std::fill(out, out + d, 0.0f);
+    float register_sum[kSumSize] = {};
+    float* __restrict sum = kDim > 0 ? register_sum : activations + r * d;
+    if (kDim == 0) std::fill(sum, sum + d, 0.0f);
     for (int64_t k = batch.row_splits[r]; k < batch.row_splits[r + 1]; ++k) {
-      if (k + kPrefetchDistance < end_lookup) {
-        const float* ahead = table + ids[k + kPrefetchDistance] * d;
+      if (k + prefetch_distance < end_lookup) {
+        const float* ahead = table + ids[k + prefetch_distance] * d;
         for (int64_t j = 0; j < d; j += kFloatsPerCacheLine) __builtin_prefetch(ahead + j);
       }
       const float gain = gains[k];
       const float* __restrict row = table + ids[k] * d;
-      for (int64_t j = 0; j < d; ++j) out[j] += gain * row[j];
+      for (int64_t j = 0; j < d; ++j) sum[j] += gain * row[j];
     }
+    if (kDim > 0) std::copy(sum, sum + d, activations + r * d);
   }
+}
+
+template <int64_t kDim>
+void CombineRowsBaseline(const CsrBatch& batch, const float* table, int64_t dim,
+                         int64_t row_begin, int64_t row_end, float* activations) {
+  CombineRowsImpl<kDim>(batch, table, dim, row_begin, row_end, activations);
+}
+
+#if defined(TF_EMBEDDING_X86_DISPATCH)
+template <int64_t kDim>
+TF_EMBEDDING_TARGET_AVX2 void CombineRowsAvx2(const CsrBatch& batch, const float* table,
+                                              int64_t dim, int64_t row_begin, int64_t row_end,
+                                              float* activations) {
+  CombineRowsImpl<kDim>(batch, table, dim, row_begin, row_end, activations);
+}
+
+template <int64_t kDim>
+TF_EMBEDDING_TARGET_AVX512 void CombineRowsAvx512(const CsrBatch& batch, const float* table,
+                                                  int64_t dim, int64_t row_begin,
+                                                  int64_t row_end, float* activations) {
+  CombineRowsImpl<kDim>(batch, table, dim, row_begin, row_end, activations);
+}
+#endif
+
+template <int64_t kDim>
+void CombineRowsForIsa(const CsrBatch& batch, const float* table, int64_t dim, int64_t row_begin,
+                       int64_t row_end, float* activations) {
+#if defined(TF_EMBEDDING_X86_DISPATCH)
+  switch (SelectedSimdIsa()) {
+    case SimdIsa::kAvx512:
+      return CombineRowsAvx512<kDim>(batch, table, dim, row_begin, row_end, activations);
+    case SimdIsa::kAvx2:
+      return CombineRowsAvx2<kDim>(batch, table, dim, row_begin, row_end, activations);
+    case SimdIsa::kBaseline:
+      break;
+  }
+#endif
+  CombineRowsBaseline<kDim>(batch, table, dim, row_begin, row_end, activations);
 }
 
 }  // namespace
@@ -40,12 +92,12 @@ void CombineRowsImpl(const CsrBatch& batch, const float* __restrict table, int64
 void CombineRows(const CsrBatch& batch, const float* table, int64_t dim, int64_t row_begin,
                  int64_t row_end, float* activations) {
   switch (dim) {
-    case 8: return CombineRowsImpl<8>(batch, table, dim, row_begin, row_end, activations);
-    case 16: return CombineRowsImpl<16>(batch, table, dim, row_begin, row_end, activations);
-    case 32: return CombineRowsImpl<32>(batch, table, dim, row_begin, row_end, activations);
-    case 64: return CombineRowsImpl<64>(batch, table, dim, row_begin, row_end, activations);
-    case 128: return CombineRowsImpl<128>(batch, table, dim, row_begin, row_end, activations);
-    default: return CombineRowsImpl<0>(batch, table, dim, row_begin, row_end, activations);
+    case 8: return CombineRowsForIsa<8>(batch, table, dim, row_begin, row_end, activations);
+    case 16: return CombineRowsForIsa<16>(batch, table, dim, row_begin, row_end, activations);
+    case 32: return CombineRowsForIsa<32>(batch, table, dim, row_begin, row_end, activations);
+    case 64: return CombineRowsForIsa<64>(batch, table, dim, row_begin, row_end, activations);
+    case 128: return CombineRowsForIsa<128>(batch, table, dim, row_begin, row_end, activations);
+    default: return CombineRowsForIsa<0>(batch, table, dim, row_begin, row_end, activations);
   }
 }
 

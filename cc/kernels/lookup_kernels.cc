@@ -60,6 +60,7 @@ class EmbeddingLookupOp : public OpKernel {
     // the variable is in copy-on-read mode (after any sparse update by a TF op).
     tensorflow::tf_shared_lock lock(*var->mu());
     OP_REQUIRES_OK(ctx, CheckFloatMatrixVariable(var.get(), "Table '" + table_name_ + "': table"));
+    AdviseHugePages(var.get());
     ComputeActivations(ctx, table_name_, *var->tensor());
   }
 

@@ -119,7 +119,10 @@ class SparseApplyOp : public OpKernel {
     const int64_t units = rule_.UpdatesUntouchedRows() ? rows : groups.num_unique();
     // Nothing to update: do not copy a shared buffer for nothing.
     if (units == 0) return;
-    for (Var* var : vars) OP_REQUIRES_OK(ctx, EnsureUnsharedBuffer(ctx, var));
+    for (Var* var : vars) {
+      OP_REQUIRES_OK(ctx, EnsureUnsharedBuffer(ctx, var));
+      AdviseHugePages(var);
+    }
     Update(ctx, lr, groups, dim, units, vars);
   }
 

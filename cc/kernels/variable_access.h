@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cc/core/huge_pages.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/resource_var.h"
@@ -41,6 +42,14 @@ inline absl::Status CheckFloatMatrixVariable(tensorflow::Var* var, const std::st
                                                t.shape().DebugString());
   }
   return absl::OkStatus();
+}
+
+// Backs the variable's buffer with huge pages if it is large (cc/core/huge_pages.h). Call it
+// where the kernel reads or updates rows of the buffer at random.
+// REQUIRES: var->mu() held (shared or exclusive).
+inline void AdviseHugePages(tensorflow::Var* var) {
+  const tensorflow::Tensor& t = *var->tensor();
+  AdviseHugePages(t.tensor_data().data(), t.TotalBytes());
 }
 
 // Holds the exclusive locks of several distinct variables. They are taken in increasing mutex

@@ -1,0 +1,37 @@
+#include "cc/core/simd_dispatch.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace tf_embedding {
+namespace {
+
+SimdIsa SupportedIsa() {
+#if defined(TF_EMBEDDING_X86_DISPATCH)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return SimdIsa::kAvx512;
+  if (__builtin_cpu_supports("avx2")) return SimdIsa::kAvx2;
+#endif
+  return SimdIsa::kBaseline;
+}
+
+SimdIsa RequestedIsa() {
+  const char* value = std::getenv("TF_EMBEDDING_SIMD");
+  if (value == nullptr) return SimdIsa::kAvx512;
+  if (std::strcmp(value, "baseline") == 0) return SimdIsa::kBaseline;
+  if (std::strcmp(value, "avx2") == 0) return SimdIsa::kAvx2;
+  return SimdIsa::kAvx512;
+}
+
+}  // namespace
+
+SimdIsa SelectedSimdIsa() {
+  static const SimdIsa isa = [] {
+    const SimdIsa supported = SupportedIsa();
+    const SimdIsa requested = RequestedIsa();
+    return static_cast<int>(requested) < static_cast<int>(supported) ? requested : supported;
+  }();
+  return isa;
+}
+
+}  // namespace tf_embedding
