@@ -4,6 +4,11 @@ CSR batches are built directly in numpy (docs/internals.md, "The CSR batch"). Re
 float32 in lookup order, the order the kernels promise, so most comparisons are tight.
 """
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -350,3 +355,44 @@ def test_n_list_lengths_must_agree(lib):
         tf.function(mismatched).get_concrete_function()
     with pytest.raises(ValueError, match="at least one"):
         ops.embedding_gradient([])
+
+
+# ---------------------------------------------------------------------------------------------
+# The ISA variants of the row combine and huge-page backing (cc/core/simd_dispatch.h,
+# cc/core/huge_pages.h) must not change a bit.
+
+_ISA_SCRIPT = textwrap.dedent("""
+    import hashlib
+    import numpy as np
+    import tensorflow as tf
+    from tf_embedding import ops
+
+    rng = np.random.default_rng(0)
+    digest = hashlib.sha256()
+    # 64 x 65536 floats is 16 MiB, the huge-page threshold; the odd dimensions take the
+    # any-dimension path.
+    for dim, vocab in ((3, 1000), (8, 1000), (16, 300), (32, 1000), (64, 65536), (100, 500),
+                       (128, 2000)):
+        counts = rng.integers(0, 30, size=700)
+        row_splits = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        ids = rng.integers(0, vocab, size=row_splits[-1]).astype(np.int64)
+        gains = rng.normal(size=row_splits[-1]).astype(np.float32)
+        table = tf.Variable(rng.normal(size=[vocab, dim]).astype(np.float32))
+        digest.update(ops.embedding_lookup(table, row_splits, ids, gains).numpy().tobytes())
+    print(digest.hexdigest())
+""")
+
+
+def test_isa_variants_and_huge_pages_give_identical_bits():
+    settings = [{"TF_EMBEDDING_SIMD": isa} for isa in ("baseline", "avx2", "avx512")]
+    settings.append({"TF_EMBEDDING_HUGE_PAGES": "0"})
+    runs = [subprocess.Popen([sys.executable, "-c", _ISA_SCRIPT], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **setting))
+            for setting in settings]
+    digests = []
+    for run in runs:
+        stdout, stderr = run.communicate()
+        assert run.returncode == 0, stderr
+        digests.append(stdout.split()[-1])
+    assert len(set(digests)) == 1, dict(zip(map(str, settings), digests))

@@ -42,8 +42,9 @@ class FeatureErrors {
 struct FeatureRows {
   int64_t count = 0;
   bool sequence = false;  // one row per (sample, position): no combiner
-  // Local output row of every input lookup, or -1 for positions beyond max_sequence_length.
-  std::vector<int64_t> of_lookup;
+  // Local output row of every input lookup, or -1 for positions beyond max_sequence_length;
+  // one element per id, owned by the caller.
+  int64_t* of_lookup = nullptr;
 };
 
 Status CheckRowCount(const FeatureErrors& error, int64_t rows, const char* what) {
@@ -57,7 +58,6 @@ Status DenseRows(const FeatureErrors& error, const FeatureTensors& t, FeatureRow
   rows->count = t.ids.size();
   Status status = CheckRowCount(error, rows->count, "the number of dense ids");
   if (!status.ok()) return status;
-  rows->of_lookup.resize(rows->count);
   for (int64_t i = 0; i < rows->count; ++i) rows->of_lookup[i] = i;
   return Status{};
 }
@@ -107,6 +107,12 @@ int64_t PooledSparseRowCount(const Span<int64_t>& dense_shape) {
   return rows;
 }
 
+Status SparseIndexError(const FeatureErrors& error, const FeatureTensors& t, int64_t i) {
+  const int64_t rank = t.dense_shape.size;
+  return error("sparse indices[", i, "] = ", ListToString(t.row_info.data + i * rank, rank),
+               " is out of bounds for dense_shape ", ListToString(t.dense_shape.data, rank));
+}
+
 // Sparse rows: pooled rows are the row-major index of indices[i, :-1]; sequence rows (rank 2
 // with max_sequence_length > 0) are b * msl + p. Rank > 2 ignores max_sequence_length, as stock
 // TF's CPU lookup does.
@@ -125,15 +131,24 @@ Status SparseRows(const FeatureErrors& error, const FeatureSpec& spec, const Fea
   if (!status.ok()) return status;
 
   const int64_t nnz = t.ids.size();
-  rows->of_lookup.resize(nnz);
+  if (rank == 2 && !sequence) {
+    // The common case, [batch, ids] indices, in a loop the compiler keeps tight.
+    const int64_t* index = t.row_info.data;
+    const uint64_t batch = dense_shape[0];
+    const uint64_t width = dense_shape[1];
+    for (int64_t i = 0; i < nnz; ++i, index += 2) {
+      // Unsigned compares reject negative indices too.
+      if (static_cast<uint64_t>(index[0]) >= batch || static_cast<uint64_t>(index[1]) >= width) {
+        return SparseIndexError(error, t, i);
+      }
+      rows->of_lookup[i] = index[0];
+    }
+    return Status{};
+  }
   for (int64_t i = 0; i < nnz; ++i) {
     const int64_t* index = t.row_info.data + i * rank;
     for (int64_t d = 0; d < rank; ++d) {
-      if (index[d] < 0 || index[d] >= dense_shape[d]) {
-        return error("sparse indices[", i, "] = ", ListToString(index, rank),
-                     " is out of bounds for dense_shape ",
-                     ListToString(dense_shape.data, rank));
-      }
+      if (index[d] < 0 || index[d] >= dense_shape[d]) return SparseIndexError(error, t, i);
     }
     int64_t row = 0;
     if (sequence) {
@@ -175,7 +190,6 @@ Status RaggedRows(const FeatureErrors& error, const FeatureSpec& spec, const Fea
   status = CheckRowCount(error, rows->count, "the ragged row_splits");
   if (!status.ok()) return status;
 
-  rows->of_lookup.resize(t.ids.size());
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t i = splits[b]; i < splits[b + 1]; ++i) {
       const int64_t position = i - splits[b];
@@ -257,7 +271,11 @@ Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) 
     return error("weights have ", t.weights.size, " elements but there are ", t.ids.size(),
                  " ids");
   }
+  // The feature's lookups get their output rows in place, at the end of lookup_rows_.
+  const int64_t first_lookup = static_cast<int64_t>(lookup_rows_.size());
+  lookup_rows_.resize(first_lookup + t.ids.size());
   FeatureRows rows;
+  rows.of_lookup = lookup_rows_.data() + first_lookup;
   Status status;
   switch (spec.kind) {
     case InputKind::kDense: status = DenseRows(error, t, &rows); break;
@@ -275,18 +293,30 @@ Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) 
   const bool prune_weights =
       spec.prune_invalid && spec.has_weights && table_.combiner != Combiner::kSum;
   const int64_t vocabulary_size = table_.vocabulary_size;
-  lookup_rows_.reserve(lookup_rows_.size() + rows.of_lookup.size());
+  // Locals, not members: the row writes below could alias members, which would keep the
+  // compiler from holding them in registers over this, the conversion's hottest loop.
+  int64_t kept = 0;
+  int64_t last_row = last_row_;
+  bool in_row_order = in_row_order_;
   for (int64_t i = 0; i < t.ids.size(); ++i) {
     const int64_t id = t.ids[i];
     if (id >= vocabulary_size || (id < 0 && !spec.prune_invalid)) {
       return error("id ", id, " at lookup ", i, " is not in [0, vocabulary_size = ",
                    vocabulary_size, ")");
     }
-    int64_t row = rows.of_lookup[i];
-    if (id < 0 || (prune_weights && !(t.weights[i] > 0))) row = -1;
-    if (row >= 0) ++num_lookups_;
-    lookup_rows_.push_back(row < 0 ? -1 : num_rows_ + row);
+    const int64_t row = rows.of_lookup[i];
+    if (row < 0 || id < 0 || (prune_weights && !(t.weights[i] > 0))) {
+      rows.of_lookup[i] = -1;
+      continue;
+    }
+    rows.of_lookup[i] = num_rows_ + row;
+    ++kept;
+    in_row_order = in_row_order && num_rows_ + row >= last_row;
+    last_row = num_rows_ + row;
   }
+  num_lookups_ += kept;
+  last_row_ = last_row;
+  in_row_order_ = in_row_order;
   features_.push_back(AddedFeature{t.ids, spec.has_weights ? t.weights : Span<float>{},
                                    num_rows_, !rows.sequence});
   feature_row_counts_.push_back(rows.count);
@@ -295,6 +325,42 @@ Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) 
 }
 
 void CsrBuilder::Build(int64_t* row_splits, int64_t* ids, float* gains) const {
+  if (in_row_order_) {
+    // Lookups already in row order (canonical sparse indices, ragged and dense inputs): no sort,
+    // one pass copies the kept lookups and closes the rows they pass.
+    CopyInRowOrder(row_splits, ids, gains);
+  } else {
+    Scatter(row_splits, ids, gains);
+  }
+  for (size_t f = 0; f < features_.size(); ++f) {
+    if (features_[f].pooled) {
+      ApplyCombiner(features_[f], feature_row_counts_[f], row_splits, gains);
+    }
+  }
+}
+
+void CsrBuilder::CopyInRowOrder(int64_t* row_splits, int64_t* ids, float* gains) const {
+  const int64_t* row_of = lookup_rows_.data();
+  int64_t slot = 0;
+  // row_splits[0 .. closed] are written: row r starts at the number of kept lookups before it.
+  int64_t closed = 0;
+  row_splits[0] = 0;
+  for (const AddedFeature& feature : features_) {
+    const bool weighted = feature.weights.size > 0;
+    for (int64_t i = 0; i < feature.ids.size(); ++i) {
+      const int64_t row = row_of[i];
+      if (row < 0) continue;
+      while (closed < row) row_splits[++closed] = slot;
+      ids[slot] = feature.ids[i];
+      gains[slot] = weighted ? feature.weights[i] : 1.0f;
+      ++slot;
+    }
+    row_of += feature.ids.size();
+  }
+  while (closed < num_rows_) row_splits[++closed] = slot;
+}
+
+void CsrBuilder::Scatter(int64_t* row_splits, int64_t* ids, float* gains) const {
   // Stable counting sort by output row: count, prefix-sum, then scatter in input order.
   std::fill(row_splits, row_splits + num_rows_ + 1, 0);
   for (int64_t row : lookup_rows_) {
@@ -302,7 +368,6 @@ void CsrBuilder::Build(int64_t* row_splits, int64_t* ids, float* gains) const {
   }
   for (int64_t r = 0; r < num_rows_; ++r) row_splits[r + 1] += row_splits[r];
   std::vector<int64_t> next(row_splits, row_splits + num_rows_);
-
   const int64_t* row_of = lookup_rows_.data();
   for (const AddedFeature& feature : features_) {
     for (int64_t i = 0; i < feature.ids.size(); ++i, ++row_of) {
@@ -310,11 +375,6 @@ void CsrBuilder::Build(int64_t* row_splits, int64_t* ids, float* gains) const {
       const int64_t slot = next[*row_of]++;
       ids[slot] = feature.ids[i];
       gains[slot] = feature.weights.size > 0 ? feature.weights[i] : 1.0f;
-    }
-  }
-  for (size_t f = 0; f < features_.size(); ++f) {
-    if (features_[f].pooled) {
-      ApplyCombiner(features_[f], feature_row_counts_[f], row_splits, gains);
     }
   }
 }

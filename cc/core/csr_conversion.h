@@ -131,6 +131,10 @@ class CsrBuilder {
     bool pooled;          // fold the combiner into the gains (not a sequence feature)
   };
 
+  // Build's two ways to place the kept lookups: a copy when they are already in row order,
+  // else a stable counting-sort scatter by row.
+  void CopyInRowOrder(int64_t* row_splits, int64_t* ids, float* gains) const;
+  void Scatter(int64_t* row_splits, int64_t* ids, float* gains) const;
   void ApplyCombiner(const AddedFeature& feature, int64_t num_rows, const int64_t* row_splits,
                      float* gains) const;
 
@@ -141,6 +145,9 @@ class CsrBuilder {
   std::vector<int64_t> lookup_rows_;
   int64_t num_rows_ = 0;
   int64_t num_lookups_ = 0;
+  // Whether the kept lookups' rows never decrease in input order, and the last of those rows.
+  bool in_row_order_ = true;
+  int64_t last_row_ = 0;
 };
 
 }  // namespace host
