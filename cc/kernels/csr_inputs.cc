@@ -21,7 +21,7 @@ absl::Status CheckVector(const std::string& table_name, const std::string& conte
 }  // namespace
 
 absl::Status TableError(const std::string& table_name, const std::string& message) {
-  return tensorflow::errors::InvalidArgument("Table '", table_name, "': ", message);
+  return absl::InvalidArgumentError(absl::StrCat("Table '", table_name, "': ", message));
 }
 
 absl::Status CsrBatchFromTensors(const std::string& table_name, const std::string& context,

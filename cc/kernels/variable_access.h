@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "cc/core/huge_pages.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
@@ -30,16 +32,16 @@ inline absl::Status LookupVariable(tensorflow::OpKernelContext* ctx, int index,
 // REQUIRES: var->mu() held (shared or exclusive).
 inline absl::Status CheckFloatMatrixVariable(tensorflow::Var* var, const std::string& what) {
   if (!var->is_initialized) {
-    return tensorflow::errors::FailedPrecondition(what, " variable is not initialized");
+    return absl::FailedPreconditionError(absl::StrCat(what, " variable is not initialized"));
   }
   const tensorflow::Tensor& t = *var->tensor();
   if (t.dtype() != tensorflow::DT_FLOAT) {
-    return tensorflow::errors::InvalidArgument(what, " variable must hold float32, got ",
-                                               tensorflow::DataTypeString(t.dtype()));
+    return absl::InvalidArgumentError(absl::StrCat(what, " variable must hold float32, got ",
+                                                   tensorflow::DataTypeString(t.dtype())));
   }
   if (t.dims() != 2) {
-    return tensorflow::errors::InvalidArgument(what, " variable must be a matrix, got shape ",
-                                               t.shape().DebugString());
+    return absl::InvalidArgumentError(absl::StrCat(what, " variable must be a matrix, got shape ",
+                                                   t.shape().DebugString()));
   }
   return absl::OkStatus();
 }
