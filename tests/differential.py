@@ -4,14 +4,18 @@ A `Case` describes tables, features, a batch size and the nesting of the feature
 `build_feature_config` builds it with either `tf_embedding.config` or
 `tf.tpu.experimental.embedding`, and `random_input` draws ids and weights of every kind (dense,
 sparse of rank 2 and 3, ragged), including the awkward ones (empty rows, negative ids and weights
-where TF prunes them, int32 ids, int32 row splits). Shared by the differential tests of every
-embedding class.
+where TF prunes them, int32 ids, int32 row splits). `make_pair` builds one of our embedding classes
+and stock's serving object for a case, with identical tables. Shared by the differential tests of
+every embedding class.
 """
 
 import dataclasses
 
 import numpy as np
 import tensorflow as tf
+
+from tf_embedding import config
+from tf_embedding import optimizers
 
 
 @dataclasses.dataclass
@@ -99,6 +103,23 @@ def arrange(case: Case, leaves: list, keep: list[int] | None = None):
     if case.structure == "list":
         return list(leaves)
     return {"head": leaves[0], "tail": {"rest": list(leaves[1:])}}
+
+
+def make_pair(ours_class: type, case: Case, rng: np.random.Generator):
+    """`ours_class` (one of our embedding classes) and stock's TPUEmbeddingForServing for `case`,
+    both with SGD(0.1) and identical random table values."""
+    stock = tf.tpu.experimental.embedding
+    ours_config = build_feature_config(config, case)
+    stock_config = build_feature_config(stock, case)
+    ours = ours_class(ours_config, optimizers.SGD(0.1))
+    theirs = stock.TPUEmbeddingForServing(stock_config, stock.SGD(0.1))
+    # Both list the tables used by some feature, in first-occurrence order.
+    for ours_table, stock_table in zip(ours.embedding_tables.values(),
+                                       theirs.embedding_tables.values()):
+        value = rng.normal(size=ours_table.shape).astype(np.float32)
+        ours_table.assign(value)
+        stock_table.assign(value)
+    return ours, theirs
 
 
 def random_ids(rng: np.random.Generator, count: int, vocabulary_size: int,

@@ -8,7 +8,6 @@ other (before or after build) with identical tables, slots and lookups.
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tensorflow.core.tpu.kernels import sparse_core_layout_pb2
 from tensorflow.python.tpu import tpu_embedding_v3_utils
 from tensorflow.python.trackable import base as trackable_base
@@ -17,31 +16,10 @@ from tf_embedding import config
 from tf_embedding import optimizers
 from tf_embedding.serving import TPUEmbeddingForServing
 
+from checkpoint_helpers import FEATURES, OPTIMIZERS, feature_config, object_graph, save
+from checkpoint_helpers import randomize, variable_values
+
 stock = tf.tpu.experimental.embedding
-
-# Optimizer class name -> arguments; slot initial values differ from 0 where TF allows it.
-OPTIMIZERS = {
-    "SGD": {"learning_rate": 0.1},
-    "Adagrad": {"learning_rate": 0.1, "initial_accumulator_value": 0.2},
-    "AdagradMomentum": {"learning_rate": 0.1, "momentum": 0.9},
-    "Adam": {"learning_rate": 0.1},
-    "FTRL": {"learning_rate": 0.1, "initial_accumulator_value": 0.3},
-}
-
-FEATURES = {
-    "watched": tf.ragged.constant([[0, 1], [], [7]], dtype=tf.int64),
-    "favorited": tf.sparse.from_dense(tf.constant([[3, 0], [0, 0], [5, 6]], tf.int64)),
-    "friends": tf.constant([[2], [15], [9]], tf.int64),
-}
-
-
-def feature_config(configs):
-    """The reference's fixture: video 8x4 (sum) shared by two features, user 16x2 (mean)."""
-    video = configs.TableConfig(vocabulary_size=8, dim=4, combiner="sum", name="video")
-    user = configs.TableConfig(vocabulary_size=16, dim=2, combiner="mean", name="user")
-    return {"watched": configs.FeatureConfig(table=video),
-            "favorited": configs.FeatureConfig(table=video),
-            "friends": configs.FeatureConfig(table=user)}
 
 
 def make(side: str, optimizer_name: str | None, configs=None):
@@ -53,37 +31,6 @@ def make(side: str, optimizer_name: str | None, configs=None):
     optimizer = (None if optimizer_name is None
                  else getattr(embedding_optimizers, optimizer_name)(**OPTIMIZERS[optimizer_name]))
     return cls(feature_config(configs), optimizer)
-
-
-def randomize(embedding, seed: int) -> dict[str, np.ndarray]:
-    """Gives every table and slot variable random values; returns them by variable name."""
-    rng = np.random.default_rng(seed)
-    values = {}
-    for slots in embedding.variables.values():
-        for variable in slots.values():
-            value = rng.uniform(0.1, 1.0, size=variable.shape).astype(np.float32)
-            variable.assign(value)
-            values[variable.name] = value
-    return values
-
-
-def variable_values(embedding) -> dict[str, np.ndarray]:
-    return {variable.name: variable.numpy()
-            for slots in embedding.variables.values() for variable in slots.values()}
-
-
-def save(embedding, directory) -> str:
-    return tf.train.Checkpoint(embedding=embedding).save(str(directory / "ckpt"))
-
-
-def object_graph(path: str) -> list:
-    """Every node of the checkpoint's object graph: children, attributes, slot references."""
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(tf.train.load_checkpoint(path).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    return [([(c.node_id, c.local_name) for c in node.children],
-             [(a.name, a.full_name, a.checkpoint_key) for a in node.attributes],
-             len(node.slot_variables))
-            for node in graph.nodes]
 
 
 @pytest.mark.parametrize("optimizer_name", [None] + list(OPTIMIZERS))

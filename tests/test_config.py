@@ -13,23 +13,16 @@ from tensorflow.python.ops import init_ops_v2
 
 from tf_embedding import config
 
+from error_helpers import error_of
+
 stock = tf.tpu.experimental.embedding
-
-
-def _error_of(factory, *args, **kwargs):
-    """The (type, message) a constructor raises, or None."""
-    try:
-        factory(*args, **kwargs)
-    except Exception as error:  # pylint: disable=broad-except
-        return type(error), str(error)
-    return None
 
 
 def _assert_same_error(ours, theirs, *args, **kwargs):
     """Both constructors raise the same exception type with the same message."""
-    expected = _error_of(theirs, *args, **kwargs)
+    expected = error_of(theirs, *args, **kwargs)
     assert expected is not None
-    assert _error_of(ours, *args, **kwargs) == expected
+    assert error_of(ours, *args, **kwargs) == expected
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,8 +82,8 @@ def test_table_config_accepts_what_tf_accepts():
                    dict(vocabulary_size=5, dim=4, dtype=tf.int32),
                    dict(vocabulary_size=5, dim=4, dtype="float32"),
                    dict(vocabulary_size=5, dim=4, optimizer="not validated here")]:
-        assert _error_of(stock.TableConfig, **kwargs) is None
-        assert _error_of(config.TableConfig, **kwargs) is None
+        assert error_of(stock.TableConfig, **kwargs) is None
+        assert error_of(config.TableConfig, **kwargs) is None
 
 
 def test_table_config_attributes():
@@ -189,9 +182,9 @@ FEATURE_ERRORS = [
 @pytest.mark.parametrize("kwargs", FEATURE_ERRORS)
 def test_feature_config_errors_match_tf(kwargs):
     ours, theirs = _tables()
-    expected = _error_of(stock.FeatureConfig, theirs, **kwargs)
+    expected = error_of(stock.FeatureConfig, theirs, **kwargs)
     assert expected is not None
-    assert _error_of(config.FeatureConfig, ours, **kwargs) == expected
+    assert error_of(config.FeatureConfig, ours, **kwargs) == expected
 
 
 def test_feature_config_table_type():

@@ -1,14 +1,14 @@
 """TfeFeaturesToCsr / TfeCsrDedup and tf_embedding.inputs against numpy and stock TensorFlow.
 
 The CSR batch is checked two ways: against an independent plain-Python rendering of the row
-layout and gains rules (docs/internals.md), and, through `activation = segment-sum(gain *
-table[id])`, against stock TF's CPU lookups (tf.nn.safe_embedding_lookup_sparse,
-tf.nn.embedding_lookup_sparse, tf.tpu.experimental.embedding.serving_embedding_lookup).
+layout and gains rules (docs/internals.md; `reference_csr` in references.py), and, through
+`activation = segment-sum(gain * table[id])`, against stock TF's CPU lookups
+(tf.nn.safe_embedding_lookup_sparse, tf.nn.embedding_lookup_sparse,
+tf.tpu.experimental.embedding.serving_embedding_lookup).
 """
 
 import math
 import re
-from typing import NamedTuple, Optional
 
 import numpy as np
 import pytest
@@ -16,6 +16,8 @@ import tensorflow as tf
 
 from tf_embedding import _loader, inputs
 from tf_embedding.inputs import FeatureInput
+
+from references import RawFeature, reference_csr
 
 VOCAB = 10
 DIM = 3
@@ -33,19 +35,7 @@ def random_table(vocab=VOCAB, dim=DIM, seed=0):
 
 
 # ---------------------------------------------------------------------------------------------
-# Independent reference: per output row, the (id, gain) pairs the contract asks for.
-
-
-class RawFeature(NamedTuple):
-    """A feature as the op sees it: its kind and numpy arrays."""
-
-    kind: str
-    ids: np.ndarray
-    row_info: np.ndarray  # sparse indices [nnz, rank] or ragged row_splits
-    dense_shape: np.ndarray
-    weights: Optional[np.ndarray]
-    max_sequence_length: int
-    prune_invalid: bool
+# The independent reference (references.py) applied to FeatureInputs.
 
 
 def raw_feature(feature):
@@ -63,73 +53,6 @@ def raw_feature(feature):
     return RawFeature(kind, np.asarray(ids), np.asarray(row_info), np.asarray(dense_shape),
                       None if weight is None else np.asarray(weight, np.float32),
                       feature.max_sequence_length, feature.prune_invalid)
-
-
-def _rows_of_lookups(feature):
-    """(row of each lookup or None when truncated, number of rows, is_sequence).
-
-    Like the op, reads every input but the sparse indices flattened.
-    """
-    msl = feature.max_sequence_length
-    if feature.kind == "sparse":
-        indices, shape = feature.row_info, feature.dense_shape.ravel()
-        if msl > 0 and len(shape) == 2:
-            rows = [b * msl + p if p < msl else None for b, p in indices]
-            return rows, int(shape[0]) * msl, True
-        outer = tuple(int(d) for d in shape[:-1])
-        rows = [int(np.ravel_multi_index(tuple(i[:-1]), outer)) for i in indices]
-        return rows, math.prod(outer), False
-    if feature.kind == "ragged":
-        splits = feature.row_info.ravel()
-        rows = []
-        for b in range(len(splits) - 1):
-            for position in range(splits[b + 1] - splits[b]):
-                if msl == 0:
-                    rows.append(b)
-                else:
-                    rows.append(b * msl + position if position < msl else None)
-        return rows, (len(splits) - 1) * max(msl, 1), msl > 0
-    return list(range(feature.ids.size)), feature.ids.size, False
-
-
-def reference_rows(feature, combiner):
-    """A list over output rows of [(id, gain)], following the contract rule by rule."""
-    row_of, num_rows, sequence = _rows_of_lookups(feature)
-    weighted = feature.weights is not None
-    rows = [[] for _ in range(num_rows)]
-    for i, (lookup_id, row) in enumerate(zip(feature.ids.ravel(), row_of)):
-        weight = float(feature.weights.ravel()[i]) if weighted else 1.0
-        if row is None:
-            continue
-        if feature.prune_invalid and lookup_id < 0:
-            continue
-        if feature.prune_invalid and weighted and combiner != "sum" and not weight > 0:
-            continue
-        rows[row].append((int(lookup_id), weight))
-    if sequence or combiner == "sum":
-        return rows
-    combined = []
-    for row in rows:
-        if combiner == "mean":
-            denominator = sum(w for _, w in row)
-        else:
-            denominator = math.sqrt(sum(w * w for _, w in row))
-        combined.append([(i, 0.0 if denominator == 0 else w / denominator) for i, w in row])
-    return combined
-
-
-def reference_csr(features, combiner):
-    """The CSR batch of RawFeatures, as numpy arrays (row_splits, ids, gains, row counts)."""
-    row_splits, ids, gains, counts = [0], [], [], []
-    for feature in features:
-        rows = reference_rows(feature, combiner)
-        counts.append(len(rows))
-        for row in rows:
-            ids.extend(i for i, _ in row)
-            gains.extend(g for _, g in row)
-            row_splits.append(len(ids))
-    return (np.array(row_splits, np.int64), np.array(ids, np.int64),
-            np.array(gains, np.float32), np.array(counts, np.int64))
 
 
 def csr_activations(batch, table):

@@ -11,8 +11,9 @@ import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from test_csr_ops import RawFeature, reference_csr
 from tf_embedding import _loader
+
+from references import RawFeature, reference_csr
 
 VOCAB = 8
 KINDS = ["dense", "sparse", "ragged"]

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from tf_embedding import _loader
 
+from references import reference_lookup
+
 INT64_MAX = 2**63 - 1
 INT64_MIN = -2**63
 FUZZ = settings(max_examples=70, deadline=None, database=None,
@@ -88,14 +90,6 @@ def expect_result_or_invalid_argument(fn):
         return fn()
     except tf.errors.InvalidArgumentError:
         return None
-
-
-def reference_lookup(table, row_splits, ids, gains):
-    out = np.zeros([len(row_splits) - 1, table.shape[1]], np.float32)
-    for r in range(len(row_splits) - 1):
-        for k in range(row_splits[r], row_splits[r + 1]):
-            out[r] += gains[k] * table[ids[k]]
-    return out
 
 
 @FUZZ

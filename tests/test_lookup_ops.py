@@ -16,18 +16,12 @@ from tensorflow.python.ops import resource_variable_ops
 
 from tf_embedding import _loader, ops
 
+from references import csr, reference_lookup
+
 
 @pytest.fixture(scope="module")
 def lib():
     return _loader.load_ops()
-
-
-def csr(rows):
-    """[[(id, gain), ...] per output row] -> (row_splits int64, ids int64, gains float32)."""
-    row_splits = np.cumsum([0] + [len(row) for row in rows]).astype(np.int64)
-    ids = np.array([i for row in rows for i, _ in row], np.int64)
-    gains = np.array([g for row in rows for _, g in row], np.float32)
-    return row_splits, ids, gains
 
 
 def random_csr(rng, num_rows, vocab, max_per_row=5, empty_fraction=0.2):
@@ -37,14 +31,6 @@ def random_csr(rng, num_rows, vocab, max_per_row=5, empty_fraction=0.2):
         count = 0 if rng.random() < empty_fraction else int(rng.integers(1, max_per_row + 1))
         rows.append([(int(rng.integers(0, vocab)), float(rng.normal())) for _ in range(count)])
     return csr(rows)
-
-
-def reference_lookup(table, row_splits, ids, gains):
-    out = np.zeros([len(row_splits) - 1, table.shape[1]], np.float32)
-    for r in range(len(row_splits) - 1):
-        for k in range(row_splits[r], row_splits[r + 1]):
-            out[r] += gains[k] * table[ids[k]]
-    return out
 
 
 def reference_gradient(vocab, dim, batches):

@@ -1,9 +1,9 @@
 """TfeSparseApply{Sgd,Adagrad,AdagradMomentum,Adam,Ftrl} against a numpy transcription of the
 optimizer math (tf_tpu_embedding_api.md §2, ordering of docs/internals.md).
 
-The reference works in float32 in the order the formulas are written and sums gradients in
-batch order, then lookup order, as the kernels do; rules made of correctly rounded operations
-therefore agree to the last bit, rules with pow to a few ulp.
+The reference (references.py) works in float32 in the order the formulas are written and sums
+gradients in batch order, then lookup order, as the kernels do; rules made of correctly rounded
+operations therefore agree to the last bit, rules with pow to a few ulp.
 """
 
 import os
@@ -18,107 +18,10 @@ import tensorflow as tf
 from tf_embedding import ops
 from tf_embedding import optimizers as opt
 
+from references import csr, reference_step
+
 F = np.float32
 VOCAB, DIM = 12, 3
-
-
-def csr(rows):
-    """[[(id, gain), ...] per output row] -> (row_splits int64, ids int64, gains float32)."""
-    row_splits = np.cumsum([0] + [len(row) for row in rows]).astype(np.int64)
-    ids = np.array([i for row in rows for i, _ in row], np.int64)
-    gains = np.array([g for row in rows for _, g in row], np.float32)
-    return row_splits, ids, gains
-
-
-# ---------------------------------------------------------------------------------------------
-# numpy reference.
-
-
-def summed_gradients(batches):
-    """{id: gradient row} summed in batch order, then lookup order."""
-    sums = {}
-    for row_splits, ids, gains, activation_gradients in batches:
-        for r in range(len(row_splits) - 1):
-            for k in range(row_splits[r], row_splits[r + 1]):
-                term = gains[k] * activation_gradients[r]
-                sums[int(ids[k])] = sums[int(ids[k])] + term if int(ids[k]) in sums else term
-    return sums
-
-
-def clip(x, lo, hi):
-    return np.minimum(np.maximum(x, F(lo)), F(hi))
-
-
-def sgd(a, lr, g, w, slots):
-    return w - lr * g, slots
-
-
-def adagrad(a, lr, g, w, slots):
-    (acc,) = slots
-    acc = acc + g * g
-    return w - lr * g / np.sqrt(acc), [acc]
-
-
-def adagrad_momentum(a, lr, g, w, slots):
-    acc, m = slots
-    beta2, momentum = F(a["beta2"]), F(a["momentum"])
-    acc = acc + g * g if beta2 == 1 else beta2 * acc + (1 - beta2) * g * g
-    scaled = np.power(acc + F(a["epsilon"]), F(-1) / F(a["exponent"])) * g
-    m = momentum * m + scaled
-    w = w - lr * (momentum * m + scaled) if a["use_nesterov"] else w - lr * m
-    return w, [acc, m]
-
-
-def adam(a, lr, g, w, slots):
-    m, v = slots
-    beta_1, beta_2, eps = F(a["beta_1"]), F(a["beta_2"]), F(a["epsilon"])
-    m = beta_1 * m + (1 - beta_1) * g
-    v = beta_2 * v + (1 - beta_2) * g * g
-    inside, outside = (eps * eps, F(0)) if a["sum_inside_sqrt"] else (F(0), eps)
-    return w - lr * m / (np.sqrt(v + inside) + outside), [m, v]
-
-
-def ftrl(a, lr, g, w, slots):
-    acc, linear = slots
-    power = F(-a["learning_rate_power"])
-    l1, l2, beta = F(a["l1_regularization_strength"]), F(a["l2_regularization_strength"]), F(
-        a["beta"])
-    acc_new = acc + g * g
-    p_new = np.power(acc_new, power)
-    dp = p_new - np.power(acc, power)
-    if a["multiply_linear_by_learning_rate"]:
-        linear = linear + lr * g - dp * w
-        numerator = -linear if l1 == 0 else clip(linear, -lr * l1, lr * l1) - linear
-        denominator = p_new + 2 * lr * l2 + beta
-    else:
-        linear = linear + g - dp * w / lr
-        numerator = -linear if l1 == 0 else clip(linear, -l1, l1) - linear
-        denominator = (p_new + beta) / lr + 2 * l2
-    return numerator / denominator, [acc_new, linear]
-
-
-RULES = {"Sgd": sgd, "Adagrad": adagrad, "AdagradMomentum": adagrad_momentum, "Adam": adam,
-         "Ftrl": ftrl}
-
-
-def reference_step(optimizer, table, slots, batches, lr):
-    """One apply on numpy copies: table [V, dim], slots list in _slot_names() order."""
-    a = optimizer._kernel_attrs()
-    lr = F(lr)
-    sums = summed_gradients(batches)
-    decay = F(a["weight_decay_factor"])
-    if a["multiply_weight_decay_factor_by_learning_rate"]:
-        decay = decay * lr
-    every_row = isinstance(optimizer, opt.Adam) and not a["lazy_adam"]
-    rows = range(len(table)) if every_row else sorted(sums)
-    for r in rows:
-        g = clip(sums.get(r, np.zeros(table.shape[1], F)), a["clip_gradient_min"],
-                 a["clip_gradient_max"])
-        w = table[r] - decay * table[r]
-        w, new_slots = RULES[optimizer._op_name](a, lr, g, w, [s[r] for s in slots])
-        table[r] = clip(w, a["clip_weight_min"], a["clip_weight_max"])
-        for s, value in zip(slots, new_slots):
-            s[r] = value
 
 
 # ---------------------------------------------------------------------------------------------

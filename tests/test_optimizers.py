@@ -10,6 +10,8 @@ import tensorflow as tf
 
 from tf_embedding import optimizers
 
+from error_helpers import error_of
+
 stock = tf.tpu.experimental.embedding
 
 NAMES = ["SGD", "Adagrad", "AdagradMomentum", "Adam", "FTRL"]
@@ -18,14 +20,6 @@ SLOTTED = ["Adagrad", "AdagradMomentum", "Adam", "FTRL"]
 
 def _pair(name):
     return getattr(optimizers, name), getattr(stock, name)
-
-
-def _error_of(factory, *args, **kwargs):
-    try:
-        factory(*args, **kwargs)
-    except Exception as error:  # pylint: disable=broad-except
-        return type(error), str(error)
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,9 +105,9 @@ MATCHING_ERRORS = (
 @pytest.mark.parametrize("name,kwargs", MATCHING_ERRORS)
 def test_errors_match_tf(name, kwargs):
     ours, theirs = _pair(name)
-    expected = _error_of(theirs, **kwargs)
+    expected = error_of(theirs, **kwargs)
     assert expected is not None
-    assert _error_of(ours, **kwargs) == expected
+    assert error_of(ours, **kwargs) == expected
 
 
 @pytest.mark.parametrize("name,kwargs,error,message", [

@@ -20,9 +20,9 @@ from tf_embedding import config
 from tf_embedding import optimizers
 from tf_embedding.replicated import TPUEmbeddingV0
 
-from differential import build_feature_config, random_case, random_inputs, trace
-from test_checkpoints import FEATURES, OPTIMIZERS, feature_config, object_graph, save
-from test_checkpoints import randomize, variable_values
+from checkpoint_helpers import FEATURES, OPTIMIZERS, feature_config, object_graph, save
+from checkpoint_helpers import randomize, variable_values
+from differential import make_pair, random_case, random_inputs, trace
 
 NUM_CASES = 60
 NUM_TRAINING_CASES = 8
@@ -32,18 +32,6 @@ INITIAL_ACCUMULATOR, EPSILON, BETA_1, BETA_2 = 0.1, 1e-7, 0.9, 0.999
 KERAS = {"keras": keras, "tf_keras": tf_keras}
 
 stock = tf.tpu.experimental.embedding
-
-
-def make_pair(case, rng: np.random.Generator):
-    """Our V0 and stock's serving object for `case`, with identical table values."""
-    ours = TPUEmbeddingV0(build_feature_config(config, case), optimizers.SGD(0.1))
-    theirs = stock.TPUEmbeddingForServing(build_feature_config(stock, case), stock.SGD(0.1))
-    for ours_table, stock_table in zip(ours.embedding_tables.values(),
-                                       theirs.embedding_tables.values()):
-        value = rng.normal(size=ours_table.shape).astype(np.float32)
-        ours_table.assign(value)
-        stock_table.assign(value)
-    return ours, theirs
 
 
 def assert_close(actual, expected, context: str = "") -> None:
@@ -88,7 +76,7 @@ def test_random_configurations_match_stock():
     rng = np.random.default_rng(20240607)
     for index in range(NUM_CASES):
         case = random_case(rng)
-        ours, theirs = make_pair(case, rng)
+        ours, theirs = make_pair(TPUEmbeddingV0, case, rng)
         ids, weights = random_inputs(rng, case)
         cotangents = tf.nest.map_structure(
             lambda a: rng.normal(size=a.shape).astype(np.float32), theirs(ids, weights))
@@ -129,7 +117,7 @@ def test_training_steps_match_numpy(keras_name, optimizer_name):
     rng = np.random.default_rng(len(keras_name) * 10 + len(optimizer_name))
     for index in range(NUM_TRAINING_CASES):
         case = random_case(rng)
-        ours, theirs = make_pair(case, rng)
+        ours, theirs = make_pair(TPUEmbeddingV0, case, rng)
         ids, weights = random_inputs(rng, case)
         ours_tables = list(ours.embedding_tables.values())
         stock_tables = list(theirs.embedding_tables.values())

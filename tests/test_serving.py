@@ -13,7 +13,7 @@ from tf_embedding import config
 from tf_embedding import optimizers
 from tf_embedding.serving import TPUEmbeddingForServing, serving_embedding_lookup
 
-from differential import Case, arrange, build_feature_config, random_case, random_input
+from differential import make_pair, random_case, random_inputs
 from differential import trace as trace_with_unknown_batch
 
 stock = tf.tpu.experimental.embedding
@@ -23,31 +23,12 @@ NUM_CASES = 120
 GRAPH_EVERY = 4
 
 
-def make_pair(case: Case, rng: np.random.Generator):
-    """Our serving object and stock's, with identical table values."""
-    ours_config = build_feature_config(config, case)
-    stock_config = build_feature_config(stock, case)
-    ours = TPUEmbeddingForServing(ours_config, optimizers.SGD(0.1))
-    theirs = stock.TPUEmbeddingForServing(stock_config, stock.SGD(0.1))
-    # Both list the tables used by some feature, in first-occurrence order.
-    for ours_table, stock_table in zip(ours.embedding_tables.values(),
-                                       theirs.embedding_tables.values()):
-        value = rng.normal(size=ours_table.shape).astype(np.float32)
-        ours_table.assign(value)
-        stock_table.assign(value)
-    return ours, theirs
-
-
 def test_random_configurations_match_stock():
     rng = np.random.default_rng(20240521)
     for index in range(NUM_CASES):
         case = random_case(rng)
-        ours, theirs = make_pair(case, rng)
-        inputs = [random_input(rng, f, case.tables[f.table], case.batch_size)
-                  for f in case.features]
-        ids = arrange(case, [i for i, _ in inputs], case.subset)
-        weights = (arrange(case, [w for _, w in inputs], case.subset)
-                   if any(w is not None for _, w in inputs) else None)
+        ours, theirs = make_pair(TPUEmbeddingForServing, case, rng)
+        ids, weights = random_inputs(rng, case)
 
         expected = theirs(ids, weights)
         actual = ours(ids, weights)

@@ -1,13 +1,12 @@
 """TPUEmbedding (tf_embedding/sharded.py): training against numpy, the TF training loop, and misuse.
 
 The numpy reference is docs/semantics.md: lookups combine `gain * table[id]` per output row in
-TPU output shapes, and each step applies the optimizer (the transcription in
-test_optimizer_ops.py) once per touched row to the gradients summed over every replica's batch.
+TPU output shapes, and each step applies the optimizer (the transcription in references.py) once
+per touched row to the gradients summed over every replica's batch.
 Runs cover the default strategy and MirroredStrategy over 2 and 4 logical CPUs (conftest.py), so
 tables are split into 1, 2 and 4 row blocks.
 """
 
-import dataclasses
 import logging
 
 import numpy as np
@@ -16,76 +15,15 @@ import tensorflow as tf
 from tensorflow.python.distribute import sharded_variable
 
 import tf_embedding
-from test_optimizer_ops import reference_step
+
+from references import reference_step
+from sharded_helpers import FEATURES, MAX_SEQUENCE_LENGTH, STRATEGIES, TABLES, Feature
+from sharded_helpers import feature_config, initial_table, make_strategy, variable_values
 
 F = np.float32
 GLOBAL_BATCH = 8
-MAX_SEQUENCE_LENGTH = 3
 # Sparse inputs have this many columns; sequences longer than MAX_SEQUENCE_LENGTH are truncated.
 MAX_IDS = 5
-
-
-@dataclasses.dataclass(frozen=True)
-class Table:
-    vocabulary_size: int
-    dim: int
-    combiner: str
-
-
-# Vocabularies not divisible by 2 or 4 give uneven blocks; "tiny" has fewer rows than 4 devices.
-TABLES = {
-    "video": Table(13, 4, "sum"),
-    "user": Table(7, 3, "mean"),
-    "query": Table(11, 2, "sqrtn"),
-    "tiny": Table(3, 2, "sum"),
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class Feature:
-    table: str
-    # "pooled" / "sequence": sparse or ragged (the run's input kind); "dense": [B, 1];
-    # "dense1": [B].
-    kind: str
-    weighted: bool = False
-
-
-FEATURES = {
-    "age": Feature("user", "dense"),
-    "favorited": Feature("video", "pooled"),
-    "flag": Feature("tiny", "dense1"),
-    "friends": Feature("user", "pooled", weighted=True),
-    "history": Feature("query", "sequence"),
-    "watched": Feature("video", "pooled", weighted=True),
-}
-
-STRATEGIES = {"default": 1, "mirrored2": 2, "mirrored4": 4}
-
-
-def make_strategy(name: str) -> tf.distribute.Strategy:
-    if name == "default":
-        return tf.distribute.get_strategy()
-    return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(STRATEGIES[name])])
-
-
-def initial_table(name: str) -> np.ndarray:
-    table = TABLES[name]
-    seed = sorted(TABLES).index(name)
-    return np.random.default_rng(seed).uniform(
-        -1, 1, (table.vocabulary_size, table.dim)).astype(F)
-
-
-def feature_config(configs=tf_embedding):
-    """{name: FeatureConfig} over TABLES, with fixed initial tables. `configs` is tf_embedding
-    or stock tf.tpu.experimental.embedding."""
-    tables = {name: configs.TableConfig(
-        vocabulary_size=t.vocabulary_size, dim=t.dim, combiner=t.combiner, name=name,
-        initializer=lambda shape, dtype=None, value=initial_table(name): tf.constant(value))
-        for name, t in TABLES.items()}
-    return {name: configs.FeatureConfig(
-        table=tables[f.table],
-        max_sequence_length=MAX_SEQUENCE_LENGTH if f.kind == "sequence" else 0)
-        for name, f in FEATURES.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,12 +149,6 @@ def split_replicas(step: dict, replicas: int) -> list[dict]:
     size = GLOBAL_BATCH // replicas
     return [{name: samples[r * size:(r + 1) * size] for name, samples in step.items()}
             for r in range(replicas)]
-
-
-def variable_values(emb) -> dict[str, dict[str, np.ndarray]]:
-    return {name: {slot: tf.convert_to_tensor(variable).numpy()
-                   for slot, variable in slots.items()}
-            for name, slots in emb._variables.items()}
 
 
 def assert_close(actual, expected, rtol=2e-5, atol=2e-6, err_msg=""):

@@ -7,8 +7,9 @@ import pytest
 import tensorflow as tf
 
 import tf_embedding
-from test_checkpoints import object_graph
-from test_sharded import TABLES, feature_config, make_strategy, variable_values
+
+from checkpoint_helpers import object_graph, save
+from sharded_helpers import TABLES, feature_config, make_strategy, variable_values
 
 stock = tf.tpu.experimental.embedding
 
@@ -30,10 +31,6 @@ def randomize(emb, seed: int) -> dict[str, dict[str, np.ndarray]]:
         for variable in slots.values():
             variable.assign(rng.uniform(0.1, 1, variable.shape).astype(np.float32))
     return variable_values(emb)
-
-
-def save(emb, directory) -> str:
-    return tf.train.Checkpoint(embedding=emb).save(str(directory / "ckpt"))
 
 
 def assert_same_values(actual: dict, expected: dict) -> None:

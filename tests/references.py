@@ -1,0 +1,213 @@
+"""numpy references for the ops, shared by the test modules that check the ops against them.
+
+- `reference_csr` renders the CSR conversion of `RawFeature`s (docs/internals.md, "The CSR
+  batch") rule by rule in plain Python.
+- `reference_lookup` combines `gain * table[id]` per output row of a CSR batch, in float32 in
+  lookup order, the order the kernels promise; `csr` builds such batches from per-row lists.
+- `reference_step` transcribes the optimizer math (tf_tpu_embedding_api.md §2, ordering of
+  docs/internals.md) in float32 in the order the formulas are written, summing gradients in
+  batch order, then lookup order, as the kernels do.
+"""
+
+import math
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from tf_embedding import optimizers as opt
+
+F = np.float32
+
+
+# ---------------------------------------------------------------------------------------------
+# CSR conversion: per output row, the (id, gain) pairs the contract asks for.
+
+
+class RawFeature(NamedTuple):
+    """A feature as the op sees it: its kind and numpy arrays."""
+
+    kind: str
+    ids: np.ndarray
+    row_info: np.ndarray  # sparse indices [nnz, rank] or ragged row_splits
+    dense_shape: np.ndarray
+    weights: Optional[np.ndarray]
+    max_sequence_length: int
+    prune_invalid: bool
+
+
+def _rows_of_lookups(feature):
+    """(row of each lookup or None when truncated, number of rows, is_sequence).
+
+    Like the op, reads every input but the sparse indices flattened.
+    """
+    msl = feature.max_sequence_length
+    if feature.kind == "sparse":
+        indices, shape = feature.row_info, feature.dense_shape.ravel()
+        if msl > 0 and len(shape) == 2:
+            rows = [b * msl + p if p < msl else None for b, p in indices]
+            return rows, int(shape[0]) * msl, True
+        outer = tuple(int(d) for d in shape[:-1])
+        rows = [int(np.ravel_multi_index(tuple(i[:-1]), outer)) for i in indices]
+        return rows, math.prod(outer), False
+    if feature.kind == "ragged":
+        splits = feature.row_info.ravel()
+        rows = []
+        for b in range(len(splits) - 1):
+            for position in range(splits[b + 1] - splits[b]):
+                if msl == 0:
+                    rows.append(b)
+                else:
+                    rows.append(b * msl + position if position < msl else None)
+        return rows, (len(splits) - 1) * max(msl, 1), msl > 0
+    return list(range(feature.ids.size)), feature.ids.size, False
+
+
+def reference_rows(feature, combiner):
+    """A list over output rows of [(id, gain)], following the contract rule by rule."""
+    row_of, num_rows, sequence = _rows_of_lookups(feature)
+    weighted = feature.weights is not None
+    rows = [[] for _ in range(num_rows)]
+    for i, (lookup_id, row) in enumerate(zip(feature.ids.ravel(), row_of)):
+        weight = float(feature.weights.ravel()[i]) if weighted else 1.0
+        if row is None:
+            continue
+        if feature.prune_invalid and lookup_id < 0:
+            continue
+        if feature.prune_invalid and weighted and combiner != "sum" and not weight > 0:
+            continue
+        rows[row].append((int(lookup_id), weight))
+    if sequence or combiner == "sum":
+        return rows
+    combined = []
+    for row in rows:
+        if combiner == "mean":
+            denominator = sum(w for _, w in row)
+        else:
+            denominator = math.sqrt(sum(w * w for _, w in row))
+        combined.append([(i, 0.0 if denominator == 0 else w / denominator) for i, w in row])
+    return combined
+
+
+def reference_csr(features, combiner):
+    """The CSR batch of RawFeatures, as numpy arrays (row_splits, ids, gains, row counts)."""
+    row_splits, ids, gains, counts = [0], [], [], []
+    for feature in features:
+        rows = reference_rows(feature, combiner)
+        counts.append(len(rows))
+        for row in rows:
+            ids.extend(i for i, _ in row)
+            gains.extend(g for _, g in row)
+            row_splits.append(len(ids))
+    return (np.array(row_splits, np.int64), np.array(ids, np.int64),
+            np.array(gains, np.float32), np.array(counts, np.int64))
+
+
+# ---------------------------------------------------------------------------------------------
+# Lookup.
+
+
+def csr(rows):
+    """[[(id, gain), ...] per output row] -> (row_splits int64, ids int64, gains float32)."""
+    row_splits = np.cumsum([0] + [len(row) for row in rows]).astype(np.int64)
+    ids = np.array([i for row in rows for i, _ in row], np.int64)
+    gains = np.array([g for row in rows for _, g in row], np.float32)
+    return row_splits, ids, gains
+
+
+def reference_lookup(table, row_splits, ids, gains):
+    out = np.zeros([len(row_splits) - 1, table.shape[1]], np.float32)
+    for r in range(len(row_splits) - 1):
+        for k in range(row_splits[r], row_splits[r + 1]):
+            out[r] += gains[k] * table[ids[k]]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Optimizers.
+
+
+def summed_gradients(batches):
+    """{id: gradient row} summed in batch order, then lookup order."""
+    sums = {}
+    for row_splits, ids, gains, activation_gradients in batches:
+        for r in range(len(row_splits) - 1):
+            for k in range(row_splits[r], row_splits[r + 1]):
+                term = gains[k] * activation_gradients[r]
+                sums[int(ids[k])] = sums[int(ids[k])] + term if int(ids[k]) in sums else term
+    return sums
+
+
+def clip(x, lo, hi):
+    return np.minimum(np.maximum(x, F(lo)), F(hi))
+
+
+def sgd(a, lr, g, w, slots):
+    return w - lr * g, slots
+
+
+def adagrad(a, lr, g, w, slots):
+    (acc,) = slots
+    acc = acc + g * g
+    return w - lr * g / np.sqrt(acc), [acc]
+
+
+def adagrad_momentum(a, lr, g, w, slots):
+    acc, m = slots
+    beta2, momentum = F(a["beta2"]), F(a["momentum"])
+    acc = acc + g * g if beta2 == 1 else beta2 * acc + (1 - beta2) * g * g
+    scaled = np.power(acc + F(a["epsilon"]), F(-1) / F(a["exponent"])) * g
+    m = momentum * m + scaled
+    w = w - lr * (momentum * m + scaled) if a["use_nesterov"] else w - lr * m
+    return w, [acc, m]
+
+
+def adam(a, lr, g, w, slots):
+    m, v = slots
+    beta_1, beta_2, eps = F(a["beta_1"]), F(a["beta_2"]), F(a["epsilon"])
+    m = beta_1 * m + (1 - beta_1) * g
+    v = beta_2 * v + (1 - beta_2) * g * g
+    inside, outside = (eps * eps, F(0)) if a["sum_inside_sqrt"] else (F(0), eps)
+    return w - lr * m / (np.sqrt(v + inside) + outside), [m, v]
+
+
+def ftrl(a, lr, g, w, slots):
+    acc, linear = slots
+    power = F(-a["learning_rate_power"])
+    l1, l2, beta = F(a["l1_regularization_strength"]), F(a["l2_regularization_strength"]), F(
+        a["beta"])
+    acc_new = acc + g * g
+    p_new = np.power(acc_new, power)
+    dp = p_new - np.power(acc, power)
+    if a["multiply_linear_by_learning_rate"]:
+        linear = linear + lr * g - dp * w
+        numerator = -linear if l1 == 0 else clip(linear, -lr * l1, lr * l1) - linear
+        denominator = p_new + 2 * lr * l2 + beta
+    else:
+        linear = linear + g - dp * w / lr
+        numerator = -linear if l1 == 0 else clip(linear, -l1, l1) - linear
+        denominator = (p_new + beta) / lr + 2 * l2
+    return numerator / denominator, [acc_new, linear]
+
+
+RULES = {"Sgd": sgd, "Adagrad": adagrad, "AdagradMomentum": adagrad_momentum, "Adam": adam,
+         "Ftrl": ftrl}
+
+
+def reference_step(optimizer, table, slots, batches, lr):
+    """One apply on numpy copies: table [V, dim], slots list in _slot_names() order."""
+    a = optimizer._kernel_attrs()
+    lr = F(lr)
+    sums = summed_gradients(batches)
+    decay = F(a["weight_decay_factor"])
+    if a["multiply_weight_decay_factor_by_learning_rate"]:
+        decay = decay * lr
+    every_row = isinstance(optimizer, opt.Adam) and not a["lazy_adam"]
+    rows = range(len(table)) if every_row else sorted(sums)
+    for r in rows:
+        g = clip(sums.get(r, np.zeros(table.shape[1], F)), a["clip_gradient_min"],
+                 a["clip_gradient_max"])
+        w = table[r] - decay * table[r]
+        w, new_slots = RULES[optimizer._op_name](a, lr, g, w, [s[r] for s in slots])
+        table[r] = clip(w, a["clip_weight_min"], a["clip_weight_max"])
+        for s, value in zip(slots, new_slots):
+            s[r] = value
