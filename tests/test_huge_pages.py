@@ -8,12 +8,11 @@ distributions) and a plain MADV_COLLAPSE works.
 
 import ctypes
 import mmap
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from subprocess_helpers import last_printed_words
 
 MADV_COLLAPSE = 25
 THP_SETTING = "/sys/kernel/mm/transparent_hugepage/enabled"
@@ -65,10 +64,7 @@ _SCRIPT = textwrap.dedent("""
 
 
 def _huge_kib_gained(**env: str) -> int:
-    result = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **env))
-    assert result.returncode == 0, result.stderr
-    return int(result.stdout.split()[-1])
+    return int(last_printed_words(_SCRIPT, [((), env)])[0])
 
 
 @pytest.fixture(scope="module")

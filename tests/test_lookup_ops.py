@@ -4,9 +4,6 @@ CSR batches are built directly in numpy (docs/internals.md, "The CSR batch"). Re
 float32 in lookup order, the order the kernels promise, so most comparisons are tight.
 """
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -17,6 +14,7 @@ from tensorflow.python.ops import resource_variable_ops
 from tf_embedding import _loader, ops
 
 from references import csr, reference_lookup
+from subprocess_helpers import last_printed_words
 
 
 @pytest.fixture(scope="module")
@@ -372,13 +370,5 @@ _ISA_SCRIPT = textwrap.dedent("""
 def test_isa_variants_and_huge_pages_give_identical_bits():
     settings = [{"TF_EMBEDDING_SIMD": isa} for isa in ("baseline", "avx2", "avx512")]
     settings.append({"TF_EMBEDDING_HUGE_PAGES": "0"})
-    runs = [subprocess.Popen([sys.executable, "-c", _ISA_SCRIPT], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True,
-                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **setting))
-            for setting in settings]
-    digests = []
-    for run in runs:
-        stdout, stderr = run.communicate()
-        assert run.returncode == 0, stderr
-        digests.append(stdout.split()[-1])
+    digests = last_printed_words(_ISA_SCRIPT, [((), setting) for setting in settings])
     assert len(set(digests)) == 1, dict(zip(map(str, settings), digests))

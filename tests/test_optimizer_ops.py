@@ -6,9 +6,6 @@ gradients in batch order, then lookup order, as the kernels do; rules made of co
 operations therefore agree to the last bit, rules with pow to a few ulp.
 """
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -19,6 +16,7 @@ from tf_embedding import ops
 from tf_embedding import optimizers as opt
 
 from references import csr, reference_step
+from subprocess_helpers import last_printed_words
 
 F = np.float32
 VOCAB, DIM = 12, 3
@@ -236,15 +234,8 @@ _DETERMINISM_SCRIPT = textwrap.dedent("""
 
 
 def test_results_are_bit_identical_for_one_and_two_threads():
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    runs = [subprocess.Popen([sys.executable, "-c", _DETERMINISM_SCRIPT, str(threads)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-            for threads in (1, 2)]
-    digests = []
-    for run in runs:
-        stdout, stderr = run.communicate()
-        assert run.returncode == 0, stderr
-        digests.append(stdout.split()[-1])
+    digests = last_printed_words(_DETERMINISM_SCRIPT,
+                                 [((str(threads),), {}) for threads in (1, 2)])
     assert digests[0] == digests[1]
 
 
