@@ -49,12 +49,6 @@ __attribute__((always_inline)) inline void CombineRowsImpl(
   }
 }
 
-template <int64_t kDim>
-void CombineRowsBaseline(const CsrBatch& batch, const float* table, int64_t dim,
-                         int64_t row_begin, int64_t row_end, float* activations) {
-  CombineRowsImpl<kDim>(batch, table, dim, row_begin, row_end, activations);
-}
-
 #if defined(TF_EMBEDDING_X86_DISPATCH)
 template <int64_t kDim>
 TF_EMBEDDING_TARGET_AVX2 void CombineRowsAvx2(const CsrBatch& batch, const float* table,
@@ -84,7 +78,8 @@ void CombineRowsForIsa(const CsrBatch& batch, const float* table, int64_t dim, i
       break;
   }
 #endif
-  CombineRowsBaseline<kDim>(batch, table, dim, row_begin, row_end, activations);
+  // Baseline ISA: the body inlines here, compiled with the library's own flags.
+  CombineRowsImpl<kDim>(batch, table, dim, row_begin, row_end, activations);
 }
 
 }  // namespace
