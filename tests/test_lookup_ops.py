@@ -4,6 +4,9 @@ CSR batches are built directly in numpy (docs/internals.md, "The CSR batch"). Re
 float32 in lookup order, the order the kernels promise, so most comparisons are tight.
 """
 
+import os
+import subprocess
+import sys
 import textwrap
 
 import numpy as np
@@ -372,3 +375,13 @@ def test_isa_variants_and_huge_pages_give_identical_bits():
     settings.append({"TF_EMBEDDING_HUGE_PAGES": "0"})
     digests = last_printed_words(_ISA_SCRIPT, [((), setting) for setting in settings])
     assert len(set(digests)) == 1, dict(zip(map(str, settings), digests))
+
+
+def test_unknown_isa_setting_is_reported_and_ignored():
+    result = subprocess.run([sys.executable, "-c", _ISA_SCRIPT], capture_output=True, text=True,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+                                     TF_EMBEDDING_SIMD="avx-512"))
+    assert result.returncode == 0, result.stderr
+    assert ("ignoring TF_EMBEDDING_SIMD=avx-512 (expected baseline, avx2 or avx512)"
+            in result.stderr)
+    assert result.stdout.split()[-1] == last_printed_words(_ISA_SCRIPT, [((), {})])[0]

@@ -1,5 +1,6 @@
 #include "cc/core/simd_dispatch.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -17,9 +18,15 @@ SimdIsa SupportedIsa() {
 
 SimdIsa RequestedIsa() {
   const char* value = std::getenv("TF_EMBEDDING_SIMD");
-  if (value == nullptr) return SimdIsa::kAvx512;
+  if (value == nullptr || std::strcmp(value, "avx512") == 0) return SimdIsa::kAvx512;
   if (std::strcmp(value, "baseline") == 0) return SimdIsa::kBaseline;
   if (std::strcmp(value, "avx2") == 0) return SimdIsa::kAvx2;
+  // Read once, inside whichever kernel runs first, so there is no caller to return an error to;
+  // a typo must still not pass unnoticed.
+  std::fprintf(stderr,
+               "tf_embedding: ignoring TF_EMBEDDING_SIMD=%s (expected baseline, avx2 or "
+               "avx512); using the widest ISA the CPU supports\n",
+               value);
   return SimdIsa::kAvx512;
 }
 
