@@ -1,4 +1,4 @@
-"""TPUEmbedding (tf_embedding/sharded.py): training against numpy, the TF training loop, and misuse.
+"""TPUEmbedding (tf_embedding/sharded/): training against numpy, the TF training loop, and misuse.
 
 The numpy reference is docs/semantics.md: lookups combine `gain * table[id]` per output row in
 TPU output shapes, and each step applies the optimizer (the transcription in references.py) once

@@ -22,7 +22,7 @@ _PUBLIC_NAMES = {
     "QuantizationConfig": "tf_embedding.config",
     "RowIdInitializer": "tf_embedding.config",
     "SGD": "tf_embedding.optimizers",
-    "TPUEmbedding": "tf_embedding.sharded",
+    "TPUEmbedding": "tf_embedding.sharded.tpu_embedding",
     "TPUEmbeddingForServing": "tf_embedding.serving",
     "TPUEmbeddingV0": "tf_embedding.replicated",
     "TableConfig": "tf_embedding.config",
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from tf_embedding.optimizers import FTRL, SGD, Adagrad, AdagradMomentum, Adam
     from tf_embedding.replicated import TPUEmbeddingV0
     from tf_embedding.serving import TPUEmbeddingForServing, serving_embedding_lookup
-    from tf_embedding.sharded import TPUEmbedding
+    from tf_embedding.sharded.tpu_embedding import TPUEmbedding
 
 
 def __getattr__(name: str) -> Any:

@@ -5,10 +5,10 @@ Stock TF only runs this class under a TPUStrategy; here it runs under the defaul
 `apply_gradients` protocol, output shapes, messages and checkpoints.
 
 * Tables and slots are split into contiguous row blocks, one per replica device
-  (`sharded_layout`), and are not trainable variables: only `apply_gradients` updates them.
+  (`layout`), and are not trainable variables: only `apply_gradients` updates them.
 * `enqueue` (host side, cross-replica context) validates the features, converts each replica's
   features into one deduplicated CSR batch per table and puts it in the replica's engine queue
-  (`sharded_engine`). With `pipeline_execution_with_tensor_core` it also looks the rows up.
+  (`queues`). With `pipeline_execution_with_tensor_core` it also looks the rows up.
 * `dequeue` (replica context) takes the replica's batch, gathers its unique rows from every
   block on the block's device, applies the table's `QuantizationConfig`, combines the rows into
   activations and returns them in the structure of `feature_config`.
@@ -26,13 +26,12 @@ from tensorflow.python.distribute import device_util
 from tensorflow.python.distribute import sharded_variable
 from tensorflow.python.util import nest
 
-from tf_embedding import inputs as inputs_lib
-from tf_embedding import ops
-from tf_embedding import sharded_engine
+from tf_embedding.sharded import queues
 from tf_embedding import sharded_inputs
 from tf_embedding import sharded_shapes
 from tf_embedding import tables
-from tf_embedding.sharded_layout import ShardLayout
+from tf_embedding.sharded.layout import ShardLayout
+from tf_embedding.sharded.table_state import TableState
 
 _SUPPORTED_STRATEGIES = (tf.distribute.MirroredStrategy, tf.compat.v1.distribute.MirroredStrategy)
 
@@ -96,16 +95,11 @@ class TPUEmbedding(tables.EmbeddingBase):
         devices = (tuple(strategy.extended.worker_devices) if tf.distribute.has_strategy()
                    else (None,))
         self._replica_devices = self._no_dependency(devices)
-        flat_features = nest.flatten_with_joined_string_paths(feature_config)
-        self._feature_paths = self._no_dependency([path for path, _ in flat_features])
-        self._table_features = self._no_dependency({
-            table.name: [index for index, (_, feature) in enumerate(flat_features)
-                         if feature.table is table]
-            for table in self._table_config})
-        self._layouts = self._no_dependency({
-            table.name: ShardLayout(table.vocabulary_size, devices)
-            for table in self._table_config})
+        self._feature_paths = self._no_dependency(
+            [path for path, _ in nest.flatten_with_joined_string_paths(feature_config)])
         self._warned_paths = self._no_dependency(set())
+        # One TableState per table, in `_table_config` order; made by build().
+        self._tables: list[TableState] = self._no_dependency([])
 
     @property
     def embedding_tables(self) -> dict[Any, sharded_variable.ShardedVariable]:
@@ -131,11 +125,19 @@ class TPUEmbedding(tables.EmbeddingBase):
             return
         self._set_build_output_shapes(per_replica_input_shapes, per_replica_batch_size)
         super().build()
+        flat_features = nest.flatten(self._feature_config)
+        self._tables.extend(
+            TableState(table,
+                       tuple(index for index, feature in enumerate(flat_features)
+                             if feature.table is table),
+                       ShardLayout(table.vocabulary_size, self._replica_devices),
+                       self._variables[table.name])
+            for table in self._table_config)
         self._check_slot_layouts()
-        specs = [sharded_engine.TableSpec(len(self._table_features[table.name]), table.dim)
-                 for table in self._table_config]
+        specs = [queues.TableSpec(len(state.feature_indices), state.config.dim)
+                 for state in self._tables]
         self._queues = self._no_dependency([
-            sharded_engine.ReplicaQueues(replica, device, specs,
+            queues.ReplicaQueues(replica, device, specs,
                                          self._pipeline_execution_with_tensor_core)
             for replica, device in enumerate(self._replica_devices)])
 
@@ -221,10 +223,10 @@ class TPUEmbedding(tables.EmbeddingBase):
         outputs: list[tf.Tensor | None] = [None] * len(self._feature_paths)
         with tf.name_scope(name or "dequeue"), tf.device(self._replica_devices[replica]):
             batch = self._queues[replica].take_batch()
-            for index, (table, table_batch) in enumerate(zip(self._table_config, batch.tables)):
-                activations = self._lookup(table, table_batch,
+            for index, (state, table_batch) in enumerate(zip(self._tables, batch.tables)):
+                activations = state.lookup(table_batch,
                                            None if batch.rows is None else batch.rows[index])
-                for feature_index, block in self._split(table, table_batch, activations,
+                for feature_index, block in self._split(state, table_batch, activations,
                                                         partial):
                     outputs[feature_index] = block
             with tf.control_dependencies(outputs):
@@ -262,8 +264,9 @@ class TPUEmbedding(tables.EmbeddingBase):
         replica = self._replica_id("apply_gradients")
         with tf.name_scope(name or "apply_gradients"), tf.device(self._replica_devices[replica]):
             pending = self._queues[replica].take_pending()
-            updates = [self._block_gradients(table, table_batch, flat_gradients)
-                       for table, table_batch in zip(self._table_config, pending)]
+            updates = [state.block_updates(table_batch,
+                                           state.activation_gradients(table_batch, flat_gradients))
+                       for state, table_batch in zip(self._tables, pending)]
             tf.distribute.get_replica_context().merge_call(self._apply_updates, args=(updates,))
 
     def _create_variables_and_slots(self) -> dict[str, dict[str, Any]]:
@@ -279,14 +282,13 @@ class TPUEmbedding(tables.EmbeddingBase):
 
     def _check_slot_layouts(self) -> None:
         """Slots made by a `slot_variable_creation_fn` must be sharded like their table."""
-        for table in self._table_config:
-            for slot, variable in self._variables[table.name].items():
+        for state in self._tables:
+            for slot, variable in state.variables.items():
                 if not (isinstance(variable, sharded_variable.ShardedVariable) and
-                        [block.shape[0] for block in variable] ==
-                        list(self._layouts[table.name].rows)):
+                        [block.shape[0] for block in variable] == list(state.layout.rows)):
                     raise ValueError(
-                        f"Slot '{slot}' of table {table.name} is not sharded like the table "
-                        f"(row blocks {list(self._layouts[table.name].rows)}). TPUEmbedding "
+                        f"Slot '{slot}' of table {state.name} is not sharded like the table "
+                        f"(row blocks {list(state.layout.rows)}). TPUEmbedding "
                         "creates slots itself; a slot_variable_creation_fn is not supported.")
 
     def _maybe_build(self) -> None:
@@ -366,68 +368,31 @@ class TPUEmbedding(tables.EmbeddingBase):
         return values[replica] if len(values) > 1 else values[0]
 
     def _convert(self, flat_inputs: list[Any], flat_weights: list[Any],
-                 training: tf.Tensor) -> sharded_engine.Batch:
-        """One replica's features -> one deduplicated CSR batch per table (+ rows if pipelined)."""
+                 training: tf.Tensor) -> queues.Batch:
+        """One replica's features -> one CSR batch per table (+ its rows if pipelined)."""
         flat_features = nest.flatten(self._feature_config)
-        batches = []
-        for table in self._table_config:
-            feature_inputs = [
+        batches = [
+            state.convert([
                 sharded_inputs.feature_input(self._feature_paths[index], flat_features[index],
                                              flat_inputs[index], flat_weights[index])
-                for index in self._table_features[table.name]]
-            batch = inputs_lib.features_to_csr(table.name, table.vocabulary_size, table.combiner,
-                                               feature_inputs)
-            if self._is_single_block(table):
-                # A table of one block is read and updated straight from its lookups' ids
-                # (`_lookup`, `_block_gradients`), so deduplicating them would be wasted work.
-                ids = batch.ids
-                inverse = tf.range(tf.size(ids, out_type=tf.int64))
-            else:
-                unique = inputs_lib.dedup(batch.ids, num_shards=1, table_name=table.name)
-                ids, inverse = unique.unique_ids, tf.cast(unique.inverse, tf.int64)
-            batches.append(sharded_engine.TableBatch(
-                batch.row_splits, ids, inverse, batch.gains, batch.feature_row_counts))
+                for index in state.feature_indices])
+            for state in self._tables]
         rows = None
         if self._pipeline_execution_with_tensor_core:
-            rows = [self._gather(table, batch.unique_ids)
-                    for table, batch in zip(self._table_config, batches)]
-        return sharded_engine.Batch(batches, rows, training)
+            rows = [state.gather(batch.unique_ids) for state, batch in zip(self._tables, batches)]
+        return queues.Batch(batches, rows, training)
 
-    def _gather(self, table: Any, unique_ids: tf.Tensor) -> tf.Tensor:
-        return self._layouts[table.name].gather(self._variables[table.name]["parameters"],
-                                                unique_ids, table.name)
-
-    def _is_single_block(self, table: Any) -> bool:
-        return len(self._layouts[table.name].rows) == 1
-
-    def _lookup(self, table: Any, batch: sharded_engine.TableBatch,
-                rows: tf.Tensor | None) -> tf.Tensor:
-        """One replica's [R, dim] activations of `table` (`rows`: its unique rows, if pipelined)."""
-        if rows is None and table.quantization_config is None and self._is_single_block(table):
-            # The whole table is one block: the fused lookup reads it in place, without first
-            # gathering the unique rows. Its batch is not deduplicated (`_convert`), so
-            # `unique_ids` are the lookups' ids in order.
-            return ops.embedding_lookup(
-                list(self._variables[table.name]["parameters"])[0], batch.row_splits,
-                batch.unique_ids, batch.gains, table_name=table.name)
-        if rows is None:
-            rows = self._gather(table, batch.unique_ids)
-        if table.quantization_config is not None:
-            rows = table.quantization_config.quantize(rows)
-        return ops.embedding_lookup_dense(rows, batch.row_splits, batch.inverse, batch.gains,
-                                          table_name=table.name)
-
-    def _split(self, table: Any, batch: sharded_engine.TableBatch, activations: tf.Tensor,
+    def _split(self, state: TableState, batch: queues.TableBatch, activations: tf.Tensor,
                partial: bool) -> list[tuple[int, tf.Tensor]]:
         """(feature index, activations in the feature's output shape) for a table's features."""
-        indices = self._table_features[table.name]
-        shapes = [self._output_shapes[index].as_list() + [table.dim] for index in indices]
+        indices = state.feature_indices
+        shapes = [self._output_shapes[index].as_list() + [state.config.dim] for index in indices]
         checks = []
         if not partial:
             expected_rows = [tf.TensorShape(shape[:-1]).num_elements() for shape in shapes]
             checks.append(tf.debugging.assert_equal(
                 batch.feature_row_counts, tf.constant(expected_rows, tf.int64),
-                message=(f"Table {table.name}: the dequeued batch does not fill the output "
+                message=(f"Table {state.name}: the dequeued batch does not fill the output "
                          f"shapes {[shape[:-1] for shape in shapes]} of features "
                          f"{[self._feature_paths[index] for index in indices]}; pass "
                          "partial=True to dequeue a smaller final batch.")))
@@ -460,53 +425,22 @@ class TPUEmbedding(tables.EmbeddingBase):
             flat_gradients.append(gradient)
         return flat_gradients
 
-    def _block_gradients(self, table: Any, batch: sharded_engine.TableBatch,
-                         flat_gradients: list[tf.Tensor | None]) -> list[ops.GradientBatch]:
-        """Per row block of `table`: this replica's gradient batch in block-local ids."""
-        indices = self._table_features[table.name]
-        counts = tf.unstack(batch.feature_row_counts, num=len(indices))
-        activation_gradients = tf.concat([
-            tf.zeros(tf.stack([count, table.dim]), tf.float32) if flat_gradients[index] is None
-            else tf.reshape(tf.cast(flat_gradients[index], tf.float32), [-1, table.dim])
-            for index, count in zip(indices, counts)], axis=0)
-        if self._is_single_block(table):
-            # The fused optimizer sums the gradient per row itself: no reduction beforehand.
-            # The batch is not deduplicated (`_convert`): `unique_ids` are the lookups' ids.
-            return [(batch.row_splits, batch.unique_ids, batch.gains, activation_gradients)]
-        positions, values = ops.embedding_gradient(
-            [(batch.row_splits, batch.inverse, batch.gains, activation_gradients)],
-            table_name=table.name)
-        touched_ids = tf.gather(batch.unique_ids, positions)
-        updates = []
-        for local_ids, rows in self._layouts[table.name].split(touched_ids, values):
-            count = tf.size(local_ids, out_type=tf.int64)
-            updates.append((tf.range(count + 1), local_ids, tf.ones([count], tf.float32),
-                            rows[0]))
-        return updates
-
     def _apply_updates(self, strategy: tf.distribute.Strategy,
-                       updates: list[list[ops.GradientBatch]]) -> None:
+                       updates: list[list[Any]]) -> None:
         """merge_call body: every block is updated once, on its device, with all replicas'
-        gradients as one batch each."""
-        # pylint: disable=protected-access
+        updates of it (`TableState.block_updates`, per table)."""
         # A callable learning rate is evaluated once per optimizer and apply_gradients call.
         learning_rates = {}
-        for table, block_updates in zip(self._table_config, updates):
-            optimizer = table.optimizer
+        for state, block_updates in zip(self._tables, updates):
+            optimizer = state.config.optimizer
             if id(optimizer) not in learning_rates:
-                learning_rates[id(optimizer)] = optimizer._get_learning_rate()
-            variables = {slot: list(variable)
-                         for slot, variable in self._variables[table.name].items()}
-            layout = self._layouts[table.name]
-            for block, update in enumerate(block_updates):
-                with tf.device(layout.devices[block]):
-                    # One batch per replica, in replica order.
-                    batches = list(zip(*[strategy.experimental_local_results(part)
-                                         for part in update]))
-                    ops.sparse_apply(
-                        optimizer, variables["parameters"][block],
-                        {slot: variables[slot][block] for slot in optimizer._slot_names()},
-                        batches, learning_rates[id(optimizer)], table_name=table.name)
+                learning_rates[id(optimizer)] = optimizer._get_learning_rate()  # pylint: disable=protected-access
+            # Per replica, in replica order: its update of each block.
+            replica_updates = [
+                [tuple(strategy.experimental_local_results(part)[replica] for part in update)
+                 for update in block_updates]
+                for replica in range(len(self._replica_devices))]
+            state.apply(replica_updates, learning_rates[id(optimizer)])
 
 
 def _batch_shape_matches(shape: tf.TensorShape, expected: list[int]) -> bool:

@@ -19,15 +19,22 @@ from tensorflow.python.trackable import base as trackable_base
 from tf_embedding import ops
 
 
+def block_rows(vocabulary_size: int, num_devices: int) -> tuple[int, ...]:
+    """The row count of each block of a table split over `num_devices` devices (empty blocks,
+    which are not created, left out)."""
+    base, extra = divmod(vocabulary_size, num_devices)
+    rows = [base + 1] * extra + [base] * (num_devices - extra)
+    return tuple(count for count in rows if count)
+
+
 class ShardLayout:
     """The row blocks of one table: block `s` holds rows `[offsets[s], offsets[s + 1])` on
     `devices[s]` (None: the default device)."""
 
     def __init__(self, vocabulary_size: int, devices: Sequence[str | None]):
-        base, extra = divmod(vocabulary_size, len(devices))
-        rows = [base + 1] * extra + [base] * (len(devices) - extra)
-        self.devices = tuple(device for device, count in zip(devices, rows) if count)
-        self.rows = tuple(count for count in rows if count)
+        self.rows = block_rows(vocabulary_size, len(devices))
+        # Empty blocks come last, so the first len(rows) devices hold the blocks.
+        self.devices = tuple(devices[:len(self.rows)])
         self.offsets = tuple(itertools.accumulate(self.rows, initial=0))
 
     def create_variable(self, name: str, shape: tuple[int, int], dtype: tf.DType,
