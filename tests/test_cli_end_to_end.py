@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_embedding import cli
+from tf_embedding.job import cli
 
 CONFIG = {
     "batch_size": 512, "steps": 160, "checkpoint_every": 50, "eval_examples": 16384,
@@ -62,7 +62,7 @@ def runs(tmp_path_factory):
     # tf_keras for other tests).
     modules = json.loads(run_python(f"""
         import json, sys
-        from tf_embedding import cli
+        from tf_embedding.job import cli
         assert cli.main({common + [straight]!r}) == 0
         print(json.dumps(sorted(sys.modules)))
     """).splitlines()[-1])
@@ -153,7 +153,7 @@ def test_export_scores_match_between_predict_and_plain_tensorflow(runs):
     outputs = {fmt: str(root / f"scores.{fmt}.txt") for fmt in ("tsv", "tfrecord")}
     run_python(f"""
         import sys
-        from tf_embedding import cli
+        from tf_embedding.job import cli
         for fmt, path, out in (("tsv", {tsv!r}, {outputs["tsv"]!r}),
                                ("tfrecord", {records!r}, {outputs["tfrecord"]!r})):
             assert cli.main(["predict", "--model", {export!r}, "--input", path,
@@ -220,7 +220,7 @@ def test_help_lists_every_flag_with_its_default():
 def test_help_needs_no_tensorflow():
     out = run_python("""
         import sys
-        from tf_embedding import cli
+        from tf_embedding.job import cli
         cli.build_parser()
         print("tensorflow" in sys.modules)
     """)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_embedding.data import common, criteo, sources, synthetic, tfrecord
-from tf_embedding.data.spec import DataSpec, FeatureSpec, TableSpec, criteo_spec
-from tf_embedding.options import DataOptions
-from tf_embedding.training import roc_auc
+from tf_embedding.job.data import common, criteo, sources, synthetic, tfrecord
+from tf_embedding.job.data.spec import DataSpec, FeatureSpec, TableSpec, criteo_spec
+from tf_embedding.job.options import DataOptions
+from tf_embedding.job.training import roc_auc
 
 SPEC = DataSpec(
     tables=(TableSpec("user", 5000, "sum", head_size=200), TableSpec("item", 2000, "mean"),

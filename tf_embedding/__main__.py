@@ -2,6 +2,6 @@
 
 import sys
 
-from tf_embedding.cli import main
+from tf_embedding.job.cli import main
 
 sys.exit(main())

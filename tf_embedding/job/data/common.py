@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
-from tf_embedding.data.spec import DataSpec, FeatureSpec
+from tf_embedding.job.data.spec import DataSpec, FeatureSpec
 
 Batch = dict[str, Any]
 

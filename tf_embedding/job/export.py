@@ -18,8 +18,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from tf_embedding.data import common, criteo, tfrecord
-from tf_embedding.data.spec import DataSpec
+from tf_embedding.job.data import common, criteo, tfrecord
+from tf_embedding.job.data.spec import DataSpec
 
 SPEC_FILE = os.path.join("assets.extra", "data_spec.json")
 

@@ -12,8 +12,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tf_embedding.data import common
-from tf_embedding.data.spec import DataSpec
+from tf_embedding.job.data import common
+from tf_embedding.job.data.spec import DataSpec
 
 _FLOAT = r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?"
 # int64 holds every 18-digit number; longer ones would make StringToNumber fail.

@@ -17,9 +17,9 @@ import math
 import numpy as np
 
 from tf_embedding import png
-from tf_embedding.data import sources
-from tf_embedding.data.spec import DataSpec
-from tf_embedding.options import StatsOptions
+from tf_embedding.job.data import sources
+from tf_embedding.job.data.spec import DataSpec
+from tf_embedding.job.options import StatsOptions
 
 
 @dataclasses.dataclass

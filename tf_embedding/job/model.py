@@ -11,7 +11,7 @@ from typing import Sequence
 import keras
 import tensorflow as tf
 
-from tf_embedding.data.spec import DataSpec
+from tf_embedding.job.data.spec import DataSpec
 
 
 class RankingModel(keras.Model):

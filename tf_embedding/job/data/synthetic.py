@@ -20,8 +20,8 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
-from tf_embedding.data import common
-from tf_embedding.data.spec import DataSpec, TableSpec
+from tf_embedding.job.data import common
+from tf_embedding.job.data.spec import DataSpec, TableSpec
 
 TRAIN = 0
 TEST = 1

@@ -4,9 +4,9 @@ import math
 
 import tensorflow as tf
 
-from tf_embedding.data import criteo, synthetic, tfrecord
-from tf_embedding.data.spec import DataSpec
-from tf_embedding.options import DataOptions
+from tf_embedding.job.data import criteo, synthetic, tfrecord
+from tf_embedding.job.data.spec import DataSpec
+from tf_embedding.job.options import DataOptions
 
 
 def expand(patterns: list[str], flag: str) -> list[str]:

@@ -20,11 +20,11 @@ import numpy as np
 import tensorflow as tf
 
 import tf_embedding
-from tf_embedding import export
-from tf_embedding import model as model_lib
-from tf_embedding.data import common, sources
-from tf_embedding.data.spec import DataSpec
-from tf_embedding.options import TrainOptions, mlp_sizes
+from tf_embedding.job import export
+from tf_embedding.job import model as model_lib
+from tf_embedding.job.data import common, sources
+from tf_embedding.job.data.spec import DataSpec
+from tf_embedding.job.options import TrainOptions, mlp_sizes
 
 # Table/feature configs, the training objects, the embedding optimizer and the serving lookup
 # all come from here (stock TF's `tf.tpu.experimental.embedding` offers the same names).

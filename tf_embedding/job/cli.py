@@ -10,8 +10,8 @@ import json
 import sys
 from typing import Any, Sequence
 
-from tf_embedding import options as options_lib
-from tf_embedding.data import spec as spec_lib
+from tf_embedding.job import options as options_lib
+from tf_embedding.job.data import spec as spec_lib
 
 _SUBCOMMANDS = {
     "train": (options_lib.TrainOptions,
@@ -128,7 +128,7 @@ def parse(argv: Sequence[str]) -> tuple[str, Any, spec_lib.DataSpec | None]:
 
 
 def _train(options: options_lib.TrainOptions, spec: spec_lib.DataSpec) -> int:
-    from tf_embedding import training
+    from tf_embedding.job import training
     result = training.train(options, spec)
     if result is None:
         return 0
@@ -146,7 +146,7 @@ def _train(options: options_lib.TrainOptions, spec: spec_lib.DataSpec) -> int:
 
 
 def _predict(options: options_lib.PredictOptions) -> int:
-    from tf_embedding import predict
+    from tf_embedding.job import predict
     if not options.input:
         raise ValueError("--input: give at least one file to score")
     count, malformed = predict.predict(options)
@@ -155,13 +155,13 @@ def _predict(options: options_lib.PredictOptions) -> int:
 
 
 def _stats(options: options_lib.StatsOptions, spec: spec_lib.DataSpec) -> int:
-    from tf_embedding import stats
+    from tf_embedding.job import stats
     print(stats.run(options, spec))
     return 0
 
 
 def _generate(options: options_lib.GenerateOptions, spec: spec_lib.DataSpec) -> int:
-    from tf_embedding.data import generate
+    from tf_embedding.job.data import generate
     count = generate.write(options, spec)
     print(f"wrote {count} {options.split} examples to {options.output}")
     return 0

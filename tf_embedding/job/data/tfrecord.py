@@ -10,8 +10,8 @@ from typing import Iterable, Sequence
 
 import tensorflow as tf
 
-from tf_embedding.data import common
-from tf_embedding.data.spec import DataSpec
+from tf_embedding.job.data import common
+from tf_embedding.job.data.spec import DataSpec
 
 
 def weights_key(feature_name: str) -> str:

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tf_embedding.options import PredictOptions
+from tf_embedding.job.options import PredictOptions
 
 
 def _score_one_by_one(signature: tf.types.experimental.ConcreteFunction, argument: str,
