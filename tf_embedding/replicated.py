@@ -12,7 +12,6 @@ compile the custom ops into), and for a ragged input whose `output_shape` needs 
 known only at run time.
 """
 import contextlib
-import dataclasses
 import math
 from typing import Any, NamedTuple
 
@@ -21,7 +20,7 @@ from tensorflow.python.ops import control_flow_util
 from tensorflow.python.saved_model import save_context
 from tensorflow.python.util import nest
 
-from tf_embedding import feature_validation
+from tf_embedding import features as features_lib
 from tf_embedding import inputs as inputs_lib
 from tf_embedding import ops
 from tf_embedding import tables
@@ -106,7 +105,7 @@ class TPUEmbeddingV0(tables.EmbeddingBase):
         `serving_embedding_lookup` gives.
         """
         self._maybe_build()
-        validated = feature_validation.validate_features(features, weights, self._feature_config)
+        validated = features_lib.validate_features(features, weights, self._feature_config)
         by_table: dict[str, list[int]] = {}
         for index, item in enumerate(validated):
             by_table.setdefault(item.feature.table.name, []).append(index)
@@ -118,7 +117,7 @@ class TPUEmbeddingV0(tables.EmbeddingBase):
                 outputs[index] = output
         return nest.pack_sequence_as(features, outputs)
 
-    def _lookup_table(self, items: list[feature_validation.ValidatedFeature]) -> list[tf.Tensor]:
+    def _lookup_table(self, items: list[features_lib.ValidatedFeature]) -> list[tf.Tensor]:
         """Looks up the features of one table together: one conversion and one fused lookup,
         or, where the custom ops cannot be used, one stock-op lookup."""
         table = items[0].feature.table
@@ -127,7 +126,7 @@ class TPUEmbeddingV0(tables.EmbeddingBase):
             # Outside `strategy.run` a mirrored table has no replica copy to use (its `handle`
             # raises); read the first copy, as stock ops reading the variable do.
             variable = tf.distribute.get_strategy().experimental_local_results(variable)[0]
-        plans = [_plan_lookup(item) for item in items]
+        plans = [features_lib.cpu_lookup_plan(item) for item in items]
         if _needs_stock_ops() or any(plan.runtime_output_shape_feature for plan in plans):
             blocks = _stock_lookup(variable, table, plans)
         else:
@@ -137,7 +136,7 @@ class TPUEmbeddingV0(tables.EmbeddingBase):
             activations = ops.embedding_lookup(variable, batch.row_splits, batch.ids,
                                                batch.gains, table_name=table.name)
             blocks = inputs_lib.split_activations(activations, batch, feature_inputs, table.dim)
-        return [plan.finish(block) for plan, block in zip(plans, blocks)]
+        return [_finish(plan, block) for plan, block in zip(plans, blocks)]
 
 
 def _needs_stock_ops() -> bool:
@@ -152,69 +151,19 @@ def _needs_stock_ops() -> bool:
             or save_context.in_save_context())
 
 
-@dataclasses.dataclass(frozen=True)
-class _LookupPlan:
-    """How one feature maps onto the CSR conversion, and how its output is finished.
-
-    Mirrors the branches of TF's CPU lookup (`cpu_embedding_lookup`), so that the fused path
-    gives the same outputs as the stock ops.
-    """
-
-    feature_input: inputs_lib.FeatureInput
-    # Reshape the activations to this (output_shape + [dim]) at the end.
-    output_shape: list[int] | None = None
-    # Keep only the rows up to the largest sample id present (TF's embedding_lookup_sparse).
-    trim_trailing_rows: bool = False
-    # The feature of a ragged input with output_shape whose batch size is known only at run
-    # time: its prod(output_shape) output rows hold either pooled samples or sequence positions.
-    runtime_output_shape_feature: Any = None
-
-    def finish(self, activations: tf.Tensor) -> tf.Tensor:
-        if self.trim_trailing_rows:
-            # The largest sample id present, plus one; reduce_max of nothing is the minimum int.
-            num_rows = tf.maximum(tf.reduce_max(self.feature_input.tensor.indices[:, 0]), -1) + 1
-            activations = activations[:num_rows]
-        if self.output_shape is not None:
-            activations = tf.reshape(activations, self.output_shape)
-        return activations
-
-
-def _plan_lookup(item: feature_validation.ValidatedFeature) -> _LookupPlan:
-    feature, inp, path = item.feature, item.inputs, item.path
-    if isinstance(inp, tf.SparseTensor):
-        rank = inp.shape.rank
-        if not feature.output_shape and feature.max_sequence_length > 0 and rank in (None, 2):
-            return _LookupPlan(inputs_lib.FeatureInput(
-                path, inp, max_sequence_length=feature.max_sequence_length))
-        if not feature.validate_weights_and_indices and rank is not None and rank <= 2:
-            # Stock uses embedding_lookup_sparse here: no pruning, trailing empty rows dropped.
-            return _LookupPlan(inputs_lib.FeatureInput(path, inp, item.weights),
-                               trim_trailing_rows=True)
-        return _LookupPlan(inputs_lib.FeatureInput(path, inp, item.weights, prune_invalid=True))
-    if isinstance(inp, tf.RaggedTensor):
-        if feature.output_shape:
-            output_shape = feature.output_shape.as_list() + [feature.table.dim]
-            if inp.shape[0] is None:
-                return _LookupPlan(inputs_lib.FeatureInput(path, inp, item.weights),
-                                   output_shape=output_shape,
-                                   runtime_output_shape_feature=feature)
-            # validate_features has checked that output_shape fits the batch size.
-            sequence_length = feature_validation.ragged_sequence_length(feature, inp.shape[0])
-            if sequence_length:
-                # Stock ignores the weights and the combiner of such a feature.
-                return _LookupPlan(inputs_lib.FeatureInput(
-                    path, inp, max_sequence_length=sequence_length), output_shape=output_shape)
-            return _LookupPlan(inputs_lib.FeatureInput(path, inp, item.weights),
-                               output_shape=output_shape)
-        if feature.max_sequence_length > 0:
-            return _LookupPlan(inputs_lib.FeatureInput(
-                path, inp, max_sequence_length=feature.max_sequence_length))
-        return _LookupPlan(inputs_lib.FeatureInput(path, inp, item.weights))
-    return _LookupPlan(inputs_lib.FeatureInput(path, inp))
+def _finish(plan: features_lib.CpuLookupPlan, activations: tf.Tensor) -> tf.Tensor:
+    """A feature's converted activations in the shape TF's CPU lookup gives them."""
+    if plan.trim_trailing_rows:
+        # The largest sample id present, plus one; reduce_max of nothing is the minimum int.
+        num_rows = tf.maximum(tf.reduce_max(plan.feature_input.tensor.indices[:, 0]), -1) + 1
+        activations = activations[:num_rows]
+    if plan.output_shape is not None:
+        activations = tf.reshape(activations, plan.output_shape)
+    return activations
 
 
 def _stock_lookup(table_variable: tf.Variable, table: Any,
-                  plans: list[_LookupPlan]) -> list[tf.Tensor]:
+                  plans: list[features_lib.CpuLookupPlan]) -> list[tf.Tensor]:
     """The fused path's activation blocks for one table's `plans`, from stock ops XLA compiles.
 
     Every shape follows from the inputs' shapes: under XLA, `tf.unique` of a tensor whose size
@@ -265,7 +214,7 @@ class _Lookups(NamedTuple):
 def _lookup_rows(feature_input: inputs_lib.FeatureInput, combiner: str,
                  runtime_output_shape_feature: Any) -> _Lookups:
     """A feature's lookups, with the row layout and gains of the CSR conversion
-    (docs/internals.md) and `runtime_output_shape_feature` as in `_LookupPlan`."""
+    (docs/internals.md) and `runtime_output_shape_feature` as in `features.CpuLookupPlan`."""
     tensor = feature_input.tensor
     if not isinstance(tensor, (tf.SparseTensor, tf.RaggedTensor)):
         ids = tf.cast(tf.reshape(tensor, [-1]), tf.int64)
@@ -317,7 +266,7 @@ def _lookup_rows(feature_input: inputs_lib.FeatureInput, combiner: str,
 
 
 def _runtime_sequence_length(feature: Any, batch_size: tf.Tensor) -> tf.Tensor:
-    """`feature_validation.ragged_sequence_length` for a batch size known at run time.
+    """`features.ragged_sequence_length` for a batch size known at run time.
 
     0 if the batch fills `feature.output_shape`, else the positions per sample. When neither fits
     it fails at run time with TF's message (XLA drops the check).
@@ -326,7 +275,7 @@ def _runtime_sequence_length(feature: Any, batch_size: tf.Tensor) -> tf.Tensor:
     sequence_length = tf.where(tf.equal(batch_size, output_size), tf.constant(0, tf.int64),
                                output_size // tf.maximum(batch_size, 1))
     fits = tf.equal(batch_size * tf.maximum(sequence_length, 1), output_size)
-    message = tf.strings.format(feature_validation.output_shape_factor_message(feature, "{}"),
+    message = tf.strings.format(features_lib.output_shape_factor_message(feature, "{}"),
                                 batch_size)
     with tf.control_dependencies([tf.debugging.Assert(fits, [message])]):
         return tf.identity(sequence_length)
@@ -334,11 +283,9 @@ def _runtime_sequence_length(feature: Any, batch_size: tf.Tensor) -> tf.Tensor:
 
 def _gains(weights: tf.Tensor, rows: tf.Tensor, num_rows: tf.Tensor, combiner: str) -> tf.Tensor:
     """Weight times combiner factor: sum w; mean w / sum(w); sqrtn w / sqrt(sum(w^2))."""
-    if combiner == "sum":
+    norms = features_lib.combiner_norm(
+        combiner, weights, lambda values: tf.math.unsorted_segment_sum(values, rows, num_rows))
+    if norms is None:
         return weights
-    if combiner == "mean":
-        norms = tf.math.unsorted_segment_sum(weights, rows, num_rows)
-    else:
-        norms = tf.sqrt(tf.math.unsorted_segment_sum(weights * weights, rows, num_rows))
     # Dropped lookups (row -1) have weight 0, so any norm will do.
     return tf.math.divide_no_nan(weights, tf.gather(norms, tf.maximum(rows, 0)))

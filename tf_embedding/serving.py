@@ -9,12 +9,11 @@ import math
 from typing import Any
 
 import tensorflow as tf
-from absl import logging
 from tensorflow.core.tpu.kernels import sparse_core_layout_pb2
 from tensorflow.python.tpu import tpu_embedding_v3_utils
 from tensorflow.python.trackable import base as trackable_base
 
-from tf_embedding import feature_validation
+from tf_embedding import features as features_lib
 from tf_embedding.tables import EmbeddingBase
 
 
@@ -135,66 +134,48 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
       `[batch, dim]`; sequence `[batch, max_sequence_length, dim]`; `output_shape + [dim]` for
       ragged inputs whose feature sets `output_shape`.
     """
-    outputs = [_lookup(feature.inputs, feature.weights, tables[feature.feature.table],
-                       feature.feature)
-               for feature in feature_validation.validate_features(inputs, weights,
-                                                                    feature_config)]
+    outputs = [_lookup(features_lib.cpu_lookup_plan(item), item.feature,
+                       tables[item.feature.table])
+               for item in features_lib.validate_features(inputs, weights, feature_config)]
     return tf.nest.pack_sequence_as(inputs, outputs)
 
 
-def _lookup(inp: feature_validation.Feature, weight: Any, table: Any, feature: Any) -> tf.Tensor:
+def _lookup(plan: features_lib.CpuLookupPlan, feature: Any, table: Any) -> tf.Tensor:
+    """One feature's activations, by the stock op TF's CPU lookup uses for its plan."""
+    inp, weight = plan.feature_input.tensor, plan.feature_input.weight
     if isinstance(inp, tf.Tensor):
         return tf.nn.embedding_lookup(table, inp)
+    if plan.runtime_output_shape_feature:
+        return _ragged_output_shape_lookup_dynamic_batch(inp, weight, table,
+                                                         plan.runtime_output_shape_feature)
     if isinstance(inp, tf.SparseTensor):
-        return _sparse_lookup(inp, weight, table, feature)
-    return _ragged_lookup(inp, weight, table, feature)
+        activations = _sparse_lookup(inp, weight, table, plan, feature)
+    elif plan.sequence_length:
+        activations = tf.nn.embedding_lookup(table, inp).to_tensor(
+            shape=[inp.shape[0], plan.sequence_length, feature.table.dim])
+    else:
+        activations = _ragged_pooled_lookup(table, inp, weight, feature.table.combiner)
+    if plan.output_shape is not None:
+        activations = tf.reshape(activations, plan.output_shape)
+    return activations
 
 
 def _sparse_lookup(inp: tf.SparseTensor, weight: tf.SparseTensor | None, table: Any,
-                   feature: Any) -> tf.Tensor:
-    rank = inp.shape.rank
-    max_sequence_length = feature.max_sequence_length
-    if not feature.output_shape and max_sequence_length > 0 and rank in (None, 2):
+                   plan: features_lib.CpuLookupPlan, feature: Any) -> tf.Tensor:
+    combiner = feature.table.combiner
+    if plan.sequence_length:
         batch_size = inp.dense_shape[0]
         # Positions past max_sequence_length are dropped (the TPU truncates them), which also
         # keeps scatter_nd's indices in bounds.
         truncated = tf.sparse.slice(
-            inp, start=[0, 0], size=tf.stack([batch_size, max_sequence_length]))
+            inp, start=[0, 0], size=tf.stack([batch_size, plan.sequence_length]))
         return tf.scatter_nd(
             truncated.indices, tf.gather(table, truncated.values),
-            tf.stack([batch_size, max_sequence_length, feature.table.dim]))
-    if max_sequence_length > 0:
-        logging.warning(
-            "max_sequence_length setting will be ignored because the rank of the input tensor "
-            "is %s which is not 2.", rank)
-    if not feature.validate_weights_and_indices and rank is not None and rank <= 2:
-        return tf.nn.embedding_lookup_sparse(
-            table, inp, sp_weights=weight, combiner=feature.table.combiner)
-    return tf.nn.safe_embedding_lookup_sparse(
-        table, inp, sparse_weights=weight, combiner=feature.table.combiner)
-
-
-def _ragged_lookup(inp: tf.RaggedTensor, weight: tf.RaggedTensor | None, table: Any,
-                   feature: Any) -> tf.Tensor:
-    dim = feature.table.dim
-    batch_size = inp.shape[0]
-    if not feature.output_shape:
-        if feature.max_sequence_length > 0:
-            return tf.nn.embedding_lookup(table, inp).to_tensor(
-                shape=[batch_size, feature.max_sequence_length, dim])
-        return _ragged_pooled_lookup(table, inp, weight, feature.table.combiner)
-
-    output_shape = feature.output_shape.as_list() + [dim]
-    if batch_size is None:
-        return _ragged_output_shape_lookup_dynamic_batch(inp, weight, table, feature)
-    sequence_length = feature_validation.ragged_sequence_length(feature, batch_size)
-    if sequence_length == 0:
-        return tf.reshape(
-            _ragged_pooled_lookup(table, inp, weight, feature.table.combiner), output_shape)
-    # output_shape holds whole sequences: weights and combiner do not apply.
-    return tf.reshape(
-        tf.nn.embedding_lookup(table, inp).to_tensor(shape=[batch_size, sequence_length, dim]),
-        output_shape)
+            tf.stack([batch_size, plan.sequence_length, feature.table.dim]))
+    if plan.trim_trailing_rows:
+        return tf.nn.embedding_lookup_sparse(table, inp, sp_weights=weight, combiner=combiner)
+    return tf.nn.safe_embedding_lookup_sparse(table, inp, sparse_weights=weight,
+                                              combiner=combiner)
 
 
 def _ragged_output_shape_lookup_dynamic_batch(inp: tf.RaggedTensor,
@@ -219,7 +200,7 @@ def _ragged_output_shape_lookup_dynamic_batch(inp: tf.RaggedTensor,
             tf.logical_and(batch_size > 0, batch_size < output_size),
             tf.equal(output_size % tf.maximum(batch_size, 1), 0))
         message = tf.strings.format(
-            feature_validation.output_shape_factor_message(feature, "{}"), batch_size)
+            features_lib.output_shape_factor_message(feature, "{}"), batch_size)
         with tf.control_dependencies([tf.debugging.Assert(fits, [message])]):
             sequence_length = output_size // tf.maximum(batch_size, 1)
         activations = tf.nn.embedding_lookup(table, inp).to_tensor(
@@ -236,9 +217,6 @@ def _ragged_pooled_lookup(table: Any, ragged: tf.RaggedTensor,
         weights = tf.ones_like(ragged, dtype=table.dtype)
     weights = tf.expand_dims(weights, axis=2)
     activations = tf.reduce_sum(tf.nn.embedding_lookup(table, ragged) * weights, axis=1)
-    if combiner == "mean":
-        activations = tf.math.divide_no_nan(activations, tf.reduce_sum(weights, axis=1))
-    elif combiner == "sqrtn":
-        activations = tf.math.divide_no_nan(
-            activations, tf.sqrt(tf.reduce_sum(weights * weights, axis=1)))
-    return activations
+    norms = features_lib.combiner_norm(combiner, weights,
+                                       lambda values: tf.reduce_sum(values, axis=1))
+    return activations if norms is None else tf.math.divide_no_nan(activations, norms)

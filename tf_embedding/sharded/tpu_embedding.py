@@ -26,10 +26,9 @@ from tensorflow.python.distribute import device_util
 from tensorflow.python.distribute import sharded_variable
 from tensorflow.python.util import nest
 
-from tf_embedding.sharded import queues
-from tf_embedding import sharded_inputs
-from tf_embedding import sharded_shapes
+from tf_embedding import features as features_lib
 from tf_embedding import tables
+from tf_embedding.sharded import queues
 from tf_embedding.sharded.layout import ShardLayout
 from tf_embedding.sharded.table_state import TableState
 
@@ -179,12 +178,12 @@ class TPUEmbedding(tables.EmbeddingBase):
 
         # As TF does, shapes are taken from the first replica's features.
         first = [self._local(inp, replicas[0]) for inp in flat_inputs]
-        sharded_inputs.check_types(self._feature_paths, first)
-        input_shapes = [sharded_shapes.input_shape(path, inp, feature)
+        features_lib.check_enqueue_types(self._feature_paths, first)
+        input_shapes = [features_lib.input_shape(path, inp, feature)
                         for path, inp, feature in zip(self._feature_paths, first, flat_features)]
         self._maybe_build()
         self._set_output_shapes(
-            sharded_shapes.output_shapes_from_input_shapes(input_shapes, flat_features))
+            features_lib.output_shapes_from_input_shapes(input_shapes, flat_features))
 
         training = tf.convert_to_tensor(training, tf.bool)
         with tf.name_scope(name or "enqueue"):
@@ -218,7 +217,7 @@ class TPUEmbedding(tables.EmbeddingBase):
             raise RuntimeError("dequeue called on unbuilt TPUEmbedding object. "
                                "Please either call enqueue first or manually call "
                                "the build method.")
-        sharded_shapes.check_fully_defined(self._feature_paths, self._output_shapes)
+        features_lib.check_fully_defined(self._feature_paths, self._output_shapes)
         replica = self._replica_id("dequeue")
         outputs: list[tf.Tensor | None] = [None] * len(self._feature_paths)
         with tf.name_scope(name or "dequeue"), tf.device(self._replica_devices[replica]):
@@ -306,7 +305,7 @@ class TPUEmbedding(tables.EmbeddingBase):
             logging.warning(
                 "per_replica_batch_size argument will be deprecated, please specify "
                 "all the input shapes using per_replica_input_shapes argument.")
-            output_shapes = sharded_shapes.output_shapes_from_batch_size(
+            output_shapes = features_lib.output_shapes_from_batch_size(
                 per_replica_batch_size, flat_features)
         if per_replica_input_shapes is not None:
             if isinstance(per_replica_input_shapes, int):
@@ -314,19 +313,19 @@ class TPUEmbedding(tables.EmbeddingBase):
                     "Passing batch size to per_replica_input_shapes argument will be"
                     " deprecated, please specify all the input shapes using"
                     " per_replica_input_shapes argument.")
-                output_shapes = sharded_shapes.output_shapes_from_batch_size(
+                output_shapes = features_lib.output_shapes_from_batch_size(
                     per_replica_input_shapes, flat_features)
             else:
                 nest.assert_same_structure(nest.flatten(per_replica_input_shapes), flat_features)
-                output_shapes = sharded_shapes.output_shapes_from_input_shapes(
+                output_shapes = features_lib.output_shapes_from_input_shapes(
                     nest.flatten(per_replica_input_shapes), flat_features)
         if output_shapes is not None:
             self._set_output_shapes(output_shapes)
 
     def _set_output_shapes(self, incoming: list[tf.TensorShape]) -> None:
-        sharded_shapes.check_output_shapes(self._feature_paths, self._output_shapes, incoming)
-        self._output_shapes = sharded_shapes.update_output_shapes(self._output_shapes, incoming)
-        sharded_shapes.check_fully_defined(self._feature_paths, self._output_shapes)
+        features_lib.check_output_shapes(self._feature_paths, self._output_shapes, incoming)
+        self._output_shapes = features_lib.update_output_shapes(self._output_shapes, incoming)
+        features_lib.check_fully_defined(self._feature_paths, self._output_shapes)
 
     def _enqueue_replicas(self, device: str | None) -> list[int]:
         """The replicas an enqueue call feeds, from the calling context and `device`."""
@@ -373,7 +372,7 @@ class TPUEmbedding(tables.EmbeddingBase):
         flat_features = nest.flatten(self._feature_config)
         batches = [
             state.convert([
-                sharded_inputs.feature_input(self._feature_paths[index], flat_features[index],
+                features_lib.tpu_feature_input(self._feature_paths[index], flat_features[index],
                                              flat_inputs[index], flat_weights[index])
                 for index in state.feature_indices])
             for state in self._tables]

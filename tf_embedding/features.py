@@ -1,0 +1,390 @@
+"""The rules of one feature: accepted input kinds, weights, sequences and activation shapes.
+
+TF 2.21 reads a feature two ways, and so does tf_embedding, with TF's messages:
+
+* The TPU path (`TPUEmbedding.enqueue` / `dequeue`): `check_enqueue_types`, `tpu_feature_input`
+  and the output-shape rules (`input_shape` ... `check_fully_defined`). A dense input gives one
+  activation per id; shapes come from `FeatureConfig.output_shape`, `build()` or the first
+  enqueued features.
+* The CPU path (`TPUEmbeddingV0`, `TPUEmbeddingForServing`, `serving_embedding_lookup`):
+  `validate_features`, then `cpu_lookup_plan`, which mirrors the branches of TF's
+  `cpu_embedding_lookup` and which both the fused lookup and the stock-op serving lookup follow.
+  A dense `(B, 1)` input gives `(B, 1, dim)` here, `(B, dim)` on the TPU path.
+
+Both paths share `ragged_sequence_length` (how a ragged input fills `output_shape`) and
+`combiner_norm` (what a combiner divides a row's weighted sum by).
+"""
+
+import dataclasses
+import math
+from typing import Any, Callable, NamedTuple, Sequence
+
+import tensorflow as tf
+from absl import logging
+from tensorflow.python.util import nest
+
+from tf_embedding import inputs as inputs_lib
+
+Feature = tf.Tensor | tf.SparseTensor | tf.RaggedTensor
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared by both paths.
+
+def ragged_sequence_length(feature: Any, batch_size: int) -> int:
+    """Positions per sample for a ragged input whose feature sets `output_shape`.
+
+    0 means the input is pooled with the table's combiner (`output_shape` holds `batch_size`
+    samples); otherwise `output_shape` holds `batch_size` sequences of the returned length.
+
+    Raises:
+      ValueError: `output_shape` is neither `batch_size` elements nor a multiple of it.
+    """
+    output_size = math.prod(feature.output_shape.as_list())
+    if output_size == batch_size:
+        return 0
+    if 0 < batch_size < output_size and output_size % batch_size == 0:
+        return output_size // batch_size
+    raise ValueError(output_shape_factor_message(feature, batch_size))
+
+
+def output_shape_factor_message(feature: Any, batch_size: Any) -> str:
+    """TF's message for an `output_shape` that does not fit the input's batch size."""
+    return ("Output shape set in the FeatureConfig should be the factor of "
+            "the input data batch size. But instead got output shape {}, "
+            "input data batch size {}".format(feature.output_shape, batch_size))
+
+
+def combiner_norm(combiner: str, weights: tf.Tensor,
+                  row_sum: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor | None:
+    """What `combiner` divides each row's weighted sum by (None: nothing, for "sum").
+
+    "mean": the row's sum of weights; "sqrtn": the square root of its sum of squared weights.
+    `row_sum` reduces per-lookup values to per-row sums (a segment sum, or a sum over a ragged
+    dimension). The C++ conversion folds the same factor into each lookup's gain.
+    """
+    if combiner == "sum":
+        return None
+    if combiner == "mean":
+        return row_sum(weights)
+    if combiner == "sqrtn":
+        return tf.sqrt(row_sum(weights * weights))
+    raise ValueError(f"Unknown combiner {combiner!r}; expected 'sum', 'mean' or 'sqrtn'.")
+
+
+# ---------------------------------------------------------------------------------------------
+# The TPU path: TPUEmbedding.enqueue / dequeue.
+
+def check_enqueue_types(paths: Sequence[str], flat_inputs: Sequence[Any]) -> None:
+    """Raises ValueError for an input that is not a Tensor, SparseTensor or RaggedTensor, and
+    for a call mixing SparseTensor and RaggedTensor inputs (a TPU accepts one of the two)."""
+    for path, inp in zip(paths, flat_inputs):
+        if not isinstance(inp, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)):
+            raise ValueError("Input {} is of unknown type {}. Please only pass "
+                             "Tensor, SparseTensor or RaggedTensor as input to "
+                             "enqueue.".format(path, type(inp)))
+    sparse = [path for path, inp in zip(paths, flat_inputs) if isinstance(inp, tf.SparseTensor)]
+    ragged = [path for path, inp in zip(paths, flat_inputs) if isinstance(inp, tf.RaggedTensor)]
+    if sparse and ragged:
+        raise ValueError(
+            f"enqueue received SparseTensor inputs ({', '.join(sparse)}) and RaggedTensor "
+            f"inputs ({', '.join(ragged)}) in one call. As on a TPU, only one of the two kinds "
+            "is supported per call; dense tensors may be mixed with either.")
+
+
+def tpu_feature_input(path: str, feature: Any, inp: Any, weight: Any) -> inputs_lib.FeatureInput:
+    """How the CSR conversion reads one enqueued feature, after TF's weight checks.
+
+    A dense input gives one row per id; a sparse input gives `prod(dense_shape[:-1])` pooled
+    rows, or `B * max_sequence_length` rows when it is a rank 2 sequence feature without
+    `output_shape`; a ragged input gives `B` pooled rows, or `B * S` rows for a sequence of
+    length `S` (`max_sequence_length`, or `prod(output_shape) / B` when `output_shape` is set
+    and larger than the batch).
+
+    Raises:
+      ValueError: a weight for a dense input, a weight of another kind than its input, a weight
+        for a sequence feature, or a ragged input with `output_shape` and no static batch size.
+    """
+    if isinstance(inp, tf.Tensor):
+        if weight is not None:
+            raise ValueError(
+                "Weight specified for dense input {}, which is not allowed. "
+                "Weight will always be 1 in this case.".format(path))
+        # A TPU reads a dense input as one id per output row, whatever max_sequence_length says.
+        return inputs_lib.FeatureInput(path, inp)
+
+    kind = "SparseTensor" if isinstance(inp, tf.SparseTensor) else "RaggedTensor"
+    if weight is not None and not isinstance(weight, type(inp)):
+        raise ValueError("Weight for {} is type {} which does not match "
+                         "type input which is {}.".format(path, type(weight), kind))
+    if isinstance(inp, tf.SparseTensor):
+        sequence_length = 0
+        if not feature.output_shape and feature.max_sequence_length > 0:
+            if inp.shape.rank == 2:
+                sequence_length = feature.max_sequence_length
+            else:
+                logging.warning("Input tensor is rank %d which is above 2, the "
+                                "max_sequence_length setting will be ignored.", inp.shape.rank)
+        # As in TF's serving lookup, so that training and serving read the same ids.
+        prune_invalid = feature.validate_weights_and_indices
+    else:
+        if feature.output_shape:
+            if inp.shape[0] is None:
+                raise ValueError(
+                    f"Feature {path} sets output_shape, so its ragged input needs a static "
+                    "batch size (the first dimension of its shape).")
+            sequence_length = ragged_sequence_length(feature, inp.shape[0])
+        else:
+            sequence_length = feature.max_sequence_length
+        prune_invalid = False
+    if sequence_length:
+        if weight is not None:
+            # The conversion gives every sequence position gain 1; TF's CPU lookup rejects
+            # such weights too.
+            raise ValueError(
+                "Weight specified for {}, but this is a sequence feature.".format(path))
+        return inputs_lib.FeatureInput(path, inp, max_sequence_length=sequence_length)
+    return inputs_lib.FeatureInput(path, inp, weight, prune_invalid=prune_invalid)
+
+
+# Output shapes on the TPU path. Every feature's activations have the per-replica shape
+# `output_shape + [dim]`. `output_shape` comes, by priority, from `FeatureConfig.output_shape`,
+# from `build(per_replica_input_shapes=...)` (or the deprecated batch-size arguments), or from
+# the shapes of the first enqueued features; input shapes become output shapes by dropping
+# their last dimension. Later inputs must agree with the stored shapes.
+
+def input_shape(path: str, tensor: Any, feature: Any) -> tf.TensorShape:
+    """The per-replica input shape TF derives from one enqueued feature (static shapes only).
+
+    Raises:
+      ValueError: the input's rank is not supported for its kind, or a dense input of rank 2 or
+        more has a last dimension other than 1.
+    """
+    shape = tensor.shape.as_list()
+    if isinstance(tensor, tf.SparseTensor):
+        if len(shape) < 2:
+            raise ValueError("Only rank 2 and above sparse tensor is supported,"
+                             " find rank {} sparse tensor for input {}".format(len(shape), path))
+        if not feature.output_shape and feature.max_sequence_length > 0 and len(shape) == 2:
+            shape.insert(len(shape) - 1, feature.max_sequence_length)
+    elif isinstance(tensor, tf.RaggedTensor):
+        if len(shape) != 2:
+            raise ValueError("Only rank 2 ragged tensor is supported,"
+                             " find rank {} ragged tensor for input {}".format(len(shape), path))
+        if not feature.output_shape and feature.max_sequence_length > 0:
+            shape.insert(len(shape) - 1, feature.max_sequence_length)
+    else:
+        # TF's message says "sparse" here too.
+        if len(shape) < 1:
+            raise ValueError("Only rank 1 and above dense tensor is supported,"
+                             " find rank {} sparse tensor for input {}".format(len(shape), path))
+        if len(shape) > 1 and shape[-1] != 1:
+            raise ValueError(
+                "Rank 2 or above dense tensor should have last dimension as 1 "
+                "as the last dimension will always be reduced. "
+                "Instead got dense tensor as shape {}".format(shape))
+    return tf.TensorShape(shape)
+
+
+def output_shapes_from_input_shapes(input_shapes: Sequence[tf.TensorShape],
+                                    features: Sequence[Any]) -> list[tf.TensorShape]:
+    """Drops each input shape's last dimension, after inserting `max_sequence_length` before it
+    for rank 2 sequence inputs whose feature sets no `output_shape`."""
+    output_shapes = []
+    for shape, feature in zip(input_shapes, features):
+        if shape.rank is None or shape.rank < 1:
+            raise ValueError(
+                "Received input tensor of shape {}. Rank must be 1 and above".format(shape))
+        if (len(shape) == 2 and shape[-1] != 1 and not feature.output_shape
+                and feature.max_sequence_length > 0):
+            dims = shape.as_list()
+            dims.insert(len(dims) - 1, feature.max_sequence_length)
+            shape = tf.TensorShape(dims)
+        output_shapes.append(shape if shape.rank == 1 else shape[:-1])
+    return output_shapes
+
+
+def output_shapes_from_batch_size(batch_size: int,
+                                  features: Sequence[Any]) -> list[tf.TensorShape]:
+    """The deprecated `per_replica_batch_size` path: `[B]`, or `[B, msl]` for sequence features."""
+    return [tf.TensorShape([batch_size, feature.max_sequence_length])
+            if not feature.output_shape and feature.max_sequence_length > 0
+            else tf.TensorShape(batch_size)
+            for feature in features]
+
+
+def check_output_shapes(paths: Sequence[str], stored: Sequence[tf.TensorShape],
+                        incoming: Sequence[tf.TensorShape]) -> None:
+    """Raises ValueError where an incoming shape contradicts a stored one (unknown dims match)."""
+    for path, old, new in zip(paths, stored, incoming):
+        if not (old and new):
+            continue
+        # A rank 1 or 2 incoming shape may stand for a higher rank stored one (a ragged input
+        # whose output_shape splits its batch); the lookup checks the element count instead.
+        if len(new) in (1, 2) and len(old) > len(new):
+            continue
+        # TF treats unknown (and zero) dimensions as matching anything.
+        if len(old) != len(new) or any(
+                a and b and a != b for a, b in zip(old.as_list(), new.as_list())):
+            raise ValueError(
+                f"Inconsistent shape founded for input feature {path}, "
+                f"Output shape is set to be {old}, "
+                f"But got incoming output shape {new}")
+
+
+def update_output_shapes(stored: Sequence[tf.TensorShape],
+                         incoming: Sequence[tf.TensorShape]) -> list[tf.TensorShape]:
+    """Stored shapes win; incoming ones fill the features that have none yet."""
+    return [old if old else new for old, new in zip(stored, incoming)]
+
+
+def check_fully_defined(paths: Sequence[str], shapes: Sequence[tf.TensorShape]) -> None:
+    """Raises ValueError for the first feature whose output shape is not fully defined."""
+    for path, shape in zip(paths, shapes):
+        if not shape.is_fully_defined():
+            raise ValueError(
+                f"Input Feature {path} has output shape set as "
+                f"{shape} which is not fully defined. "
+                "Please specify the fully defined shape in either FeatureConfig "
+                "or for the build method.")
+
+
+# ---------------------------------------------------------------------------------------------
+# The CPU path: TPUEmbeddingV0, TPUEmbeddingForServing, serving_embedding_lookup.
+
+class ValidatedFeature(NamedTuple):
+    """One flattened input with the config it is looked up with."""
+
+    path: str
+    inputs: Feature
+    weights: tf.SparseTensor | tf.RaggedTensor | None
+    feature: Any
+
+
+def validate_features(inputs: Any, weights: Any | None,
+                      feature_config: Any) -> list[ValidatedFeature]:
+    """Pairs each input with its `FeatureConfig` after TF's structure, weight and type checks.
+
+    `inputs` may be any sub-structure of `feature_config` (matched by joined string path);
+    `weights` is None or has the structure of `inputs`, with None entries allowed.
+
+    Raises:
+      ValueError: with TF's message, at the first offending feature in flattening order.
+    """
+    flat_inputs = nest.flatten_with_joined_string_paths(inputs)
+    flat_weights = [None] * len(flat_inputs)
+    if weights is not None:
+        nest.assert_same_structure(inputs, weights)
+        flat_weights = nest.flatten(weights)
+    flat_features = dict(nest.flatten_with_joined_string_paths(feature_config))
+
+    input_keys = {key for key, _ in flat_inputs}
+    if not input_keys.issubset(flat_features.keys()):
+        raise ValueError(
+            "Inputs are not a subset of feature_config. Inputs keys are {}, but"
+            " feature_config keys are {}".format(input_keys, flat_features.keys()))
+
+    validated = []
+    for (path, inp), weight in zip(flat_inputs, flat_weights):
+        feature = flat_features[path]
+        _check_cpu_weight(path, inp, weight, feature)
+        _check_cpu_input(path, inp, feature)
+        validated.append(ValidatedFeature(path, inp, weight, feature))
+    return validated
+
+
+def _check_cpu_weight(path: str, inp: Any, weight: Any, feature: Any) -> None:
+    if weight is None:
+        return
+    if isinstance(inp, tf.Tensor):
+        raise ValueError("Weight specified for {}, but input is dense.".format(path))
+    if type(weight) is not type(inp):
+        raise ValueError(
+            "Weight for {} is of type {} but it does not match type of the "
+            "input which is {}.".format(path, type(weight), type(inp)))
+    if feature.max_sequence_length > 0:
+        raise ValueError(
+            "Weight specified for {}, but this is a sequence feature.".format(path))
+
+
+def _check_cpu_input(path: str, inp: Any, feature: Any) -> None:
+    if isinstance(inp, tf.Tensor):
+        if feature.max_sequence_length > 0:
+            raise ValueError(
+                "Feature {} is a sequence feature but a dense tensor "
+                "was passed.".format(path))
+    elif isinstance(inp, tf.RaggedTensor):
+        if inp.shape.rank != 2:
+            raise ValueError(
+                "Only rank 2 ragged tensor is supported, but got rank {}".format(
+                    inp.shape.rank))
+        batch_size = inp.shape[0]
+        if feature.output_shape and batch_size is not None:
+            ragged_sequence_length(feature, batch_size)
+    elif not isinstance(inp, tf.SparseTensor):
+        raise ValueError(
+            "Input {} is type {}. Tensor, SparseTensor or "
+            "RaggedTensor expected.".format(path, type(inp)))
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuLookupPlan:
+    """How one feature is looked up on the CPU path, following TF's `cpu_embedding_lookup`.
+
+    `feature_input` says how its ids are read (weights, pruning, sequence length); the fused
+    lookup converts it, the serving lookup picks the stock op it names.
+    """
+
+    feature_input: inputs_lib.FeatureInput
+    # Reshape the activations to this (output_shape + [dim]) at the end.
+    output_shape: list[int] | None = None
+    # TF uses embedding_lookup_sparse: no pruning, and rows past the largest sample id present
+    # are dropped.
+    trim_trailing_rows: bool = False
+    # Set for a ragged input with output_shape whose batch size is known only at run time: its
+    # prod(output_shape) output rows hold either pooled samples or sequence positions.
+    runtime_output_shape_feature: Any = None
+
+    @property
+    def sequence_length(self) -> int:
+        """Positions per sample of a sequence feature (one lookup each); 0 when pooled."""
+        return self.feature_input.max_sequence_length
+
+
+def cpu_lookup_plan(item: ValidatedFeature) -> CpuLookupPlan:
+    """The CPU path's reading of one validated feature (see `CpuLookupPlan`)."""
+    feature, inp, path = item.feature, item.inputs, item.path
+    if isinstance(inp, tf.SparseTensor):
+        rank = inp.shape.rank
+        if not feature.output_shape and feature.max_sequence_length > 0 and rank in (None, 2):
+            return CpuLookupPlan(inputs_lib.FeatureInput(
+                path, inp, max_sequence_length=feature.max_sequence_length))
+        if feature.max_sequence_length > 0:
+            logging.warning(
+                "max_sequence_length setting will be ignored because the rank of the input "
+                "tensor is %s which is not 2.", rank)
+        if not feature.validate_weights_and_indices and rank is not None and rank <= 2:
+            return CpuLookupPlan(inputs_lib.FeatureInput(path, inp, item.weights),
+                                 trim_trailing_rows=True)
+        return CpuLookupPlan(inputs_lib.FeatureInput(path, inp, item.weights,
+                                                     prune_invalid=True))
+    if isinstance(inp, tf.RaggedTensor):
+        if feature.output_shape:
+            output_shape = feature.output_shape.as_list() + [feature.table.dim]
+            if inp.shape[0] is None:
+                return CpuLookupPlan(inputs_lib.FeatureInput(path, inp, item.weights),
+                                     output_shape=output_shape,
+                                     runtime_output_shape_feature=feature)
+            # validate_features has checked that output_shape fits the batch size.
+            sequence_length = ragged_sequence_length(feature, inp.shape[0])
+            if sequence_length:
+                # TF ignores the weights and the combiner of such a feature.
+                return CpuLookupPlan(inputs_lib.FeatureInput(
+                    path, inp, max_sequence_length=sequence_length), output_shape=output_shape)
+            return CpuLookupPlan(inputs_lib.FeatureInput(path, inp, item.weights),
+                                 output_shape=output_shape)
+        if feature.max_sequence_length > 0:
+            return CpuLookupPlan(inputs_lib.FeatureInput(
+                path, inp, max_sequence_length=feature.max_sequence_length))
+        return CpuLookupPlan(inputs_lib.FeatureInput(path, inp, item.weights))
+    return CpuLookupPlan(inputs_lib.FeatureInput(path, inp))
