@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Creates .venv (unless it exists) and installs TensorFlow, the test tools and
-# tf_embedding itself, editable, with its op library compiled against that
-# TensorFlow. PYTHON picks the interpreter for a new .venv (default python3).
+# Creates .venv (unless it exists) and installs TensorFlow, the test tools,
+# matplotlib (for the tf-embedding command) and tf_embedding itself, editable,
+# with its op library compiled against that TensorFlow. PYTHON picks the
+# interpreter for a new .venv (default python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +14,8 @@ pip=(.venv/bin/python -m pip install --disable-pip-version-check --quiet)
 # setuptools>=64 builds editable installs (PEP 660); without build isolation
 # pip uses the venv's own build tools.
 "${pip[@]}" 'setuptools>=64' wheel
-"${pip[@]}" 'tensorflow-cpu==2.21.*' numpy pytest hypothesis
+# matplotlib: the `tf-embedding stats` histogram (the `job` extra).
+"${pip[@]}" 'tensorflow-cpu==2.21.*' numpy pytest hypothesis matplotlib
 # tf_keras names `tensorflow` as its dependency, and pip would install that
 # second, 570 MB copy of TensorFlow over tensorflow-cpu's files.
 "${pip[@]}" --no-deps 'tf_keras>=2.21,<2.22'

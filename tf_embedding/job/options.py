@@ -75,7 +75,8 @@ class TrainOptions(DataOptions):
 @dataclasses.dataclass
 class StatsOptions(DataOptions):
     batches: int = option(20, "batches to analyse")
-    num_shards: int = option(8, "shards for the load estimate (row id % num_shards)")
+    num_shards: int = option(8, "devices the tables are split over for the load estimate, in "
+                                "contiguous row blocks as the sharded TPUEmbedding splits them")
     split: str = option("train", "which split to analyse", ("train", "eval"))
     png: str = option("id_stats.png", "where to write the histogram ('' for none)")
 

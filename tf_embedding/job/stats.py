@@ -5,21 +5,22 @@ Per table, over the analysed batches:
   unique/batch   distinct rows per batch, and their share of the batch's lookups
   hot 1%         share of lookups that hit the 1% most frequent rows of the vocabulary
   max shard      the busiest shard's lookups over the mean shard's, per batch, averaged,
-                 when row r lives on shard r % num_shards
+                 with the table split over --num-shards devices the way the sharded
+                 `TPUEmbedding` splits it: contiguous row blocks (`tf_embedding.sharded.layout`)
 The PNG shows each table's lookups per shard over all batches, relative to the mean.
 """
 
 import dataclasses
-import importlib.util
 import itertools
 import math
 
 import numpy as np
 
-from tf_embedding import png
+from tf_embedding.job import plots
 from tf_embedding.job.data import sources
 from tf_embedding.job.data.spec import DataSpec
 from tf_embedding.job.options import StatsOptions
+from tf_embedding.sharded.layout import ShardLayout
 
 
 @dataclasses.dataclass
@@ -31,7 +32,15 @@ class TableStats:
     unique_share: float
     hot_share: float
     max_shard_load: float
+    # Lookups per row block over all batches; a table with fewer rows than shards has fewer
+    # blocks, as in the engine.
     shard_lookups: np.ndarray
+
+
+def block_starts(vocabulary_size: int, num_shards: int) -> np.ndarray:
+    """The first row of each block of the table, from the engine's own layout (devices are not
+    touched: the layout only records them)."""
+    return np.array(ShardLayout(vocabulary_size, [None] * num_shards).offsets[:-1], np.int64)
 
 
 def collect(batches: list[dict], spec: DataSpec, num_shards: int) -> list[TableStats]:
@@ -39,8 +48,9 @@ def collect(batches: list[dict], spec: DataSpec, num_shards: int) -> list[TableS
     result = []
     for table in spec.tables:
         features = [f.name for f in spec.features if f.table == table.name]
+        starts = block_starts(table.vocabulary_size, num_shards)
         counts = np.zeros(table.vocabulary_size, np.int64)
-        shard_lookups = np.zeros(num_shards, np.int64)
+        shard_lookups = np.zeros(len(starts), np.int64)
         samples = lookups = 0
         unique, unique_share, max_load = [], [], []
         for batch in batches:
@@ -49,13 +59,15 @@ def collect(batches: list[dict], spec: DataSpec, num_shards: int) -> list[TableS
             lookups += len(ids)
             if not len(ids):
                 continue
-            counts += np.bincount(ids, minlength=table.vocabulary_size)
-            per_shard = np.bincount(ids % num_shards, minlength=num_shards)
+            batch_counts = np.bincount(ids, minlength=table.vocabulary_size)
+            counts += batch_counts
+            # Blocks are contiguous, so a block's lookups are the sum of its rows' counts.
+            per_shard = np.add.reduceat(batch_counts, starts)
             shard_lookups += per_shard
-            distinct = len(np.unique(ids))
+            distinct = int(np.count_nonzero(batch_counts))
             unique.append(distinct)
             unique_share.append(distinct / len(ids))
-            max_load.append(per_shard.max() / (len(ids) / num_shards))
+            max_load.append(per_shard.max() / (len(ids) / len(starts)))
         hot = max(1, math.ceil(table.vocabulary_size / 100))
         top = np.partition(counts, len(counts) - hot)[-hot:].sum() if lookups else 0
         result.append(TableStats(
@@ -84,66 +96,10 @@ def format_table(stats: list[TableStats], num_shards: int) -> str:
     return "\n".join(lines)
 
 
-def _title(s: TableStats) -> str:
-    return f"{s.table}: max shard {s.max_shard_load:.2f}x, hot 1% {100 * s.hot_share:.0f}%"
-
-
-def _relative(s: TableStats) -> np.ndarray:
-    mean = s.shard_lookups.mean()
-    return s.shard_lookups / mean if mean > 0 else np.zeros_like(s.shard_lookups, float)
-
-
-def _plot_matplotlib(path: str, stats: list[TableStats], num_shards: int) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-    fig, axes = plt.subplots(len(stats), 1, figsize=(8, 1.8 * len(stats)), squeeze=False)
-    for ax, s in zip(axes[:, 0], stats):
-        ax.bar(range(num_shards), _relative(s), color="tab:blue")
-        ax.axhline(1.0, color="tab:red", linewidth=1)
-        ax.set_title(_title(s), fontsize=9)
-        ax.set_ylabel("lookups / mean", fontsize=8)
-    axes[-1, 0].set_xlabel(f"shard (row id % {num_shards})")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def _plot_plain(path: str, stats: list[TableStats], num_shards: int) -> None:
-    """The same chart with the built-in PNG writer: bars, a red line at the mean."""
-    panel, margin, width = 130, 40, 720
-    canvas = png.Canvas(width, panel * len(stats) + 30)
-    for i, s in enumerate(stats):
-        top = i * panel + 10
-        canvas.text(margin, top, _title(s))
-        relative = _relative(s)
-        scale = max(float(relative.max()), 1.0)
-        plot_top, plot_height = top + 20, panel - 40
-        bar = (width - 2 * margin) // num_shards
-        for shard, value in enumerate(relative):
-            height = int(plot_height * value / scale)
-            canvas.rect(margin + shard * bar + 1, plot_top + plot_height - height,
-                        max(bar - 2, 1), height, (31, 119, 180))
-        mean_y = plot_top + plot_height - int(plot_height / scale)
-        canvas.rect(margin, mean_y, width - 2 * margin, 1, (214, 39, 40))
-        canvas.rect(margin, plot_top + plot_height, width - 2 * margin, 1, (0, 0, 0))
-        canvas.text(4, mean_y - 4, "1.0", scale=1)
-    canvas.text(margin, panel * len(stats) + 10,
-                f"lookups per shard / mean, shard = row id % {num_shards}")
-    with open(path, "wb") as f:
-        f.write(canvas.png())
-
-
-def write_png(path: str, stats: list[TableStats], num_shards: int) -> None:
-    """Draws with matplotlib when it is installed, else with the built-in writer."""
-    if importlib.util.find_spec("matplotlib") is None:
-        _plot_plain(path, stats, num_shards)
-    else:
-        _plot_matplotlib(path, stats, num_shards)
-
-
 def run(options: StatsOptions, spec: DataSpec) -> str:
     """Analyses --batches batches of the chosen split; returns the report text."""
+    if options.png:
+        plots.pyplot()  # a missing matplotlib fails here, before the analysis
     source = sources.Source(options, spec)
     if options.split == "train":
         dataset = source.train(0)
@@ -155,6 +111,10 @@ def run(options: StatsOptions, spec: DataSpec) -> str:
     report = (f"{len(batches)} batches, {samples} examples ({options.data}, {options.split})\n"
               + format_table(stats, options.num_shards))
     if options.png:
-        write_png(options.png, stats, options.num_shards)
+        plots.shard_histogram(
+            options.png,
+            [f"{s.table}: max shard {s.max_shard_load:.2f}x, hot 1% {100 * s.hot_share:.0f}%"
+             for s in stats],
+            [s.shard_lookups for s in stats])
         report += f"\nhistogram: {options.png}"
     return report
