@@ -6,7 +6,8 @@
   lookup order, the order the kernels promise; `csr` builds such batches from per-row lists.
 - `reference_step` transcribes the optimizer math (tf_tpu_embedding_api.md §2, ordering of
   docs/internals.md) in float32 in the order the formulas are written, summing gradients in
-  batch order, then lookup order, as the kernels do.
+  batch order, then lookup order, as the kernels do. `reference_update` is its per-row part
+  (one copy of the rules), which also runs on float64 arrays (test_keras_translation.py).
 """
 
 import math
@@ -170,14 +171,20 @@ def adam(a, lr, g, w, slots):
     return w - lr * m / (np.sqrt(v + inside) + outside), [m, v]
 
 
+def _power(x, exponent):
+    """x ** exponent; the exponent 0.5 as sqrt, the correctly rounded value the kernel promises
+    (a libm or SVML pow need not round it correctly)."""
+    return np.sqrt(x) if exponent == 0.5 else np.power(x, exponent)
+
+
 def ftrl(a, lr, g, w, slots):
     acc, linear = slots
     power = F(-a["learning_rate_power"])
     l1, l2, beta = F(a["l1_regularization_strength"]), F(a["l2_regularization_strength"]), F(
         a["beta"])
     acc_new = acc + g * g
-    p_new = np.power(acc_new, power)
-    dp = p_new - np.power(acc, power)
+    p_new = _power(acc_new, power)
+    dp = p_new - _power(acc, power)
     if a["multiply_linear_by_learning_rate"]:
         linear = linear + lr * g - dp * w
         numerator = -linear if l1 == 0 else clip(linear, -lr * l1, lr * l1) - linear
@@ -189,25 +196,32 @@ def ftrl(a, lr, g, w, slots):
     return numerator / denominator, [acc_new, linear]
 
 
-RULES = {"Sgd": sgd, "Adagrad": adagrad, "AdagradMomentum": adagrad_momentum, "Adam": adam,
-         "Ftrl": ftrl}
+RULES = {opt.SGD: sgd, opt.Adagrad: adagrad, opt.AdagradMomentum: adagrad_momentum,
+         opt.Adam: adam, opt.FTRL: ftrl}
 
 
 def reference_step(optimizer, table, slots, batches, lr):
     """One apply on numpy copies: table [V, dim], slots list in _slot_names() order."""
+    sums = summed_gradients(batches)
+    every_row = isinstance(optimizer, opt.Adam) and not optimizer.lazy_adam
+    rows = range(len(table)) if every_row else sorted(sums)
+    zero = np.zeros(table.shape[1], F)
+    reference_update(optimizer, table, slots, [(r, sums.get(r, zero)) for r in rows], lr)
+
+
+def reference_update(optimizer, table, slots, gradients, lr):
+    """Updates table [V, dim] and slots (list in _slot_names() order) in place, row by row:
+    `gradients` lists (row, summed gradient of that row) in update order. Constants are
+    float32; the arithmetic runs in the arrays' dtype."""
     a = optimizer._kernel_attrs()
     lr = F(lr)
-    sums = summed_gradients(batches)
     decay = F(a["weight_decay_factor"])
     if a["multiply_weight_decay_factor_by_learning_rate"]:
         decay = decay * lr
-    every_row = isinstance(optimizer, opt.Adam) and not a["lazy_adam"]
-    rows = range(len(table)) if every_row else sorted(sums)
-    for r in rows:
-        g = clip(sums.get(r, np.zeros(table.shape[1], F)), a["clip_gradient_min"],
-                 a["clip_gradient_max"])
+    for r, g in gradients:
+        g = clip(g, a["clip_gradient_min"], a["clip_gradient_max"])
         w = table[r] - decay * table[r]
-        w, new_slots = RULES[optimizer._op_name](a, lr, g, w, [s[r] for s in slots])
+        w, new_slots = RULES[type(optimizer)](a, lr, g, w, [s[r] for s in slots])
         table[r] = clip(w, a["clip_weight_min"], a["clip_weight_max"])
         for s, value in zip(slots, new_slots):
             s[r] = value

@@ -12,6 +12,8 @@ import tf_keras
 from tf_embedding import optimizers
 from tf_embedding.keras_optimizers import translate_optimizer
 
+from references import reference_update
+
 FLAVOURS = {"keras": keras.optimizers, "tf_keras": tf_keras.optimizers,
             "legacy": tf_keras.optimizers.legacy}
 SCHEDULES = {"keras": keras.optimizers.schedules, "tf_keras": tf_keras.optimizers.schedules,
@@ -241,57 +243,8 @@ def test_legacy_adagrad_with_zero_backend_epsilon():
 
 
 # ---------------------------------------------------------------------------------------------
-# Update math: the numpy rules of the embedding optimizers (reference §2), driven by the
-# translated optimizer, against what Keras does to a dense variable.
-
-def _sgd_rule(attrs, w, g, slots, row, lr):
-    return w - lr * g
-
-
-def _adagrad_rule(attrs, w, g, slots, row, lr):
-    slots["accumulators"][row] += g * g
-    return w - lr * g / np.sqrt(slots["accumulators"][row])
-
-
-def _adam_rule(attrs, w, g, slots, row, lr):
-    m, v = slots["momenta"], slots["velocities"]
-    m[row] = attrs["beta_1"] * m[row] + (1 - attrs["beta_1"]) * g
-    v[row] = attrs["beta_2"] * v[row] + (1 - attrs["beta_2"]) * g * g
-    if attrs["sum_inside_sqrt"]:
-        return w - lr * m[row] / np.sqrt(v[row] + attrs["epsilon"] ** 2)
-    return w - lr * m[row] / (np.sqrt(v[row]) + attrs["epsilon"])
-
-
-def _ftrl_rule(attrs, w, g, slots, row, lr):
-    assert not attrs["multiply_linear_by_learning_rate"]
-    accumulator, linear = slots["accumulators"], slots["linears"]
-    power = -attrs["learning_rate_power"]
-    new_accumulator = accumulator[row] + g * g
-    p_old, p_new = accumulator[row] ** power, new_accumulator ** power
-    linear[row] += g - (p_new - p_old) * w / lr
-    l1 = attrs["l1_regularization_strength"]
-    numerator = -linear[row] if l1 == 0 else np.clip(linear[row], -l1, l1) - linear[row]
-    denominator = (p_new + attrs["beta"]) / lr + 2 * attrs["l2_regularization_strength"]
-    accumulator[row] = new_accumulator
-    return numerator / denominator
-
-
-RULES = {optimizers.SGD: _sgd_rule, optimizers.Adagrad: _adagrad_rule,
-         optimizers.Adam: _adam_rule, optimizers.FTRL: _ftrl_rule}
-
-
-def _reference_step(optimizer, table, slots, gradient, rows, lr):
-    """One update of `rows`: clip the gradient, decay, apply the rule, clip the weights."""
-    attrs = optimizer._kernel_attrs()
-    decay = attrs["weight_decay_factor"]
-    if attrs["multiply_weight_decay_factor_by_learning_rate"]:
-        decay *= lr
-    for row in rows:
-        g = np.clip(gradient[row], attrs["clip_gradient_min"], attrs["clip_gradient_max"])
-        w = table[row] - decay * table[row]
-        w = RULES[type(optimizer)](attrs, w, g, slots, row, lr)
-        table[row] = np.clip(w, attrs["clip_weight_min"], attrs["clip_weight_max"])
-
+# Update math: the numpy rules of the embedding optimizers (reference §2, references.py), driven
+# by the translated optimizer, against what Keras does to a dense variable.
 
 MATH_CASES = [
     ("SGD", dict(learning_rate=0.1)),
@@ -355,7 +308,9 @@ def test_translated_update_matches_keras(flavour, kind, kwargs):
         # The embedding update runs in the backward pass, before Keras's own step.
         lr = float(optimizer._get_learning_rate())
         rows = looked_up if getattr(optimizer, "lazy_adam", True) else range(VOCABULARY)
-        _reference_step(optimizer, table, slots, gradient.astype(np.float64), rows, lr)
+        # On float64 arrays, so the reference's own rounding is negligible next to Keras's.
+        reference_update(optimizer, table, [slots[name] for name in optimizer._slot_names()],
+                         [(row, gradient[row].astype(np.float64)) for row in rows], lr)
         keras_optimizer.apply_gradients([(tf.constant(gradient), variable)])
     compared = sorted(compared)
     assert int(keras_optimizer.iterations.numpy()) == STEPS

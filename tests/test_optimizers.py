@@ -358,8 +358,9 @@ SPECIFIC_ATTRS = {
              "l2_regularization_strength", "beta", "multiply_linear_by_learning_rate",
              "allow_zero_accumulator"],
 }
-OP_NAMES = {"SGD": "Sgd", "Adagrad": "Adagrad", "AdagradMomentum": "AdagradMomentum",
-            "Adam": "Adam", "FTRL": "Ftrl"}
+OP_NAMES = {"SGD": "TfeSparseApplySgd", "Adagrad": "TfeSparseApplyAdagrad",
+            "AdagradMomentum": "TfeSparseApplyAdagradMomentum", "Adam": "TfeSparseApplyAdam",
+            "FTRL": "TfeSparseApplyFtrl"}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -375,7 +376,8 @@ def test_kernel_attrs_defaults(name):
         stored = getattr(optimizer, attr)
         assert attrs[attr] == stored
         assert type(attrs[attr]) is (bool if isinstance(stored, bool) else float)
-    assert type(optimizer)._op_name == OP_NAMES[name]
+    # The op is named by the class's description now (was `_op_name`, the name's suffix).
+    assert type(optimizer)._description.op == OP_NAMES[name]
 
 
 @pytest.mark.parametrize("name", NAMES)

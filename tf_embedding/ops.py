@@ -5,7 +5,6 @@ lookup ops: the table receives `tf.IndexedSlices(values, unique_ids, table_shape
 `tf.GradientTape().gradient(loss, table_variable)` works and a Keras optimizer can apply it.
 """
 
-import re
 from typing import Any, Mapping, Sequence
 
 import tensorflow as tf
@@ -68,9 +67,9 @@ def sparse_apply(optimizer, table_variable, slot_variables: Mapping[str, Any],
                  table_name: str | None = None):
     """Sums the gradients of `batches` per unique id and applies `optimizer` in place.
 
-    `optimizer` (tf_embedding.optimizers) provides `_op_name` (the suffix of the op's type
-    name, e.g. "Adagrad" for TfeSparseApplyAdagrad), `_slot_names()` and `_kernel_attrs()`
-    (the op's optimizer attrs). `slot_variables` maps each slot name to its variable;
+    `optimizer` (tf_embedding.optimizers) provides `_description.op` (the op's registered
+    type, e.g. "TfeSparseApplyAdagrad"), `_slot_names()` and `_kernel_attrs()` (the op's
+    optimizer attrs). `slot_variables` maps each slot name to its variable;
     `learning_rate` is a float or a float32 scalar tensor (e.g.
     `optimizer._get_learning_rate()`). Returns the op (None when executing eagerly).
     """
@@ -80,8 +79,9 @@ def sparse_apply(optimizer, table_variable, slot_variables: Mapping[str, Any],
         raise ValueError(f"slot_variables lacks the slots {missing} of {type(optimizer).__name__}; "
                          f"got {sorted(slot_variables)}.")
     row_splits, ids, gains, activation_gradients = _unzip_batches(batches)
-    op_name = "TfeSparseApply" + optimizer._op_name  # pylint: disable=protected-access
-    apply_op = getattr(_loader.load_ops(), _snake_case(op_name))
+    # The op library's raw-op wrapper carries the registered op's own name (keyword arguments).
+    apply_op = getattr(_loader.load_ops(),
+                       optimizer._description.op)  # pylint: disable=protected-access
     return apply_op(
         table=table_variable.handle,
         **{name: slot_variables[name].handle for name in slot_names},
@@ -97,11 +97,6 @@ def _unzip_batches(batches: Sequence[GradientBatch]):
         raise ValueError("batches must hold at least one (row_splits, ids, gains, "
                          "activation_gradients) tuple.")
     return tuple(list(column) for column in zip(*batches))
-
-
-def _snake_case(op_name: str) -> str:
-    """TfeSparseApplyAdagrad -> tfe_sparse_apply_adagrad, the generated wrapper's name."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", op_name).lower()
 
 
 def _table_gradient(op, activation_gradients, dense_shape):

@@ -3,8 +3,9 @@
 Arguments, defaults, slot names, slot initial values, validation and equality are those of
 `tf.tpu.experimental.embedding` in TensorFlow 2.21, so checkpoints and configs carry over. Instead
 of TPU load/retrieve ops and configuration protos, each optimizer describes the fused CPU update op
-that applies it: `_op_name` (the `TfeSparseApply<name>` suffix), `_kernel_attrs()` (the op's
-attrs) and `_get_learning_rate()` (its `learning_rate` input). The private slot protocol
+that applies it: `_description` (one `_Description` per class: the op, its slot inputs, its
+optimizer-specific attrs), `_kernel_attrs()` (the op's attrs) and `_get_learning_rate()` (its
+`learning_rate` input). The private slot protocol
 (`_slot_names`, `_slot_initializers`, `_create_slots`) is TensorFlow's, so embedding classes and
 `slot_variable_creation_fn` callbacks written for stock TF work unchanged.
 
@@ -12,6 +13,7 @@ Deviations from TensorFlow (bug fixes) are listed in docs/api_differences.md.
 """
 
 import abc
+import dataclasses
 import math
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Union
 
@@ -24,6 +26,24 @@ SlotVariableCreationFn = Callable[[Any, List[str], List[init_ops_v2.Initializer]
                                   Dict[str, tf.Variable]]
 # Attrs of a fused update op: floats (limits, factors, hyperparameters) and bools (switches).
 _KernelAttrs = Dict[str, Union[float, bool]]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Description:
+    """The fused update op of one optimizer class, as cc/ops/optimizer_ops.cc registers it.
+
+    op: the registered op type; the op library's raw-op wrapper of that name runs it.
+    slot_names: the slot variables, in the order the op takes them as inputs.
+    hyperparameters: the op's optimizer-specific attrs, each (name, Python type of the attr):
+        the optimizer's attribute of that name, converted to that type. The attrs every
+        optimizer shares (clipping, weight decay) come first; `_Optimizer._kernel_attrs` names
+        them.
+    tests/test_optimizer_descriptions.py checks all three against the registered op.
+    """
+
+    op: str
+    slot_names: Tuple[str, ...] = ()
+    hyperparameters: Tuple[Tuple[str, type], ...] = ()
 
 
 def _constant_slot_initializer(value: float = 0.0) -> init_ops_v2.Constant:
@@ -53,12 +73,11 @@ def _limit(value: Optional[float], unbounded: float) -> float:
 class _Optimizer(metaclass=abc.ABCMeta):
     """Parameters shared by every embedding optimizer (TF's `_Optimizer(_WithSlotVariables)`).
 
-    Subclasses set `_op_name` and `_hyperparameters`: the names (and attr types) of the
-    optimizer-specific attributes passed to the fused update op under the same names.
+    Subclasses set `_description`, which names their fused update op, slots and
+    optimizer-specific attrs; `_slot_names()` and `_kernel_attrs()` follow from it.
     """
 
-    _op_name: ClassVar[str]
-    _hyperparameters: ClassVar[Tuple[Tuple[str, type], ...]] = ()
+    _description: ClassVar[_Description]
 
     def __init__(
         self,
@@ -101,13 +120,14 @@ class _Optimizer(metaclass=abc.ABCMeta):
             multiply_weight_decay_factor_by_learning_rate)
         self.low_dimensional_packing_status = low_dimensional_packing_status
 
-    @abc.abstractmethod
     def _slot_names(self) -> List[str]:
         """Names of the slot variables, in the order the fused update op takes them."""
+        return list(self._description.slot_names)
 
-    @abc.abstractmethod
     def _slot_initializers(self) -> List[init_ops_v2.Initializer]:
-        """Initializers of the slot variables, parallel to `_slot_names()`."""
+        """Initializers of the slot variables, parallel to `_slot_names()`: zeros unless a
+        subclass says otherwise."""
+        return [_constant_slot_initializer() for _ in self._description.slot_names]
 
     def _create_slots(
         self,
@@ -141,7 +161,7 @@ class _Optimizer(metaclass=abc.ABCMeta):
         return tf.cast(learning_rate, tf.float32)
 
     def _kernel_attrs(self) -> _KernelAttrs:
-        """Attrs of the fused `TfeSparseApply<_op_name>` op (without `table_name`)."""
+        """Attrs of the fused `_description.op` (without `table_name`)."""
         attrs: _KernelAttrs = {
             "clip_gradient_min": _limit(self.clip_gradient_min, -math.inf),
             "clip_gradient_max": _limit(self.clip_gradient_max, math.inf),
@@ -151,7 +171,7 @@ class _Optimizer(metaclass=abc.ABCMeta):
             "multiply_weight_decay_factor_by_learning_rate": bool(
                 self.multiply_weight_decay_factor_by_learning_rate),
         }
-        for name, attr_type in self._hyperparameters:
+        for name, attr_type in self._description.hyperparameters:
             attrs[name] = attr_type(getattr(self, name))
         return attrs
 
@@ -168,7 +188,7 @@ class _Optimizer(metaclass=abc.ABCMeta):
 class SGD(_Optimizer):
     """Stochastic gradient descent: `w -= lr * g`. No slots."""
 
-    _op_name = "Sgd"
+    _description = _Description("TfeSparseApplySgd")
 
     def __init__(
         self,
@@ -195,17 +215,11 @@ class SGD(_Optimizer):
             low_dimensional_packing_status,
         )
 
-    def _slot_names(self) -> List[str]:
-        return []
-
-    def _slot_initializers(self) -> List[init_ops_v2.Initializer]:
-        return []
-
 
 class Adagrad(_Optimizer):
     """Adagrad without epsilon: `a += g^2; w -= lr * g / sqrt(a)`. Slot `accumulators`."""
 
-    _op_name = "Adagrad"
+    _description = _Description("TfeSparseApplyAdagrad", slot_names=("accumulators",))
 
     def __init__(
         self,
@@ -235,9 +249,6 @@ class Adagrad(_Optimizer):
         _check_initial_accumulator_value(initial_accumulator_value)
         self.initial_accumulator_value = initial_accumulator_value
 
-    def _slot_names(self) -> List[str]:
-        return ["accumulators"]
-
     def _slot_initializers(self) -> List[init_ops_v2.Initializer]:
         return [_constant_slot_initializer(self.initial_accumulator_value)]
 
@@ -248,9 +259,10 @@ class AdagradMomentum(_Optimizer):
     Slots `accumulators` and `momenta`, both starting at 0.
     """
 
-    _op_name = "AdagradMomentum"
-    _hyperparameters = (("momentum", float), ("use_nesterov", bool), ("exponent", float),
-                        ("beta2", float), ("epsilon", float))
+    _description = _Description(
+        "TfeSparseApplyAdagradMomentum", slot_names=("accumulators", "momenta"),
+        hyperparameters=(("momentum", float), ("use_nesterov", bool), ("exponent", float),
+                         ("beta2", float), ("epsilon", float)))
 
     def __init__(
         self,
@@ -291,21 +303,16 @@ class AdagradMomentum(_Optimizer):
         self.beta2 = beta2
         self.epsilon = epsilon
 
-    def _slot_names(self) -> List[str]:
-        return ["accumulators", "momenta"]
-
-    def _slot_initializers(self) -> List[init_ops_v2.Initializer]:
-        return [_constant_slot_initializer(), _constant_slot_initializer()]
-
 
 class FTRL(_Optimizer):
     """FTRL-Proximal (McMahan et al. 2013, Algorithm 1). Slots `accumulators`, `linears`."""
 
-    _op_name = "Ftrl"
-    _hyperparameters = (("learning_rate_power", float), ("l1_regularization_strength", float),
-                        ("l2_regularization_strength", float), ("beta", float),
-                        ("multiply_linear_by_learning_rate", bool),
-                        ("allow_zero_accumulator", bool))
+    _description = _Description(
+        "TfeSparseApplyFtrl", slot_names=("accumulators", "linears"),
+        hyperparameters=(("learning_rate_power", float), ("l1_regularization_strength", float),
+                         ("l2_regularization_strength", float), ("beta", float),
+                         ("multiply_linear_by_learning_rate", bool),
+                         ("allow_zero_accumulator", bool)))
 
     def __init__(
         self,
@@ -352,9 +359,6 @@ class FTRL(_Optimizer):
         self.multiply_linear_by_learning_rate = multiply_linear_by_learning_rate
         self.allow_zero_accumulator = allow_zero_accumulator
 
-    def _slot_names(self) -> List[str]:
-        return ["accumulators", "linears"]
-
     def _slot_initializers(self) -> List[init_ops_v2.Initializer]:
         return [_constant_slot_initializer(self.initial_accumulator_value),
                 _constant_slot_initializer()]
@@ -364,9 +368,10 @@ class Adam(_Optimizer):
     """Adam without bias correction (emulate it with a dynamic learning rate). Slots `momenta`,
     `velocities`, both starting at 0. Lazy by default: only looked-up rows are updated."""
 
-    _op_name = "Adam"
-    _hyperparameters = (("beta_1", float), ("beta_2", float), ("epsilon", float),
-                        ("lazy_adam", bool), ("sum_inside_sqrt", bool))
+    _description = _Description(
+        "TfeSparseApplyAdam", slot_names=("momenta", "velocities"),
+        hyperparameters=(("beta_1", float), ("beta_2", float), ("epsilon", float),
+                         ("lazy_adam", bool), ("sum_inside_sqrt", bool)))
 
     def __init__(
         self,
@@ -413,9 +418,3 @@ class Adam(_Optimizer):
         self.epsilon = epsilon
         self.lazy_adam = lazy_adam
         self.sum_inside_sqrt = sum_inside_sqrt
-
-    def _slot_names(self) -> List[str]:
-        return ["momenta", "velocities"]
-
-    def _slot_initializers(self) -> List[init_ops_v2.Initializer]:
-        return [_constant_slot_initializer(), _constant_slot_initializer()]

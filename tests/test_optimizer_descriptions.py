@@ -1,0 +1,112 @@
+"""Each optimizer's `_description` against the op it names, as the op library registers it.
+
+The Python side (tf_embedding/optimizers.py) and the C++ side (cc/ops/optimizer_ops.cc) each
+state an optimizer once; this test is what keeps the two statements the same: the op exists
+and its wrapper is in the library, its slot inputs are the optimizer's slots in order, its attrs
+are the optimizer's kernel attrs with the same types, and every default agrees.
+"""
+
+import inspect
+import math
+
+import numpy as np
+import pytest
+from tensorflow.core.framework import types_pb2
+from tensorflow.python.framework import op_def_registry
+
+from tf_embedding import _loader, optimizers
+
+OPTIMIZER_CLASSES = [optimizers.SGD, optimizers.Adagrad, optimizers.AdagradMomentum,
+                     optimizers.Adam, optimizers.FTRL]
+# The op's inputs around the slots, and its attrs that are not the optimizer's.
+LEADING_INPUTS = ["table"]
+TRAILING_INPUTS = ["row_splits", "ids", "gains", "activation_gradients", "learning_rate"]
+NON_OPTIMIZER_ATTRS = ["N", "table_name"]
+ATTR_TYPES = {"float": float, "bool": bool}
+
+
+def _op_def(cls):
+    _loader.load_ops()  # registers the library's ops
+    op_def = op_def_registry.get(cls._description.op)
+    assert op_def is not None, f"{cls.__name__}: no op {cls._description.op!r} is registered"
+    return op_def
+
+
+def _optimizer_attrs(op_def):
+    return [attr for attr in op_def.attr if attr.name not in NON_OPTIMIZER_ATTRS]
+
+
+def _default(attr):
+    value = attr.default_value
+    return value.f if attr.type == "float" else value.b
+
+
+def _as_attr(value, attr):
+    """`value` as the op receives it: float attrs are float32."""
+    return np.float32(value) if attr.type == "float" else bool(value)
+
+
+def test_every_optimizer_class_is_covered():
+    defined = {cls for cls in vars(optimizers).values()
+               if isinstance(cls, type) and issubclass(cls, optimizers._Optimizer)
+               and cls is not optimizers._Optimizer}
+    assert defined == set(OPTIMIZER_CLASSES)
+
+
+@pytest.mark.parametrize("cls", OPTIMIZER_CLASSES, ids=lambda cls: cls.__name__)
+def test_the_op_exists_and_the_library_has_its_wrapper(cls):
+    op_def = _op_def(cls)
+    assert op_def.name == cls._description.op
+    assert callable(getattr(_loader.load_ops(), cls._description.op))
+    assert op_def.is_stateful
+
+
+@pytest.mark.parametrize("cls", OPTIMIZER_CLASSES, ids=lambda cls: cls.__name__)
+def test_slot_inputs_are_the_slot_names_in_order(cls):
+    inputs = _op_def(cls).input_arg
+    slots = cls()._slot_names()
+    assert [arg.name for arg in inputs] == LEADING_INPUTS + slots + TRAILING_INPUTS
+    for arg in inputs[len(LEADING_INPUTS):len(LEADING_INPUTS) + len(slots)]:
+        assert arg.type == types_pb2.DT_RESOURCE, arg.name
+    assert len(cls()._slot_initializers()) == len(slots)
+
+
+@pytest.mark.parametrize("cls", OPTIMIZER_CLASSES, ids=lambda cls: cls.__name__)
+def test_attrs_are_the_kernel_attrs_with_their_types(cls):
+    op_attrs = _optimizer_attrs(_op_def(cls))
+    kernel_attrs = cls()._kernel_attrs()
+    # Same names in the same order: the common attrs, then the description's hyperparameters.
+    assert [attr.name for attr in op_attrs] == list(kernel_attrs)
+    hyperparameters = cls._description.hyperparameters
+    assert [attr.name for attr in op_attrs[len(op_attrs) - len(hyperparameters):]] == [
+        name for name, _ in hyperparameters]
+    for attr in op_attrs:
+        assert attr.type in ATTR_TYPES, attr.name
+        assert type(kernel_attrs[attr.name]) is ATTR_TYPES[attr.type], attr.name
+    for name, attr_type in hyperparameters:
+        op_attr = next(attr for attr in op_attrs if attr.name == name)
+        assert attr_type is ATTR_TYPES[op_attr.type], name
+
+
+@pytest.mark.parametrize("cls", OPTIMIZER_CLASSES, ids=lambda cls: cls.__name__)
+def test_defaults_agree(cls):
+    op_attrs = _optimizer_attrs(_op_def(cls))
+    # A default-constructed optimizer passes the op's own defaults ...
+    kernel_attrs = cls()._kernel_attrs()
+    for attr in op_attrs:
+        assert attr.HasField("default_value"), attr.name
+        assert _as_attr(kernel_attrs[attr.name], attr) == _default(attr), attr.name
+    # ... and where the class's signature (TF's) has an argument of the attr's name, its default
+    # is the op's default (None is the op's "off": an unbounded clip, no decay).
+    parameters = inspect.signature(cls).parameters
+    assert {name for name, _ in cls._description.hyperparameters} <= set(parameters)
+    for attr in op_attrs:
+        if attr.name not in parameters:
+            continue
+        default = parameters[attr.name].default
+        assert default is not inspect.Parameter.empty, attr.name
+        if default is None:
+            assert _default(attr) in (-math.inf, math.inf, 0.0, False), attr.name
+        else:
+            assert type(default) in (bool, int, float), attr.name
+            assert _as_attr(default, attr) == _default(attr), attr.name
