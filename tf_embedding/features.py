@@ -76,20 +76,16 @@ def combiner_norm(combiner: str, weights: tf.Tensor,
 # The TPU path: TPUEmbedding.enqueue / dequeue.
 
 def check_enqueue_types(paths: Sequence[str], flat_inputs: Sequence[Any]) -> None:
-    """Raises ValueError for an input that is not a Tensor, SparseTensor or RaggedTensor, and
-    for a call mixing SparseTensor and RaggedTensor inputs (a TPU accepts one of the two)."""
+    """Raises ValueError for an input that is not a Tensor, SparseTensor or RaggedTensor.
+
+    Kinds may be mixed in one call, as TF 2.21's enqueue accepts: each feature is converted by
+    its own kind's rules into its table's CSR batch.
+    """
     for path, inp in zip(paths, flat_inputs):
         if not isinstance(inp, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)):
             raise ValueError("Input {} is of unknown type {}. Please only pass "
                              "Tensor, SparseTensor or RaggedTensor as input to "
                              "enqueue.".format(path, type(inp)))
-    sparse = [path for path, inp in zip(paths, flat_inputs) if isinstance(inp, tf.SparseTensor)]
-    ragged = [path for path, inp in zip(paths, flat_inputs) if isinstance(inp, tf.RaggedTensor)]
-    if sparse and ragged:
-        raise ValueError(
-            f"enqueue received SparseTensor inputs ({', '.join(sparse)}) and RaggedTensor "
-            f"inputs ({', '.join(ragged)}) in one call. As on a TPU, only one of the two kinds "
-            "is supported per call; dense tensors may be mixed with either.")
 
 
 def tpu_feature_input(path: str, feature: Any, inp: Any, weight: Any) -> inputs_lib.FeatureInput:
