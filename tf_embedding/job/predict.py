@@ -9,6 +9,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from tf_embedding.job.data import common
 from tf_embedding.job.options import PredictOptions
 
 
@@ -26,12 +27,7 @@ def _score_one_by_one(signature: tf.types.experimental.ConcreteFunction, argumen
 
 def predict(options: PredictOptions) -> tuple[int, int]:
     """Writes one probability per input record to options.output; returns (records, malformed)."""
-    files = []
-    for pattern in options.input:
-        matches = sorted(tf.io.gfile.glob(pattern))
-        if not matches:
-            raise ValueError(f"--input: no file matches {pattern!r}")
-        files.extend(matches)
+    files = common.expand(options.input, "--input")
     loaded = tf.saved_model.load(options.model)
     if options.format == "tsv":
         signature, argument = loaded.signatures["serve_tsv"], "lines"

@@ -1,4 +1,5 @@
-"""What every reader shares: the batch layout, id hashing and row filtering.
+"""What every reader shares: the batch layout, file lists, id hashing, row filtering and the
+windowed reading pipeline.
 
 A batch is a dict:
   "label":     float32 [B], 0 or 1
@@ -16,6 +17,19 @@ import tensorflow as tf
 from tf_embedding.job.data.spec import DataSpec, FeatureSpec
 
 Batch = dict[str, Any]
+# (window of raw records, spec) -> (batch, valid): a reader's parser.
+Decode = Callable[[tf.Tensor, DataSpec], tuple[Batch, tf.Tensor]]
+
+
+def expand(patterns: list[str], flag: str) -> list[str]:
+    """Files matching the patterns, in the given order (each pattern's matches sorted)."""
+    files = []
+    for pattern in patterns:
+        matches = sorted(tf.io.gfile.glob(pattern))
+        if not matches:
+            raise ValueError(f"{flag}: no file matches {pattern!r}")
+        files.extend(matches)
+    return files
 
 
 def to_rows(values: tf.Tensor, feature: FeatureSpec, vocabulary_size: int) -> tf.Tensor:
@@ -115,3 +129,25 @@ def parse_windows(windows: tf.data.Dataset, parse: Callable[[tf.Tensor], Batch],
         return whole.concatenate(subset).concatenate(nothing).take(1)
     return windows.interleave(parse_or_fall_back, cycle_length=2,
                               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def read_batches(records: tf.data.Dataset, decode: Decode, spec: DataSpec, batch_size: int,
+                 start_step: int, holdout_every: int, split: str,
+                 may_raise: bool) -> tf.data.Dataset:
+    """Batches of `records` (lines or serialized examples) in order, decoded by `decode`, with
+    invalid rows dropped; `record_windows` says which records each step reads.
+
+    `may_raise`: `decode` can fail on a window (TFRecord: bytes that are not an Example), so
+    windows go through `parse_windows`' fallbacks. A decoder that flags bad records instead of
+    failing (TSV) needs no fallback and is mapped directly.
+    """
+    windows = record_windows(records, batch_size, start_step, holdout_every, split)
+
+    @tf.autograph.experimental.do_not_convert
+    def parse(window: tf.Tensor) -> Batch:
+        return filter_rows(*decode(window, spec))
+    if may_raise:
+        batches = parse_windows(windows, parse, spec)
+    else:
+        batches = windows.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return batches.prefetch(tf.data.AUTOTUNE)

@@ -87,16 +87,9 @@ def decode_lines(lines: tf.Tensor, spec: DataSpec,
 
 def read_tsv(files: Sequence[str], spec: DataSpec, batch_size: int, start_step: int = 0,
              holdout_every: int = 0, split: str = "train") -> tf.data.Dataset:
-    """Batches of labeled lines from `files`, read in order; see `common.record_windows`."""
-    lines = tf.data.TextLineDataset(list(files))
-    windows = common.record_windows(lines, batch_size, start_step, holdout_every, split)
-
-    # Parsing flags bad lines instead of failing, so no fallback is needed (unlike TFRecord).
-    @tf.autograph.experimental.do_not_convert
-    def parse(window: tf.Tensor) -> common.Batch:
-        return common.filter_rows(*decode_lines(window, spec))
-    return windows.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
-                       deterministic=True).prefetch(tf.data.AUTOTUNE)
+    """Batches of labeled lines from `files`, read in order; see `common.read_batches`."""
+    return common.read_batches(tf.data.TextLineDataset(list(files)), decode_lines, spec,
+                               batch_size, start_step, holdout_every, split, may_raise=False)
 
 
 def format_lines(batch: common.Batch, spec: DataSpec) -> Iterable[str]:

@@ -4,20 +4,9 @@ import math
 
 import tensorflow as tf
 
-from tf_embedding.job.data import criteo, synthetic, tfrecord
+from tf_embedding.job.data import common, criteo, synthetic, tfrecord
 from tf_embedding.job.data.spec import DataSpec
 from tf_embedding.job.options import DataOptions
-
-
-def expand(patterns: list[str], flag: str) -> list[str]:
-    """Files matching the patterns, in the given order (each pattern's matches sorted)."""
-    files = []
-    for pattern in patterns:
-        matches = sorted(tf.io.gfile.glob(pattern))
-        if not matches:
-            raise ValueError(f"{flag}: no file matches {pattern!r}")
-        files.extend(matches)
-    return files
 
 
 class Source:
@@ -30,8 +19,8 @@ class Source:
             self._log = synthetic.SyntheticClickLog(spec, options.seed)
         else:
             self._reader = criteo.read_tsv if options.data == "tsv" else tfrecord.read_tfrecord
-            self._train_files = expand(options.train_input, "--train-input")
-            self._eval_files = expand(options.eval_input, "--eval-input")
+            self._train_files = common.expand(options.train_input, "--train-input")
+            self._eval_files = common.expand(options.eval_input, "--eval-input")
             if not any(tf.io.gfile.stat(f).length for f in self._train_files):
                 raise ValueError("the training input holds no examples (empty files)")
 

@@ -67,14 +67,9 @@ def decode_examples(serialized: tf.Tensor, spec: DataSpec,
 
 def read_tfrecord(files: Sequence[str], spec: DataSpec, batch_size: int, start_step: int = 0,
                   holdout_every: int = 0, split: str = "train") -> tf.data.Dataset:
-    """Batches of Examples from `files`, read in order; see `common.record_windows`."""
-    records = tf.data.TFRecordDataset(list(files))
-    windows = common.record_windows(records, batch_size, start_step, holdout_every, split)
-
-    @tf.autograph.experimental.do_not_convert
-    def parse(window: tf.Tensor) -> common.Batch:
-        return common.filter_rows(*decode_examples(window, spec))
-    return common.parse_windows(windows, parse, spec).prefetch(tf.data.AUTOTUNE)
+    """Batches of Examples from `files`, read in order; see `common.read_batches`."""
+    return common.read_batches(tf.data.TFRecordDataset(list(files)), decode_examples, spec,
+                               batch_size, start_step, holdout_every, split, may_raise=True)
 
 
 def to_examples(batch: common.Batch, spec: DataSpec) -> Iterable[tf.train.Example]:
