@@ -77,16 +77,21 @@ def reference_rows(feature, combiner):
         if feature.prune_invalid and weighted and combiner != "sum" and not weight > 0:
             continue
         rows[row].append((int(lookup_id), weight))
-    if sequence or combiner == "sum":
+    if sequence:
         return rows
-    combined = []
-    for row in rows:
-        if combiner == "mean":
-            denominator = sum(w for _, w in row)
-        else:
-            denominator = math.sqrt(sum(w * w for _, w in row))
-        combined.append([(i, 0.0 if denominator == 0 else w / denominator) for i, w in row])
-    return combined
+    return [list(zip((i for i, _ in row), combined_gains([w for _, w in row], combiner)))
+            for row in rows]
+
+
+def combined_gains(weights, combiner):
+    """The gains of one pooled row's weights: weight / combiner's norm of the row (0 if 0)."""
+    if combiner == "sum":
+        return list(weights)
+    if combiner == "mean":
+        denominator = sum(weights)
+    else:
+        denominator = math.sqrt(sum(w * w for w in weights))
+    return [0.0 if denominator == 0 else w / denominator for w in weights]
 
 
 def reference_csr(features, combiner):

@@ -16,7 +16,7 @@ from tensorflow.python.distribute import sharded_variable
 
 import tf_embedding
 
-from references import reference_step
+from references import combined_gains, reference_step
 from sharded_helpers import FEATURES, MAX_SEQUENCE_LENGTH, STRATEGIES, TABLES, Feature
 from sharded_helpers import feature_config, initial_table, make_strategy, variable_values
 
@@ -109,15 +109,8 @@ def reference_rows(name: str, samples: list) -> list[list[tuple[int, float]]]:
         return [[(sample[p][0], 1.0)] if p < len(sample) else []
                 for sample in samples for p in range(MAX_SEQUENCE_LENGTH)]
     combiner = TABLES[feature.table].combiner
-    rows = []
-    for sample in samples:
-        weights = np.array([w for _, w in sample], F)
-        if combiner == "mean":
-            weights = weights / weights.sum() if weights.size else weights
-        elif combiner == "sqrtn":
-            weights = weights / np.sqrt((weights * weights).sum()) if weights.size else weights
-        rows.append([(i, float(w)) for (i, _), w in zip(sample, weights)])
-    return rows
+    return [list(zip((i for i, _ in sample), combined_gains([w for _, w in sample], combiner)))
+            for sample in samples]
 
 
 class Reference:
