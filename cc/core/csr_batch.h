@@ -1,10 +1,12 @@
 // A CSR batch for one table (docs/internals.md, "The CSR batch"): a non-owning view and its
-// validation. Plain C++: kernels wrap tensors in it, core/ algorithms read it.
+// validation, and the row_splits validator that the CSR conversion shares for ragged inputs.
+// Plain C++: kernels wrap tensors in it, core/ algorithms read it.
 #ifndef TF_EMBEDDING_CC_CORE_CSR_BATCH_H_
 #define TF_EMBEDDING_CC_CORE_CSR_BATCH_H_
 
 #include <cstdint>
-#include <string>
+
+#include "cc/core/status.h"
 
 namespace tf_embedding {
 
@@ -23,15 +25,23 @@ struct CsrBatch {
   int64_t num_rows() const { return num_row_splits - 1; }
 };
 
-// Checks that every array access the batch implies stays in bounds: row_splits is non-empty,
-// starts at 0, never decreases and ends at num_ids; there is one gain per id; and every id is in
-// [0, vocabulary_size). A negative vocabulary_size means "unknown": ids are only checked to be
-// non-negative. Returns an empty string for a valid batch, otherwise what is wrong, phrased for
-// a message that the caller prefixes with the table (and batch) it concerns.
-std::string ValidateCsrBatch(const CsrBatch& batch, int64_t vocabulary_size);
+// Which row_splits a message is about. Both are checked alike; their messages are worded
+// differently because tests/test_csr_ops.py and tests/test_lookup_ops.py each assert theirs.
+enum class RowSplitsOf {
+  kCsrBatch,     // "row_splits" of a CSR batch (the lookup, gradient and apply ops)
+  kRaggedInput,  // "ragged row_splits" of a ragged feature (the CSR conversion)
+};
 
-// The one wording for a bad id, shared by every op: names the id, where it is and the bound.
-std::string IdOutOfRangeMessage(int64_t id, int64_t index, int64_t vocabulary_size);
+// Checks that row_splits[0 .. size) partitions `num_values` values into size - 1 rows: it is
+// non-empty, starts at 0, never decreases and ends at num_values. Messages name no table: the
+// caller adds what the splits belong to.
+Status ValidateRowSplits(const int64_t* row_splits, int64_t size, int64_t num_values,
+                         RowSplitsOf of);
+
+// Checks that every array access the batch implies stays in bounds: valid row_splits (above),
+// one gain per id, and every id in [0, vocabulary_size). A negative vocabulary_size means
+// "unknown": ids are only checked to be non-negative. Messages name no table.
+Status ValidateCsrBatch(const CsrBatch& batch, int64_t vocabulary_size);
 
 }  // namespace tf_embedding
 

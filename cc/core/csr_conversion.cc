@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
+
+#include "cc/core/csr_batch.h"
+#include "cc/core/errors.h"
 
 namespace tf_embedding {
-namespace host {
 namespace {
 
 // Formats a list of integers as "[a, b, c]" for error messages.
@@ -23,14 +26,18 @@ int64_t CheckedProduct(int64_t a, int64_t b, int64_t limit) {
   return a * b;
 }
 
-// Prefixes every error about a feature with the table and feature it concerns.
+// Builds the errors about one feature, which name its table and itself.
 class FeatureErrors {
  public:
   FeatureErrors(const std::string& table, const std::string& feature)
       : table_(table), feature_(feature) {}
   template <typename... Parts>
   Status operator()(const Parts&... parts) const {
-    return Invalid("Table '", table_, "', feature '", feature_, "': ", parts...);
+    return FeatureError(table_, feature_, parts...);
+  }
+  // `status`, a context-free error about the feature's input, naming the table and feature.
+  Status About(const Status& status) const {
+    return status.WithContext(FeatureContext(table_, feature_));
   }
 
  private:
@@ -51,15 +58,14 @@ Status CheckRowCount(const FeatureErrors& error, int64_t rows, const char* what)
   if (rows < 0 || rows > kMaxRows) {
     return error(what, " gives more than ", kMaxRows, " output rows");
   }
-  return Status{};
+  return Status();
 }
 
 Status DenseRows(const FeatureErrors& error, const FeatureTensors& t, FeatureRows* rows) {
   rows->count = t.ids.size();
-  Status status = CheckRowCount(error, rows->count, "the number of dense ids");
-  if (!status.ok()) return status;
+  TFE_RETURN_IF_ERROR(CheckRowCount(error, rows->count, "the number of dense ids"));
   for (int64_t i = 0; i < rows->count; ++i) rows->of_lookup[i] = i;
-  return Status{};
+  return Status();
 }
 
 // Checks the sparse tensor's structure; element-wise index bounds are checked in SparseRows.
@@ -92,7 +98,7 @@ Status CheckSparseStructure(const FeatureErrors& error, const FeatureTensors& t)
                    " has a negative dimension");
     }
   }
-  return Status{};
+  return Status();
 }
 
 // Rows of a pooled sparse feature: prod(dense_shape[:-1]), or -1 past kMaxRows.
@@ -118,8 +124,7 @@ Status SparseIndexError(const FeatureErrors& error, const FeatureTensors& t, int
 // TF's CPU lookup does.
 Status SparseRows(const FeatureErrors& error, const FeatureSpec& spec, const FeatureTensors& t,
                   FeatureRows* rows) {
-  Status status = CheckSparseStructure(error, t);
-  if (!status.ok()) return status;
+  TFE_RETURN_IF_ERROR(CheckSparseStructure(error, t));
   const Span<int64_t>& dense_shape = t.dense_shape;
   const int64_t rank = dense_shape.size;
   const int64_t msl = spec.max_sequence_length;
@@ -127,8 +132,7 @@ Status SparseRows(const FeatureErrors& error, const FeatureSpec& spec, const Fea
   rows->sequence = sequence;
   rows->count = sequence ? CheckedProduct(dense_shape[0], msl, kMaxRows)
                          : PooledSparseRowCount(dense_shape);
-  status = CheckRowCount(error, rows->count, "the sparse dense_shape");
-  if (!status.ok()) return status;
+  TFE_RETURN_IF_ERROR(CheckRowCount(error, rows->count, "the sparse dense_shape"));
 
   const int64_t nnz = t.ids.size();
   if (rank == 2 && !sequence) {
@@ -143,7 +147,7 @@ Status SparseRows(const FeatureErrors& error, const FeatureSpec& spec, const Fea
       }
       rows->of_lookup[i] = index[0];
     }
-    return Status{};
+    return Status();
   }
   for (int64_t i = 0; i < nnz; ++i) {
     const int64_t* index = t.row_info.data + i * rank;
@@ -158,37 +162,20 @@ Status SparseRows(const FeatureErrors& error, const FeatureSpec& spec, const Fea
     }
     rows->of_lookup[i] = row;
   }
-  return Status{};
-}
-
-Status CheckRowSplits(const FeatureErrors& error, const Span<int64_t>& splits, int64_t nnz) {
-  if (splits.size == 0) return error("ragged row_splits must not be empty");
-  if (splits[0] != 0) return error("ragged row_splits must start at 0, got ", splits[0]);
-  for (int64_t b = 1; b < splits.size; ++b) {
-    if (splits[b] < splits[b - 1]) {
-      return error("ragged row_splits must be non-decreasing, but row_splits[", b, "] = ",
-                   splits[b], " < row_splits[", b - 1, "] = ", splits[b - 1]);
-    }
-  }
-  if (splits[splits.size - 1] != nnz) {
-    return error("ragged row_splits end at ", splits[splits.size - 1], " but there are ", nnz,
-                 " ids");
-  }
-  return Status{};
+  return Status();
 }
 
 // Ragged rows: one per batch row when pooled, b * msl + position for sequence features.
 Status RaggedRows(const FeatureErrors& error, const FeatureSpec& spec, const FeatureTensors& t,
                   FeatureRows* rows) {
   const Span<int64_t>& splits = t.row_info;
-  Status status = CheckRowSplits(error, splits, t.ids.size());
-  if (!status.ok()) return status;
+  TFE_RETURN_IF_ERROR(error.About(
+      ValidateRowSplits(splits.data, splits.size, t.ids.size(), RowSplitsOf::kRaggedInput)));
   const int64_t batch = splits.size - 1;
   const int64_t msl = spec.max_sequence_length;
   rows->sequence = msl > 0;
   rows->count = msl > 0 ? CheckedProduct(batch, msl, kMaxRows) : batch;
-  status = CheckRowCount(error, rows->count, "the ragged row_splits");
-  if (!status.ok()) return status;
+  TFE_RETURN_IF_ERROR(CheckRowCount(error, rows->count, "the ragged row_splits"));
 
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t i = splits[b]; i < splits[b + 1]; ++i) {
@@ -196,7 +183,7 @@ Status RaggedRows(const FeatureErrors& error, const FeatureSpec& spec, const Fea
       rows->of_lookup[i] = msl == 0 ? b : (position < msl ? b * msl + position : -1);
     }
   }
-  return Status{};
+  return Status();
 }
 
 bool ParseInputKind(const std::string& name, InputKind* kind) {
@@ -221,7 +208,7 @@ Status ParseTableSpec(const std::string& table_name, int64_t vocabulary_size,
   else if (combiner == "sqrtn") table->combiner = Combiner::kSqrtn;
   else return TableError(table_name, "unknown combiner '", combiner,
                          "' (expected sum, mean or sqrtn)");
-  return Status{};
+  return Status();
 }
 
 Status ParseFeatureSpecs(const std::string& table_name, int64_t num_features,
@@ -262,7 +249,7 @@ Status ParseFeatureSpecs(const std::string& table_name, int64_t num_features,
                    ") but its input is dense");
     }
   }
-  return Status{};
+  return Status();
 }
 
 Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) {
@@ -301,8 +288,7 @@ Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) 
   for (int64_t i = 0; i < t.ids.size(); ++i) {
     const int64_t id = t.ids[i];
     if (id >= vocabulary_size || (id < 0 && !spec.prune_invalid)) {
-      return error("id ", id, " at lookup ", i, " is not in [0, vocabulary_size = ",
-                   vocabulary_size, ")");
+      return error(FeatureIdOutOfRange(id, i, vocabulary_size));
     }
     const int64_t row = rows.of_lookup[i];
     if (row < 0 || id < 0 || (prune_weights && !(t.weights[i] > 0))) {
@@ -321,7 +307,7 @@ Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) 
                                    num_rows_, !rows.sequence});
   feature_row_counts_.push_back(rows.count);
   num_rows_ += rows.count;
-  return Status{};
+  return Status();
 }
 
 void CsrBuilder::Build(int64_t* row_splits, int64_t* ids, float* gains) const {
@@ -398,5 +384,4 @@ void CsrBuilder::ApplyCombiner(const AddedFeature& feature, int64_t num_rows,
   }
 }
 
-}  // namespace host
 }  // namespace tf_embedding

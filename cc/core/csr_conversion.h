@@ -3,18 +3,19 @@
 // Plain C++17 without TensorFlow so that it can be unit-tested and fuzzed on its own. The
 // semantics are those of `TfeFeaturesToCsr` in docs/internals.md. Every input is validated
 // before it is used to index anything: no input may make this code read or write out of bounds.
+// Errors are complete: they start with the table (and feature) they concern.
 #ifndef TF_EMBEDDING_CC_CORE_CSR_CONVERSION_H_
 #define TF_EMBEDDING_CC_CORE_CSR_CONVERSION_H_
 
 #include <cstdint>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "cc/core/status.h"
+
 namespace tf_embedding {
-namespace host {
 
 // A read-only view of a contiguous array that someone else owns (a tensor buffer).
 template <typename T>
@@ -38,27 +39,6 @@ class IdSpan {
   const int64_t* i64_ = nullptr;
   int64_t size_ = 0;
 };
-
-// The outcome of a validation: an empty message means success. The message is complete (it
-// already names the table and the feature) so kernels pass it on unchanged.
-struct Status {
-  std::string message;
-  bool ok() const { return message.empty(); }
-};
-
-// A failed Status whose message is the concatenation of `parts`.
-template <typename... Parts>
-Status Invalid(const Parts&... parts) {
-  std::ostringstream message;
-  (message << ... << parts);
-  return Status{message.str()};
-}
-
-// Errors name the table they concern: a step feeds many tables, and the name finds the input.
-template <typename... Parts>
-Status TableError(const std::string& table, const Parts&... parts) {
-  return Invalid("Table '", table, "': ", parts...);
-}
 
 // Output rows of one batch are capped so that row indices fit int32 consumers and a malformed
 // dense_shape cannot ask for an absurd allocation (2^31 rows is 16 GB of row_splits alone).
@@ -150,7 +130,6 @@ class CsrBuilder {
   int64_t last_row_ = 0;
 };
 
-}  // namespace host
 }  // namespace tf_embedding
 
 #endif  // TF_EMBEDDING_CC_CORE_CSR_CONVERSION_H_

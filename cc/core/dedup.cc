@@ -1,12 +1,12 @@
 #include "cc/core/dedup.h"
 
 #include <algorithm>
-#include <array>
 #include <limits>
-#include <utility>
+
+#include "cc/core/errors.h"
+#include "cc/core/radix_sort.h"
 
 namespace tf_embedding {
-namespace host {
 namespace {
 
 // An id's sort key and its position in the input batch.
@@ -15,36 +15,6 @@ struct KeyedLookup {
   uint32_t position;
 };
 
-constexpr int kDigitBits = 11;  // 2048 buckets: 20-bit keys (1M rows) sort in two passes
-constexpr uint64_t kDigitMask = (uint64_t{1} << kDigitBits) - 1;
-
-// Stable LSD radix sort by key. Only the digits below max_key's top bit are sorted, and a
-// digit that is the same for every key is skipped, so small vocabularies cost one or two passes.
-void RadixSortByKey(uint64_t max_key, std::vector<KeyedLookup>* lookups) {
-  int num_digits = 0;
-  for (uint64_t k = max_key; k != 0; k >>= kDigitBits) ++num_digits;
-  std::vector<std::array<int64_t, kDigitMask + 1>> counts(num_digits);
-  for (auto& histogram : counts) histogram.fill(0);
-  for (const KeyedLookup& lookup : *lookups) {
-    for (int d = 0; d < num_digits; ++d) {
-      ++counts[d][(lookup.key >> (d * kDigitBits)) & kDigitMask];
-    }
-  }
-  const int64_t n = lookups->size();
-  std::vector<KeyedLookup> sorted(n);
-  for (int d = 0; d < num_digits; ++d) {
-    const int shift = d * kDigitBits;
-    std::array<int64_t, kDigitMask + 1>& offsets = counts[d];
-    if (offsets[((*lookups)[0].key >> shift) & kDigitMask] == n) continue;
-    int64_t start = 0;
-    for (int64_t& offset : offsets) start += std::exchange(offset, start);
-    for (const KeyedLookup& lookup : *lookups) {
-      sorted[offsets[(lookup.key >> shift) & kDigitMask]++] = lookup;
-    }
-    lookups->swap(sorted);
-  }
-}
-
 }  // namespace
 
 Status CheckNumShards(const std::string& table_name, int64_t num_shards) {
@@ -52,21 +22,22 @@ Status CheckNumShards(const std::string& table_name, int64_t num_shards) {
     return TableError(table_name, "num_shards must be in [1, ", kMaxShards, "], got ",
                       num_shards);
   }
-  return Status{};
+  return Status();
 }
 
 Status DedupByShard(const std::string& table_name, Span<int64_t> ids, int64_t num_shards,
                     std::vector<int64_t>* unique_ids, int32_t* inverse,
                     int64_t* shard_splits) {
-  Status status = CheckNumShards(table_name, num_shards);
-  if (!status.ok()) return status;
+  TFE_RETURN_IF_ERROR(CheckNumShards(table_name, num_shards));
   if (ids.size > std::numeric_limits<int32_t>::max()) {
     return TableError(table_name, ids.size, " ids are too many for int32 inverse indices");
   }
   int64_t max_id = 0;
   for (int64_t i = 0; i < ids.size; ++i) {
     if (ids[i] < 0) {
-      return TableError(table_name, "id ", ids[i], " at lookup ", i, " is negative");
+      // Negative ids are the only bad ones here: dedup runs before any table bound is known.
+      return TableError(table_name, IdOutOfRange(ids[i], "lookup " + std::to_string(i),
+                                                 /*vocabulary_size=*/-1));
     }
     max_id = std::max(max_id, ids[i]);
   }
@@ -81,7 +52,8 @@ Status DedupByShard(const std::string& table_name, Span<int64_t> ids, int64_t nu
     lookups[i] = {(id % shards) * per_shard + id / shards, static_cast<uint32_t>(i)};
     max_key = std::max(max_key, lookups[i].key);
   }
-  if (!lookups.empty()) RadixSortByKey(max_key, &lookups);
+  StableRadixSort(/*low_bit=*/0, BitWidth(max_key),
+                  [](const KeyedLookup& lookup) { return lookup.key; }, &lookups);
 
   unique_ids->clear();
   std::fill(shard_splits, shard_splits + num_shards + 1, 0);
@@ -94,8 +66,7 @@ Status DedupByShard(const std::string& table_name, Span<int64_t> ids, int64_t nu
     inverse[lookups[j].position] = static_cast<int32_t>(unique_ids->size() - 1);
   }
   for (int64_t s = 0; s < num_shards; ++s) shard_splits[s + 1] += shard_splits[s];
-  return Status{};
+  return Status();
 }
 
-}  // namespace host
 }  // namespace tf_embedding

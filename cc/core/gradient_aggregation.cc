@@ -2,47 +2,23 @@
 
 #include <algorithm>
 
+#include "cc/core/errors.h"
+#include "cc/core/radix_sort.h"
+
 namespace tf_embedding {
 namespace {
 
-// Counting passes use at most 2^11 buckets: small enough to stay in L1, and a 1M-row vocabulary
-// (20 bits) still sorts in two passes.
-constexpr int kMaxDigitBits = 11;
-
-// How many lookups ahead to prefetch activation-gradient rows, which are read in id order, i.e.
-// at random, from an array that usually exceeds L2.
+// How many terms ahead to prefetch gradient rows, which are read in id order, i.e. at random,
+// from an array that usually exceeds L2.
 constexpr int64_t kPrefetchDistance = 8;
 
-int BitWidth(uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
-
-// Stable LSD radix sort of `keys` by bits [low_bits, low_bits + key_bits); the low bits ride
-// along. Every pass is a stable counting sort, so keys with equal sort bits keep their order.
-void RadixSortByHighBits(int low_bits, int key_bits, std::vector<uint64_t>* keys) {
-  if (key_bits == 0) return;
-  const int passes = (key_bits + kMaxDigitBits - 1) / kMaxDigitBits;
-  const int digit_bits = (key_bits + passes - 1) / passes;
-  const uint64_t mask = (uint64_t{1} << digit_bits) - 1;
-  std::vector<uint64_t> scratch(keys->size());
-  std::vector<int64_t> offsets(size_t{1} << digit_bits);
-  for (int pass = 0; pass < passes; ++pass) {
-    const int shift = low_bits + pass * digit_bits;
-    std::fill(offsets.begin(), offsets.end(), 0);
-    for (uint64_t key : *keys) ++offsets[(key >> shift) & mask];
-    int64_t next = 0;
-    for (int64_t& offset : offsets) {
-      const int64_t count = offset;
-      offset = next;
-      next += count;
-    }
-    for (uint64_t key : *keys) scratch[offsets[(key >> shift) & mask]++] = key;
-    keys->swap(scratch);
-  }
-}
+// The input name GroupSortedRows' messages use for a list's ids.
+constexpr char kSortedIdsInput[] = "unique_ids";
 
 // kDim > 0 fixes the dimension at compile time so the row loops unroll and vectorise fully;
 // kDim == 0 handles any dimension.
 template <int64_t kDim>
-void SumGroupImpl(const LookupGroups& groups, int64_t u, int64_t dim, float* __restrict out) {
+void SumGroupImpl(const GradientGroups& groups, int64_t u, int64_t dim, float* __restrict out) {
   const int64_t d = kDim > 0 ? kDim : dim;
   const int64_t total = static_cast<int64_t>(groups.gradient_rows.size());
   std::fill(out, out + d, 0.0f);
@@ -56,23 +32,35 @@ void SumGroupImpl(const LookupGroups& groups, int64_t u, int64_t dim, float* __r
   }
 }
 
-std::string BatchError(size_t b, const std::string& error) {
-  return "batch " + std::to_string(b) + ": " + error;
+// Checks that a list's ids are non-negative and strictly ascending (hence distinct).
+Status ValidateSortedIds(const SortedRows& list) {
+  if (list.num_ids > 0 && list.ids[0] < 0) {
+    return Status::Error(
+        IdOutOfRange(list.ids[0], ElementName(kSortedIdsInput, 0), /*vocabulary_size=*/-1));
+  }
+  for (int64_t k = 1; k < list.num_ids; ++k) {
+    if (list.ids[k] <= list.ids[k - 1]) {
+      return InvalidArgument(kSortedIdsInput, " must be strictly ascending, but ",
+                             ElementName(kSortedIdsInput, k), " = ", list.ids[k], " <= ",
+                             ElementName(kSortedIdsInput, k - 1), " = ", list.ids[k - 1]);
+    }
+  }
+  return Status();
 }
 
 }  // namespace
 
-std::string GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t dim,
-                             LookupGroups* groups) {
-  *groups = LookupGroups();
+Status GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t dim,
+                        GradientGroups* groups) {
+  *groups = GradientGroups();
   int64_t total = 0;
   for (size_t b = 0; b < batches.size(); ++b) {
-    const std::string error = ValidateCsrBatch(batches[b].csr, /*vocabulary_size=*/-1);
-    if (!error.empty()) return BatchError(b, error);
+    TFE_RETURN_IF_ERROR(ValidateCsrBatch(batches[b].csr, /*vocabulary_size=*/-1)
+                            .WithContext(BatchContext(b)));
     total += batches[b].csr.num_ids;
   }
   groups->starts.push_back(0);
-  if (total == 0) return "";
+  if (total == 0) return Status();
 
   // Global position p numbers the lookups in batch order, then lookup order; record what the
   // gradient sum needs of each one, and the largest id (which sizes the sort).
@@ -99,8 +87,8 @@ std::string GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t 
   const int position_bits = BitWidth(static_cast<uint64_t>(total - 1));
   const int id_bits = BitWidth(static_cast<uint64_t>(groups->max_id));
   if (position_bits + id_bits > 64) {
-    return std::to_string(total) + " lookups with ids up to " + std::to_string(groups->max_id) +
-           " do not fit the 64-bit sort key";
+    return InvalidArgument(total, " lookups with ids up to ", groups->max_id,
+                           " do not fit the 64-bit sort key");
   }
   std::vector<uint64_t> keys;
   keys.reserve(total);
@@ -109,7 +97,7 @@ std::string GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t 
       keys.push_back((static_cast<uint64_t>(batch.csr.ids[k]) << position_bits) | keys.size());
     }
   }
-  RadixSortByHighBits(position_bits, id_bits, &keys);
+  StableRadixSort(position_bits, id_bits, [](uint64_t key) { return key; }, &keys);
 
   groups->gains.resize(total);
   groups->gradient_rows.resize(total);
@@ -125,16 +113,60 @@ std::string GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t 
     groups->gradient_rows[i] = row_at[position];
   }
   groups->starts.push_back(total);
-  return "";
+  return Status();
 }
 
-std::string CheckIdsBelow(const LookupGroups& groups, int64_t vocabulary_size) {
-  if (groups.max_id < vocabulary_size) return "";
-  return BatchError(groups.max_id_batch,
-                    IdOutOfRangeMessage(groups.max_id, groups.max_id_index, vocabulary_size));
+Status GroupSortedRows(const std::vector<SortedRows>& lists, int64_t dim,
+                       GradientGroups* groups) {
+  *groups = GradientGroups();
+  groups->ids_input = kSortedIdsInput;
+  int64_t total = 0;
+  for (size_t b = 0; b < lists.size(); ++b) {
+    const SortedRows& list = lists[b];
+    TFE_RETURN_IF_ERROR(ValidateSortedIds(list).WithContext(BatchContext(b)));
+    total += list.num_ids;
+    // A list's largest id is its last; the first list holding the overall largest reports it.
+    if (list.num_ids > 0 && list.ids[list.num_ids - 1] > groups->max_id) {
+      groups->max_id = list.ids[list.num_ids - 1];
+      groups->max_id_batch = static_cast<int64_t>(b);
+      groups->max_id_index = list.num_ids - 1;
+    }
+  }
+  groups->gains.assign(total, 1.0f);
+  groups->gradient_rows.reserve(total);
+  groups->starts.push_back(0);
+  // next[b]: the first entry of list b not merged yet. Each round takes the smallest id among the
+  // lists' heads, then that id's row from every list that has it, in list order.
+  std::vector<int64_t> next(lists.size(), 0);
+  for (int64_t merged = 0; merged < total;) {
+    int64_t id = -1;
+    for (size_t b = 0; b < lists.size(); ++b) {
+      if (next[b] < lists[b].num_ids && (id < 0 || lists[b].ids[next[b]] < id)) {
+        id = lists[b].ids[next[b]];
+      }
+    }
+    groups->unique_ids.push_back(id);
+    for (size_t b = 0; b < lists.size(); ++b) {
+      if (next[b] < lists[b].num_ids && lists[b].ids[next[b]] == id) {
+        groups->gradient_rows.push_back(lists[b].rows + next[b] * dim);
+        ++next[b];
+        ++merged;
+      }
+    }
+    groups->starts.push_back(merged);
+  }
+  return Status();
 }
 
-void SumGroup(const LookupGroups& groups, int64_t u, int64_t dim, float* out) {
+Status CheckIdsBelow(const GradientGroups& groups, int64_t vocabulary_size) {
+  if (groups.max_id < vocabulary_size) return Status();
+  return Status::Error(IdOutOfRange(groups.max_id,
+                                    ElementName(groups.ids_input, groups.max_id_index),
+                                    vocabulary_size))
+      .WithContext(BatchContext(groups.max_id_batch));
+}
+
+void SumGroup(const GradientGroups& groups, int64_t u, int64_t dim, float* out) {
   switch (dim) {
     case 8: return SumGroupImpl<8>(groups, u, dim, out);
     case 16: return SumGroupImpl<16>(groups, u, dim, out);

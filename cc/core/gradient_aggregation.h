@@ -1,13 +1,15 @@
-// Backward pass of the lookup: the table gradient summed per unique id over N CSR batches, in a
-// fixed order so that results are bit-identical whatever the thread count.
+// Backward pass of the lookup: the table gradient summed per unique id, in a fixed order so that
+// results are bit-identical whatever the thread count. Two inputs group into the same form: N CSR
+// batches with their activation gradients, and N lists of unique ids with gradient rows already
+// summed per list (the sharded engine's per-replica sums).
 #ifndef TF_EMBEDDING_CC_CORE_GRADIENT_AGGREGATION_H_
 #define TF_EMBEDDING_CC_CORE_GRADIENT_AGGREGATION_H_
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "cc/core/csr_batch.h"
+#include "cc/core/status.h"
 
 namespace tf_embedding {
 
@@ -17,36 +19,52 @@ struct GradientBatch {
   const float* activation_gradients = nullptr;  // [csr.num_rows(), dim], row-major
 };
 
-// Every lookup of the N batches grouped by id: ids ascending, and within an id the lookups in
-// batch order, then in lookup order. Group u is entries [starts[u], starts[u + 1]) of `gains`
-// and `gradient_rows`.
-struct LookupGroups {
+// One list of gradient rows, each already summed for its id: ids strictly ascending (checked by
+// GroupSortedRows), rows [num_ids, dim], row-major.
+struct SortedRows {
+  const int64_t* ids = nullptr;
+  int64_t num_ids = 0;
+  const float* rows = nullptr;
+};
+
+// The terms of a table gradient grouped by id: ids ascending, and within an id the terms in input
+// order (batch or list order, then position). A term is gain * gradient row: a lookup of a CSR
+// batch with its activation-gradient row, or a SortedRows row with gain 1. Group u is entries
+// [starts[u], starts[u + 1]) of `gains` and `gradient_rows`.
+struct GradientGroups {
   std::vector<int64_t> unique_ids;
   std::vector<int64_t> starts;
   std::vector<float> gains;
-  std::vector<const float*> gradient_rows;  // the activation-gradient row of each lookup
-  // The largest id and where it first occurs, so the caller can check the table's bound later
-  // (e.g. once it holds the table's lock and knows its row count).
+  std::vector<const float*> gradient_rows;
+  // The largest id and where it first occurs (input max_id_batch, element max_id_index of the
+  // input named ids_input), so the caller can check the table's bound later, e.g. once it holds
+  // the table's lock and knows its row count.
   int64_t max_id = -1;
   int64_t max_id_batch = 0;
   int64_t max_id_index = 0;
+  const char* ids_input = "ids";
 
   int64_t num_unique() const { return static_cast<int64_t>(unique_ids.size()); }
 };
 
 // Validates each batch (ValidateCsrBatch with an unknown vocabulary: ids must be non-negative)
-// and groups the lookups by id with a stable LSD radix sort, linear in the number of lookups
-// whatever the vocabulary size. Returns an empty string on success, else the error, prefixed
-// with the batch it concerns.
-std::string GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t dim,
-                             LookupGroups* groups);
+// and groups the lookups by id with a stable radix sort, linear in the number of lookups
+// whatever the vocabulary size. Errors start with the batch they concern ("batch <b>: ").
+Status GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t dim,
+                        GradientGroups* groups);
 
-// The error for the largest id when it is not below vocabulary_size, else an empty string.
-std::string CheckIdsBelow(const LookupGroups& groups, int64_t vocabulary_size);
+// Validates each list (ids non-negative and strictly ascending) and merges the lists by id, in
+// one pass over their heads: O(entries x lists), no sort. Errors start with the list they
+// concern ("batch <b>: ") and call the ids "unique_ids", the name of the op's input.
+Status GroupSortedRows(const std::vector<SortedRows>& lists, int64_t dim,
+                       GradientGroups* groups);
 
-// out[0:dim] = sum over the lookups of group u of gain * activation-gradient row, accumulated in
-// float in the group's order. One thread per group makes the result independent of threading.
-void SumGroup(const LookupGroups& groups, int64_t u, int64_t dim, float* out);
+// Fails, saying where, when the largest id is not below vocabulary_size.
+Status CheckIdsBelow(const GradientGroups& groups, int64_t vocabulary_size);
+
+// out[0:dim] = sum over the terms of group u of gain * gradient row, accumulated in float in the
+// group's order. One thread per group makes the result independent of threading.
+void SumGroup(const GradientGroups& groups, int64_t u, int64_t dim, float* out);
 
 }  // namespace tf_embedding
 

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "cc/core/simd_dispatch.h"
-
 namespace tf_embedding {
 namespace {
 
@@ -66,10 +64,10 @@ TF_EMBEDDING_TARGET_AVX512 void CombineRowsAvx512(const CsrBatch& batch, const f
 #endif
 
 template <int64_t kDim>
-void CombineRowsForIsa(const CsrBatch& batch, const float* table, int64_t dim, int64_t row_begin,
-                       int64_t row_end, float* activations) {
+void CombineRowsForIsa(SimdIsa isa, const CsrBatch& batch, const float* table, int64_t dim,
+                       int64_t row_begin, int64_t row_end, float* activations) {
 #if defined(TF_EMBEDDING_X86_DISPATCH)
-  switch (SelectedSimdIsa()) {
+  switch (isa) {
     case SimdIsa::kAvx512:
       return CombineRowsAvx512<kDim>(batch, table, dim, row_begin, row_end, activations);
     case SimdIsa::kAvx2:
@@ -77,6 +75,8 @@ void CombineRowsForIsa(const CsrBatch& batch, const float* table, int64_t dim, i
     case SimdIsa::kBaseline:
       break;
   }
+#else
+  (void)isa;
 #endif
   // Baseline ISA: the body inlines here, compiled with the library's own flags.
   CombineRowsImpl<kDim>(batch, table, dim, row_begin, row_end, activations);
@@ -86,13 +86,21 @@ void CombineRowsForIsa(const CsrBatch& batch, const float* table, int64_t dim, i
 
 void CombineRows(const CsrBatch& batch, const float* table, int64_t dim, int64_t row_begin,
                  int64_t row_end, float* activations) {
+  CombineRowsWithIsa(SelectedSimdIsa(), batch, table, dim, row_begin, row_end, activations);
+}
+
+void CombineRowsWithIsa(SimdIsa isa, const CsrBatch& batch, const float* table, int64_t dim,
+                        int64_t row_begin, int64_t row_end, float* activations) {
+  const auto run = [&](auto combine) {
+    combine(isa, batch, table, dim, row_begin, row_end, activations);
+  };
   switch (dim) {
-    case 8: return CombineRowsForIsa<8>(batch, table, dim, row_begin, row_end, activations);
-    case 16: return CombineRowsForIsa<16>(batch, table, dim, row_begin, row_end, activations);
-    case 32: return CombineRowsForIsa<32>(batch, table, dim, row_begin, row_end, activations);
-    case 64: return CombineRowsForIsa<64>(batch, table, dim, row_begin, row_end, activations);
-    case 128: return CombineRowsForIsa<128>(batch, table, dim, row_begin, row_end, activations);
-    default: return CombineRowsForIsa<0>(batch, table, dim, row_begin, row_end, activations);
+    case 8: return run(CombineRowsForIsa<8>);
+    case 16: return run(CombineRowsForIsa<16>);
+    case 32: return run(CombineRowsForIsa<32>);
+    case 64: return run(CombineRowsForIsa<64>);
+    case 128: return run(CombineRowsForIsa<128>);
+    default: return run(CombineRowsForIsa<0>);
   }
 }
 

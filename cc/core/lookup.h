@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cc/core/csr_batch.h"
+#include "cc/core/simd_dispatch.h"
 
 namespace tf_embedding {
 
@@ -13,8 +14,14 @@ namespace tf_embedding {
 // ValidateCsrBatch against the table's row count; `table` is [rows, dim] and `activations`
 // [batch.num_rows(), dim], both row-major. Rows are independent, so callers may run disjoint
 // ranges concurrently.
+// Runs the loop compiled for SelectedSimdIsa().
 void CombineRows(const CsrBatch& batch, const float* table, int64_t dim, int64_t row_begin,
                  int64_t row_end, float* activations);
+
+// CombineRows with the loop compiled for `isa`, which gives the same bits as every other ISA.
+// REQUIRES: isa is at most SupportedSimdIsa().
+void CombineRowsWithIsa(SimdIsa isa, const CsrBatch& batch, const float* table, int64_t dim,
+                        int64_t row_begin, int64_t row_end, float* activations);
 
 }  // namespace tf_embedding
 

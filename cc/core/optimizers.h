@@ -1,11 +1,14 @@
 // Per-row sparse optimizer updates (the math of tf_tpu_embedding_api.md §2, ordering of
 // docs/internals.md): gradient clip, decoupled weight decay, the optimizer rule, weight clip.
 //
-// Every rule is a small struct with the optimizer's hyperparameters and an elementwise
-// `Update(lr, g, w, slots)`; UpdateRow drives it over one row so that the rules share one loop
-// (and one kernel). Arithmetic is float32, in the order the formulas are written, so a float32
-// numpy transcription of §2 agrees to rounding: exactly for the rules built from correctly
-// rounded operations (+ - * / sqrt), to ~1 ulp where pow is involved.
+// Every rule is a small struct that is the whole C++ description of its optimizer: its name in
+// the op names (kName), its slots in input order (kSlotNames), its hyperparameters (members with
+// their defaults, listed by Hyperparameters(), see hyperparameters.h) and an elementwise
+// `Update(lr, g, w, slots)`. UpdateRow drives a rule over one row, so the rules share one loop;
+// AllRules lists them, and that list registers every optimizer's ops and kernels. Arithmetic is
+// float32, in the order the formulas are written, so a float32 numpy transcription of §2 agrees
+// to rounding: exactly for the rules built from correctly rounded operations (+ - * / sqrt), to
+// ~1 ulp where pow is involved.
 #ifndef TF_EMBEDDING_CC_CORE_OPTIMIZERS_H_
 #define TF_EMBEDDING_CC_CORE_OPTIMIZERS_H_
 
@@ -16,13 +19,14 @@
 #include <limits>
 
 #include "cc/core/gradient_aggregation.h"
+#include "cc/core/hyperparameters.h"
 
 namespace tf_embedding {
 
 // Clamps x to [lo, hi]; NaN stays NaN, like numpy.clip.
 inline float Clamp(float x, float lo, float hi) { return std::min(std::max(x, lo), hi); }
 
-// Knobs every optimizer shares.
+// Knobs every optimizer shares; their attrs precede each rule's own.
 struct CommonUpdateParams {
   float clip_gradient_min = -std::numeric_limits<float>::infinity();
   float clip_gradient_max = std::numeric_limits<float>::infinity();
@@ -30,6 +34,17 @@ struct CommonUpdateParams {
   float clip_weight_max = std::numeric_limits<float>::infinity();
   float weight_decay_factor = 0.0f;
   bool multiply_weight_decay_factor_by_learning_rate = false;
+
+  static constexpr std::array<Hyperparameter<CommonUpdateParams>, 6> Hyperparameters() {
+    using P = CommonUpdateParams;
+    return {{{"clip_gradient_min", &P::clip_gradient_min},
+             {"clip_gradient_max", &P::clip_gradient_max},
+             {"clip_weight_min", &P::clip_weight_min},
+             {"clip_weight_max", &P::clip_weight_max},
+             {"weight_decay_factor", &P::weight_decay_factor},
+             {"multiply_weight_decay_factor_by_learning_rate",
+              &P::multiply_weight_decay_factor_by_learning_rate}}};
+  }
 
   float WeightDecay(float lr) const {
     return multiply_weight_decay_factor_by_learning_rate ? weight_decay_factor * lr
@@ -43,15 +58,19 @@ struct LazyRule {
 };
 
 struct SgdRule : LazyRule {
+  static constexpr char kName[] = "Sgd";
   static constexpr int kNumSlots = 0;
   static constexpr std::array<const char*, 0> kSlotNames = {};
+  static constexpr std::array<Hyperparameter<SgdRule>, 0> Hyperparameters() { return {}; }
 
   void Update(float lr, float g, float& w, std::array<float, 0>&) const { w = w - lr * g; }
 };
 
 struct AdagradRule : LazyRule {
+  static constexpr char kName[] = "Adagrad";
   static constexpr int kNumSlots = 1;
   static constexpr std::array<const char*, 1> kSlotNames = {"accumulators"};
+  static constexpr std::array<Hyperparameter<AdagradRule>, 0> Hyperparameters() { return {}; }
 
   // No epsilon: the accumulator starts at initial_accumulator_value > 0.
   void Update(float lr, float g, float& w, std::array<float, 1>& s) const {
@@ -62,6 +81,7 @@ struct AdagradRule : LazyRule {
 };
 
 struct AdagradMomentumRule : LazyRule {
+  static constexpr char kName[] = "AdagradMomentum";
   static constexpr int kNumSlots = 2;
   static constexpr std::array<const char*, 2> kSlotNames = {"accumulators", "momenta"};
 
@@ -70,6 +90,15 @@ struct AdagradMomentumRule : LazyRule {
   float exponent = 2.0f;
   float beta2 = 1.0f;
   float epsilon = 1e-10f;
+
+  static constexpr std::array<Hyperparameter<AdagradMomentumRule>, 5> Hyperparameters() {
+    using R = AdagradMomentumRule;
+    return {{{"momentum", &R::momentum},
+             {"use_nesterov", &R::use_nesterov},
+             {"exponent", &R::exponent},
+             {"beta2", &R::beta2},
+             {"epsilon", &R::epsilon}}};
+  }
 
   // (a + epsilon)^(-1/exponent). The default exponent 2 takes sqrt in double, which rounds to
   // the correctly rounded float result (what powf gives) and, unlike powf, vectorises.
@@ -90,6 +119,7 @@ struct AdagradMomentumRule : LazyRule {
 };
 
 struct AdamRule {
+  static constexpr char kName[] = "Adam";
   static constexpr int kNumSlots = 2;
   static constexpr std::array<const char*, 2> kSlotNames = {"momenta", "velocities"};
 
@@ -98,6 +128,15 @@ struct AdamRule {
   float epsilon = 1e-7f;
   bool lazy_adam = true;
   bool sum_inside_sqrt = true;
+
+  static constexpr std::array<Hyperparameter<AdamRule>, 5> Hyperparameters() {
+    using R = AdamRule;
+    return {{{"beta_1", &R::beta_1},
+             {"beta_2", &R::beta_2},
+             {"epsilon", &R::epsilon},
+             {"lazy_adam", &R::lazy_adam},
+             {"sum_inside_sqrt", &R::sum_inside_sqrt}}};
+  }
 
   bool UpdatesUntouchedRows() const { return !lazy_adam; }
 
@@ -114,6 +153,7 @@ struct AdamRule {
 };
 
 struct FtrlRule : LazyRule {
+  static constexpr char kName[] = "Ftrl";
   static constexpr int kNumSlots = 2;
   static constexpr std::array<const char*, 2> kSlotNames = {"accumulators", "linears"};
 
@@ -125,6 +165,16 @@ struct FtrlRule : LazyRule {
   // Accepted for API parity; the TPU now handles zero accumulators without it and so does this
   // rule (0^0.5 is 0), so it changes nothing.
   bool allow_zero_accumulator = false;
+
+  static constexpr std::array<Hyperparameter<FtrlRule>, 6> Hyperparameters() {
+    using R = FtrlRule;
+    return {{{"learning_rate_power", &R::learning_rate_power},
+             {"l1_regularization_strength", &R::l1_regularization_strength},
+             {"l2_regularization_strength", &R::l2_regularization_strength},
+             {"beta", &R::beta},
+             {"multiply_linear_by_learning_rate", &R::multiply_linear_by_learning_rate},
+             {"allow_zero_accumulator", &R::allow_zero_accumulator}}};
+  }
 
   // a^(-learning_rate_power); the default -0.5 is a (correctly rounded, vectorisable) sqrt.
   float Power(float a) const {
@@ -200,7 +250,7 @@ void PrefetchRows(const float* table, const std::array<float*, kNumSlots>& slots
 // ranges touch disjoint rows, so callers may run them concurrently.
 template <typename Rule>
 void UpdateTouchedRows(const Rule& rule, const CommonUpdateParams& common, float lr,
-                       const LookupGroups& groups, int64_t dim, int64_t u_begin, int64_t u_end,
+                       const GradientGroups& groups, int64_t dim, int64_t u_begin, int64_t u_end,
                        float* table, const std::array<float*, Rule::kNumSlots>& slots,
                        float* scratch) {
   // Far enough ahead to cover a memory latency with the work of the groups in between.
@@ -219,7 +269,7 @@ void UpdateTouchedRows(const Rule& rule, const CommonUpdateParams& common, float
 // others with a zero gradient (non-lazy Adam).
 template <typename Rule>
 void UpdateAllRows(const Rule& rule, const CommonUpdateParams& common, float lr,
-                   const LookupGroups& groups, int64_t dim, int64_t row_begin, int64_t row_end,
+                   const GradientGroups& groups, int64_t dim, int64_t row_begin, int64_t row_end,
                    float* table, const std::array<float*, Rule::kNumSlots>& slots,
                    float* scratch) {
   const auto& ids = groups.unique_ids;
@@ -234,6 +284,19 @@ void UpdateAllRows(const Rule& rule, const CommonUpdateParams& common, float lr,
     UpdateRow(rule, common, lr, scratch, dim, table + offset, SlotRows(slots, offset));
   }
 }
+
+// A list of rule types, walked by ForEach(f), which calls f(Rule{}) for each rule in order.
+template <typename... Rules>
+struct RuleList {
+  template <typename F>
+  static void ForEach(F&& f) {
+    (f(Rules{}), ...);
+  }
+};
+
+// Every optimizer. Adding a rule here registers its ops (cc/ops/optimizer_ops.cc) and kernels
+// (cc/kernels/sparse_apply_kernels.cc).
+using AllRules = RuleList<SgdRule, AdagradRule, AdagradMomentumRule, AdamRule, FtrlRule>;
 
 }  // namespace tf_embedding
 

@@ -7,15 +7,6 @@
 namespace tf_embedding {
 namespace {
 
-SimdIsa SupportedIsa() {
-#if defined(TF_EMBEDDING_X86_DISPATCH)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return SimdIsa::kAvx512;
-  if (__builtin_cpu_supports("avx2")) return SimdIsa::kAvx2;
-#endif
-  return SimdIsa::kBaseline;
-}
-
 SimdIsa RequestedIsa() {
   const char* value = std::getenv("TF_EMBEDDING_SIMD");
   if (value == nullptr || std::strcmp(value, "avx512") == 0) return SimdIsa::kAvx512;
@@ -32,9 +23,18 @@ SimdIsa RequestedIsa() {
 
 }  // namespace
 
+SimdIsa SupportedSimdIsa() {
+#if defined(TF_EMBEDDING_X86_DISPATCH)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return SimdIsa::kAvx512;
+  if (__builtin_cpu_supports("avx2")) return SimdIsa::kAvx2;
+#endif
+  return SimdIsa::kBaseline;
+}
+
 SimdIsa SelectedSimdIsa() {
   static const SimdIsa isa = [] {
-    const SimdIsa supported = SupportedIsa();
+    const SimdIsa supported = SupportedSimdIsa();
     const SimdIsa requested = RequestedIsa();
     return static_cast<int>(requested) < static_cast<int>(supported) ? requested : supported;
   }();

@@ -10,10 +10,14 @@
 
 namespace tf_embedding {
 
+// Ordered from narrowest to widest.
 enum class SimdIsa { kBaseline, kAvx2, kAvx512 };
 
-// The widest ISA both the CPU and the build support, capped by TF_EMBEDDING_SIMD
-// (baseline | avx2 | avx512), which tests use to run every variant on one machine.
+// The widest ISA both the CPU and the build support.
+SimdIsa SupportedSimdIsa();
+
+// SupportedSimdIsa() capped by TF_EMBEDDING_SIMD (baseline | avx2 | avx512), which tests use to
+// run every variant on one machine: the ISA the kernels use.
 SimdIsa SelectedSimdIsa();
 
 }  // namespace tf_embedding

@@ -1,9 +1,9 @@
 // TfeCsrDedup: partition a CSR batch's ids by shard and deduplicate them (core: dedup.h).
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "cc/core/dedup.h"
+#include "cc/core/errors.h"
+#include "cc/kernels/status.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 
@@ -21,17 +21,15 @@ class CsrDedupOp : public OpKernel {
   explicit CsrDedupOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("num_shards", &num_shards_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("table_name", &table_name_));
-    const host::Status status = host::CheckNumShards(table_name_, num_shards_);
-    OP_REQUIRES(ctx, status.ok(), absl::InvalidArgumentError(status.message));
+    OP_REQUIRES_OK(ctx, ToAbslStatus(CheckNumShards(table_name_, num_shards_)));
   }
 
   // Single-threaded: the radix sort of a step's ids (~100k) takes well under a millisecond.
   void Compute(OpKernelContext* ctx) override {
     const Tensor& ids = ctx->input(0);
     OP_REQUIRES(ctx, ids.dims() == 1,
-                absl::InvalidArgumentError(absl::StrCat("Table '", table_name_,
-                                                        "': ids must be a vector, got shape ",
-                                                        ids.shape().DebugString())));
+                ToAbslStatus(TableError(table_name_, "ids must be a vector, got shape ",
+                                        ids.shape().DebugString())));
     Tensor* inverse = nullptr;
     Tensor* shard_splits = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ids.shape(), &inverse));
@@ -39,10 +37,10 @@ class CsrDedupOp : public OpKernel {
 
     std::vector<int64_t> unique;
     const auto flat_ids = ids.flat<int64_t>();
-    const host::Status status = host::DedupByShard(
-        table_name_, {flat_ids.data(), flat_ids.size()}, num_shards_, &unique,
-        inverse->flat<int32_t>().data(), shard_splits->flat<int64_t>().data());
-    OP_REQUIRES(ctx, status.ok(), absl::InvalidArgumentError(status.message));
+    OP_REQUIRES_OK(ctx, ToAbslStatus(DedupByShard(
+                            table_name_, {flat_ids.data(), flat_ids.size()}, num_shards_,
+                            &unique, inverse->flat<int32_t>().data(),
+                            shard_splits->flat<int64_t>().data())));
 
     Tensor* unique_ids = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({static_cast<int64_t>(unique.size())}),

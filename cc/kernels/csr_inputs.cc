@@ -2,7 +2,8 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_cat.h"
+#include "cc/core/errors.h"
+#include "cc/kernels/status.h"
 #include "tensorflow/core/platform/errors.h"
 
 namespace tf_embedding {
@@ -11,25 +12,36 @@ namespace {
 using ::tensorflow::OpInputList;
 using ::tensorflow::Tensor;
 
-absl::Status CheckVector(const std::string& table_name, const std::string& context,
-                         const char* what, const Tensor& t) {
-  if (t.dims() == 1) return absl::OkStatus();
-  return TableError(table_name, absl::StrCat(context, what, " must be a vector, got shape ",
-                                             t.shape().DebugString()));
+absl::Status CheckRank(const std::string& table_name, const std::string& context,
+                       const char* what, const Tensor& t, int rank) {
+  if (t.dims() == rank) return absl::OkStatus();
+  return ToAbslStatus(TableError(table_name, context, what, " must be a ",
+                                 rank == 1 ? "vector" : "matrix", ", got shape ",
+                                 t.shape().DebugString()));
+}
+
+// Checks that `gradients` (input `what` of batch `context`) is [rows, dim]; a negative dim
+// is taken from it first.
+absl::Status CheckGradientShape(const std::string& table_name, const std::string& context,
+                                const char* what, const Tensor& gradients, int64_t rows,
+                                const char* rows_are, int64_t* dim) {
+  TF_RETURN_IF_ERROR(CheckRank(table_name, context, what, gradients, 2));
+  if (*dim < 0) *dim = gradients.dim_size(1);
+  if (gradients.dim_size(0) == rows && gradients.dim_size(1) == *dim) return absl::OkStatus();
+  return ToAbslStatus(TableError(table_name, context, what, " has shape ",
+                                 gradients.shape().DebugString(), " but must be [", rows, ",",
+                                 *dim, "] (one row per ", rows_are,
+                                 ", of the embedding dimension)"));
 }
 
 }  // namespace
 
-absl::Status TableError(const std::string& table_name, const std::string& message) {
-  return absl::InvalidArgumentError(absl::StrCat("Table '", table_name, "': ", message));
-}
-
 absl::Status CsrBatchFromTensors(const std::string& table_name, const std::string& context,
                                  const Tensor& row_splits, const Tensor& ids, const Tensor& gains,
                                  CsrBatch* batch) {
-  TF_RETURN_IF_ERROR(CheckVector(table_name, context, "row_splits", row_splits));
-  TF_RETURN_IF_ERROR(CheckVector(table_name, context, "ids", ids));
-  TF_RETURN_IF_ERROR(CheckVector(table_name, context, "gains", gains));
+  TF_RETURN_IF_ERROR(CheckRank(table_name, context, "row_splits", row_splits, 1));
+  TF_RETURN_IF_ERROR(CheckRank(table_name, context, "ids", ids, 1));
+  TF_RETURN_IF_ERROR(CheckRank(table_name, context, "gains", gains, 1));
   batch->row_splits = row_splits.flat<int64_t>().data();
   batch->num_row_splits = row_splits.NumElements();
   batch->ids = ids.flat<int64_t>().data();
@@ -48,27 +60,33 @@ absl::Status ReadGradientBatches(tensorflow::OpKernelContext* ctx, const std::st
   TF_RETURN_IF_ERROR(ctx->input_list("activation_gradients", &activation_gradients));
   batches->assign(row_splits.size(), GradientBatch());
   for (int b = 0; b < row_splits.size(); ++b) {
-    const std::string context = absl::StrCat("batch ", b, ": ");
+    const std::string context = BatchContext(b);
     GradientBatch& batch = (*batches)[b];
     TF_RETURN_IF_ERROR(
         CsrBatchFromTensors(table_name, context, row_splits[b], ids[b], gains[b], &batch.csr));
-    const Tensor& grads = activation_gradients[b];
-    if (grads.dims() != 2) {
-      return TableError(table_name,
-                        absl::StrCat(context, "activation_gradients must be a matrix, got shape ",
-                                     grads.shape().DebugString()));
-    }
-    if (*dim < 0) *dim = grads.dim_size(1);
     // A row_splits without elements is reported by the CSR validation; count it as no rows.
     const int64_t rows = std::max<int64_t>(batch.csr.num_rows(), 0);
-    if (grads.dim_size(0) != rows || grads.dim_size(1) != *dim) {
-      return TableError(table_name,
-                        absl::StrCat(context, "activation_gradients has shape ",
-                                     grads.shape().DebugString(), " but must be [", rows, ",",
-                                     *dim, "] (one row per row_splits segment, of the ",
-                                     "embedding dimension)"));
-    }
-    batch.activation_gradients = grads.flat<float>().data();
+    TF_RETURN_IF_ERROR(CheckGradientShape(table_name, context, "activation_gradients",
+                                          activation_gradients[b], rows,
+                                          "row_splits segment", dim));
+    batch.activation_gradients = activation_gradients[b].flat<float>().data();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadSortedRows(tensorflow::OpKernelContext* ctx, const std::string& table_name,
+                            int64_t* dim, std::vector<SortedRows>* lists) {
+  OpInputList unique_ids, rows;
+  TF_RETURN_IF_ERROR(ctx->input_list("unique_ids", &unique_ids));
+  TF_RETURN_IF_ERROR(ctx->input_list("rows", &rows));
+  lists->assign(unique_ids.size(), SortedRows());
+  for (int b = 0; b < unique_ids.size(); ++b) {
+    const std::string context = BatchContext(b);
+    TF_RETURN_IF_ERROR(CheckRank(table_name, context, "unique_ids", unique_ids[b], 1));
+    const int64_t num_ids = unique_ids[b].NumElements();
+    TF_RETURN_IF_ERROR(
+        CheckGradientShape(table_name, context, "rows", rows[b], num_ids, "unique id", dim));
+    (*lists)[b] = {unique_ids[b].flat<int64_t>().data(), num_ids, rows[b].flat<float>().data()};
   }
   return absl::OkStatus();
 }

@@ -1,5 +1,5 @@
-// Turns the CSR-batch inputs of the lookup, gradient and apply ops into core/ views, checking
-// ranks and shapes on the way. Every message names the table (and the batch, for N-lists).
+// Turns the batch inputs of the lookup, gradient and apply ops into core/ views, checking ranks
+// and shapes on the way. Every message names the table (and the batch, for N-lists).
 #ifndef TF_EMBEDDING_CC_KERNELS_CSR_INPUTS_H_
 #define TF_EMBEDDING_CC_KERNELS_CSR_INPUTS_H_
 
@@ -13,9 +13,6 @@
 #include "tensorflow/core/framework/tensor.h"
 
 namespace tf_embedding {
-
-// InvalidArgument "Table '<name>': <message>".
-absl::Status TableError(const std::string& table_name, const std::string& message);
 
 // Views one batch after checking that its three tensors are vectors. The view still has to pass
 // ValidateCsrBatch before anything indexes with it. `context` ("" or "batch <b>: ") follows the
@@ -31,6 +28,12 @@ absl::Status CsrBatchFromTensors(const std::string& table_name, const std::strin
 // activation_gradients[0]" and is replaced by it.
 absl::Status ReadGradientBatches(tensorflow::OpKernelContext* ctx, const std::string& table_name,
                                  int64_t* dim, std::vector<GradientBatch>* batches);
+
+// Views the N lists of the list inputs `unique_ids` and `rows`, checking that every rows is
+// [U_b, dim] for the U_b ids of its list. `dim` as in ReadGradientBatches. The ids still have to
+// pass GroupSortedRows' checks.
+absl::Status ReadSortedRows(tensorflow::OpKernelContext* ctx, const std::string& table_name,
+                            int64_t* dim, std::vector<SortedRows>* lists);
 
 }  // namespace tf_embedding
 

@@ -3,9 +3,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "cc/core/csr_conversion.h"
+#include "cc/core/errors.h"
+#include "cc/kernels/status.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 
@@ -21,12 +21,12 @@ using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 
 template <typename T>
-host::Span<T> FlatSpan(const Tensor& tensor) {
+Span<T> FlatSpan(const Tensor& tensor) {
   const auto flat = tensor.flat<T>();
   return {flat.data(), flat.size()};
 }
 
-host::IdSpan IdsOf(const Tensor& ids) {
+IdSpan IdsOf(const Tensor& ids) {
   if (ids.dtype() == ::tensorflow::DT_INT32) {
     return {ids.flat<int32_t>().data(), ids.NumElements()};
   }
@@ -59,15 +59,14 @@ class FeaturesToCsrOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("max_sequence_lengths", &max_sequence_lengths));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("prune_invalid", &prune_invalid));
     OP_REQUIRES(ctx, static_cast<int64_t>(id_types.size()) == num_features,
-                absl::InvalidArgumentError(absl::StrCat("Table '", table_name, "': ",
-                                                        id_types.size(), " ids tensors but ",
-                                                        num_features, " features")));
-    host::Status status = host::ParseTableSpec(table_name, vocabulary_size, combiner, &table_);
-    OP_REQUIRES(ctx, status.ok(), absl::InvalidArgumentError(status.message));
-    status = host::ParseFeatureSpecs(table_name, num_features, feature_names, input_kinds,
-                                     has_weights, max_sequence_lengths, prune_invalid,
-                                     &features_);
-    OP_REQUIRES(ctx, status.ok(), absl::InvalidArgumentError(status.message));
+                ToAbslStatus(TableError(table_name, id_types.size(), " ids tensors but ",
+                                        num_features, " features")));
+    OP_REQUIRES_OK(ctx,
+                   ToAbslStatus(ParseTableSpec(table_name, vocabulary_size, combiner, &table_)));
+    OP_REQUIRES_OK(ctx, ToAbslStatus(ParseFeatureSpecs(table_name, num_features, feature_names,
+                                                       input_kinds, has_weights,
+                                                       max_sequence_lengths, prune_invalid,
+                                                       &features_)));
   }
 
   // Single-threaded: conversion is one linear pass over a step's ids, memory-bound and short
@@ -79,17 +78,16 @@ class FeaturesToCsrOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->input_list("dense_shapes", &dense_shapes));
     OP_REQUIRES_OK(ctx, ctx->input_list("weights", &weights));
 
-    host::CsrBuilder builder(table_);
+    CsrBuilder builder(table_);
     for (size_t f = 0; f < features_.size(); ++f) {
-      host::FeatureTensors tensors;
+      FeatureTensors tensors;
       tensors.ids = IdsOf(ids[f]);
       tensors.row_info = FlatSpan<int64_t>(row_info[f]);
       const auto row_info_dims = row_info[f].shape().dim_sizes();
       tensors.row_info_shape.assign(row_info_dims.begin(), row_info_dims.end());
       tensors.dense_shape = FlatSpan<int64_t>(dense_shapes[f]);
       tensors.weights = FlatSpan<float>(weights[f]);
-      const host::Status status = builder.AddFeature(features_[f], tensors);
-      OP_REQUIRES(ctx, status.ok(), absl::InvalidArgumentError(status.message));
+      OP_REQUIRES_OK(ctx, ToAbslStatus(builder.AddFeature(features_[f], tensors)));
     }
 
     Tensor *row_splits = nullptr, *csr_ids = nullptr, *gains = nullptr, *row_counts = nullptr;
@@ -106,8 +104,8 @@ class FeaturesToCsrOp : public OpKernel {
   }
 
  private:
-  host::TableSpec table_;
-  std::vector<host::FeatureSpec> features_;
+  TableSpec table_;
+  std::vector<FeatureSpec> features_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("TfeFeaturesToCsr").Device(::tensorflow::DEVICE_CPU),

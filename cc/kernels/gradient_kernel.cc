@@ -3,8 +3,10 @@
 #include <string>
 #include <vector>
 
+#include "cc/core/errors.h"
 #include "cc/core/gradient_aggregation.h"
 #include "cc/kernels/csr_inputs.h"
+#include "cc/kernels/status.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/util/work_sharder.h"
 
@@ -28,10 +30,10 @@ class EmbeddingGradientOp : public OpKernel {
     int64_t dim = -1;
     std::vector<GradientBatch> batches;
     OP_REQUIRES_OK(ctx, ReadGradientBatches(ctx, table_name_, &dim, &batches));
-    LookupGroups groups;
-    std::string error = GroupLookupsById(batches, dim, &groups);
-    if (error.empty() && vocabulary_size_ >= 0) error = CheckIdsBelow(groups, vocabulary_size_);
-    OP_REQUIRES(ctx, error.empty(), TableError(table_name_, error));
+    GradientGroups groups;
+    Status status = GroupLookupsById(batches, dim, &groups);
+    if (status.ok() && vocabulary_size_ >= 0) status = CheckIdsBelow(groups, vocabulary_size_);
+    OP_REQUIRES_OK(ctx, ToAbslStatus(status.WithContext(TableContext(table_name_))));
 
     const int64_t num_unique = groups.num_unique();
     Tensor* unique_ids = nullptr;

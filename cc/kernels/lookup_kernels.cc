@@ -4,8 +4,10 @@
 #include <string>
 
 #include "cc/core/csr_batch.h"
+#include "cc/core/errors.h"
 #include "cc/core/lookup.h"
 #include "cc/kernels/csr_inputs.h"
+#include "cc/kernels/status.h"
 #include "cc/kernels/variable_access.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/util/work_sharder.h"
@@ -31,8 +33,8 @@ void ComputeActivations(OpKernelContext* ctx, const std::string& table_name,
                                           ctx->input(3), &batch));
   const int64_t vocabulary_size = table.dim_size(0);
   const int64_t dim = table.dim_size(1);
-  const std::string error = ValidateCsrBatch(batch, vocabulary_size);
-  OP_REQUIRES(ctx, error.empty(), TableError(table_name, error));
+  OP_REQUIRES_OK(ctx, ToAbslStatus(ValidateCsrBatch(batch, vocabulary_size)
+                                        .WithContext(TableContext(table_name))));
 
   Tensor* activations = nullptr;
   OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({batch.num_rows(), dim}),
@@ -59,7 +61,7 @@ class EmbeddingLookupOp : public OpKernel {
     // Read in place under the shared lock: ReadVariableOp would copy the whole table whenever
     // the variable is in copy-on-read mode (after any sparse update by a TF op).
     tensorflow::tf_shared_lock lock(*var->mu());
-    OP_REQUIRES_OK(ctx, CheckFloatMatrixVariable(var.get(), "Table '" + table_name_ + "': table"));
+    OP_REQUIRES_OK(ctx, CheckFloatMatrixVariable(var.get(), TableContext(table_name_) + "table"));
     AdviseHugePages(var.get());
     ComputeActivations(ctx, table_name_, *var->tensor());
   }
@@ -77,8 +79,8 @@ class EmbeddingLookupDenseOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& table = ctx->input(0);
     OP_REQUIRES(ctx, table.dims() == 2,
-                TableError(table_name_, "table must be a matrix, got shape " +
-                                            table.shape().DebugString()));
+                ToAbslStatus(TableError(table_name_, "table must be a matrix, got shape ",
+                                        table.shape().DebugString())));
     ComputeActivations(ctx, table_name_, table);
   }
 

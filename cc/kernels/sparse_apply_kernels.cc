@@ -1,17 +1,23 @@
-// TfeSparseApply{Sgd,Adagrad,AdagradMomentum,Adam,Ftrl}: one kernel template, instantiated per
-// optimizer rule of core/optimizers.h. Sums the gradients of N batches per unique id and
-// updates the table and slot rows in place, under the variables' exclusive locks.
+// The sparse-apply kernels of every optimizer rule in AllRules (cc/core/optimizers.h): one kernel
+// template, instantiated per rule and per gradient form. TfeSparseApply<Rule> groups the lookups
+// of N CSR batches by id; TfeSparseApply<Rule>Rows merges N lists of already-summed rows. Either
+// way the kernel then sums each id's gradient and updates the table and slot rows in place, under
+// the variables' exclusive locks.
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cc/core/errors.h"
 #include "cc/core/gradient_aggregation.h"
 #include "cc/core/optimizers.h"
 #include "cc/kernels/csr_inputs.h"
+#include "cc/kernels/status.h"
 #include "cc/kernels/variable_access.h"
+#include "cc/ops/sparse_apply_op_names.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/util/work_sharder.h"
@@ -28,85 +34,76 @@ using ::tensorflow::Var;
 // Sharding cost of a rule's per-element work, in units of one multiply-add.
 constexpr int64_t kRuleCost = 20;
 
-absl::Status ReadCommonParams(OpKernelConstruction* ctx, CommonUpdateParams* p) {
-  TF_RETURN_IF_ERROR(ctx->GetAttr("clip_gradient_min", &p->clip_gradient_min));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("clip_gradient_max", &p->clip_gradient_max));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("clip_weight_min", &p->clip_weight_min));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("clip_weight_max", &p->clip_weight_max));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("weight_decay_factor", &p->weight_decay_factor));
-  return ctx->GetAttr("multiply_weight_decay_factor_by_learning_rate",
-                      &p->multiply_weight_decay_factor_by_learning_rate);
-}
-
-// The optimizer attrs of each rule; the names are those of optimizers.py's _kernel_attrs().
-absl::Status ReadRuleParams(OpKernelConstruction*, SgdRule*) { return absl::OkStatus(); }
-
-absl::Status ReadRuleParams(OpKernelConstruction*, AdagradRule*) { return absl::OkStatus(); }
-
-absl::Status ReadRuleParams(OpKernelConstruction* ctx, AdagradMomentumRule* rule) {
-  TF_RETURN_IF_ERROR(ctx->GetAttr("momentum", &rule->momentum));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("use_nesterov", &rule->use_nesterov));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("exponent", &rule->exponent));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("beta2", &rule->beta2));
-  return ctx->GetAttr("epsilon", &rule->epsilon);
-}
-
-absl::Status ReadRuleParams(OpKernelConstruction* ctx, AdamRule* rule) {
-  TF_RETURN_IF_ERROR(ctx->GetAttr("beta_1", &rule->beta_1));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("beta_2", &rule->beta_2));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("epsilon", &rule->epsilon));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("lazy_adam", &rule->lazy_adam));
-  return ctx->GetAttr("sum_inside_sqrt", &rule->sum_inside_sqrt);
-}
-
-absl::Status ReadRuleParams(OpKernelConstruction* ctx, FtrlRule* rule) {
-  TF_RETURN_IF_ERROR(ctx->GetAttr("learning_rate_power", &rule->learning_rate_power));
-  TF_RETURN_IF_ERROR(
-      ctx->GetAttr("l1_regularization_strength", &rule->l1_regularization_strength));
-  TF_RETURN_IF_ERROR(
-      ctx->GetAttr("l2_regularization_strength", &rule->l2_regularization_strength));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("beta", &rule->beta));
-  TF_RETURN_IF_ERROR(
-      ctx->GetAttr("multiply_linear_by_learning_rate", &rule->multiply_linear_by_learning_rate));
-  return ctx->GetAttr("allow_zero_accumulator", &rule->allow_zero_accumulator);
+// Reads every hyperparameter attr of Params (hyperparameters.h) into its member.
+template <typename Params>
+absl::Status ReadHyperparameters(OpKernelConstruction* ctx, Params* params) {
+  for (const auto& hyperparameter : Params::Hyperparameters()) {
+    TF_RETURN_IF_ERROR(std::visit(
+        [&](auto member) { return ctx->GetAttr(hyperparameter.name, &(params->*member)); },
+        hyperparameter.member));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ReadLearningRate(OpKernelContext* ctx, const std::string& table_name, float* lr) {
   const Tensor* t = nullptr;
   TF_RETURN_IF_ERROR(ctx->input("learning_rate", &t));
   if (t->dims() != 0) {
-    return TableError(table_name, absl::StrCat("learning_rate must be a scalar, got shape ",
-                                               t->shape().DebugString()));
+    return ToAbslStatus(TableError(table_name, "learning_rate must be a scalar, got shape ",
+                                   t->shape().DebugString()));
   }
   *lr = t->scalar<float>()();
   if (!std::isfinite(*lr)) {
-    return TableError(table_name, absl::StrCat("learning_rate must be finite, got ", *lr));
+    return ToAbslStatus(TableError(table_name, "learning_rate must be finite, got ", *lr));
   }
   return absl::OkStatus();
 }
 
-template <typename Rule>
+// The two gradient forms. Each reads and validates its inputs and groups them by id, before the
+// kernel takes any lock; kGradients names the input that holds the gradient rows.
+struct CsrGradients {
+  static constexpr char kGradients[] = "activation_gradients";
+
+  static absl::Status Group(OpKernelContext* ctx, const std::string& table_name, int64_t* dim,
+                            GradientGroups* groups) {
+    std::vector<GradientBatch> batches;
+    TF_RETURN_IF_ERROR(ReadGradientBatches(ctx, table_name, dim, &batches));
+    return ToAbslStatus(
+        GroupLookupsById(batches, *dim, groups).WithContext(TableContext(table_name)));
+  }
+};
+
+struct RowGradients {
+  static constexpr char kGradients[] = "rows";
+
+  static absl::Status Group(OpKernelContext* ctx, const std::string& table_name, int64_t* dim,
+                            GradientGroups* groups) {
+    std::vector<SortedRows> lists;
+    TF_RETURN_IF_ERROR(ReadSortedRows(ctx, table_name, dim, &lists));
+    return ToAbslStatus(
+        GroupSortedRows(lists, *dim, groups).WithContext(TableContext(table_name)));
+  }
+};
+
+template <typename Rule, typename Gradients>
 class SparseApplyOp : public OpKernel {
  public:
   static constexpr int kNumVariables = 1 + Rule::kNumSlots;
 
   explicit SparseApplyOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("table_name", &table_name_));
-    OP_REQUIRES_OK(ctx, ReadCommonParams(ctx, &common_));
-    OP_REQUIRES_OK(ctx, ReadRuleParams(ctx, &rule_));
+    OP_REQUIRES_OK(ctx, ReadHyperparameters(ctx, &common_));
+    OP_REQUIRES_OK(ctx, ReadHyperparameters(ctx, &rule_));
   }
 
   void Compute(OpKernelContext* ctx) override {
     float lr;
     OP_REQUIRES_OK(ctx, ReadLearningRate(ctx, table_name_, &lr));
-    // Validate and sort the batches before locking: only the id bound and the dimension need
+    // Validate and group the gradients before locking: only the id bound and the dimension need
     // the table, so the variables stay locked for the update alone.
     int64_t dim = -1;
-    std::vector<GradientBatch> batches;
-    OP_REQUIRES_OK(ctx, ReadGradientBatches(ctx, table_name_, &dim, &batches));
-    LookupGroups groups;
-    const std::string error = GroupLookupsById(batches, dim, &groups);
-    OP_REQUIRES(ctx, error.empty(), TableError(table_name_, error));
+    GradientGroups groups;
+    OP_REQUIRES_OK(ctx, Gradients::Group(ctx, table_name_, &dim, &groups));
 
     std::array<tensorflow::core::RefCountPtr<Var>, kNumVariables> refs;
     std::vector<Var*> vars;
@@ -114,8 +111,8 @@ class SparseApplyOp : public OpKernel {
     ExclusiveVariableLocks locks(vars);
     OP_REQUIRES_OK(ctx, CheckVariables(vars, dim));
     const int64_t rows = vars[0]->tensor()->dim_size(0);
-    const std::string bound_error = CheckIdsBelow(groups, rows);
-    OP_REQUIRES(ctx, bound_error.empty(), TableError(table_name_, bound_error));
+    OP_REQUIRES_OK(ctx, ToAbslStatus(CheckIdsBelow(groups, rows)
+                                         .WithContext(TableContext(table_name_))));
     const int64_t units = rule_.UpdatesUntouchedRows() ? rows : groups.num_unique();
     // Nothing to update: do not copy a shared buffer for nothing.
     if (units == 0) return;
@@ -135,8 +132,8 @@ class SparseApplyOp : public OpKernel {
     for (int i = 0; i < kNumVariables; ++i) {
       TF_RETURN_IF_ERROR(LookupVariable(ctx, i, &(*refs)[i]));
       if (std::find(vars->begin(), vars->end(), (*refs)[i].get()) != vars->end()) {
-        return TableError(table_name_, absl::StrCat(VariableName(i), " is the same variable as ",
-                                                    "another input; each must be distinct"));
+        return ToAbslStatus(TableError(table_name_, VariableName(i), " is the same variable as ",
+                                       "another input; each must be distinct"));
       }
       vars->push_back((*refs)[i].get());
     }
@@ -147,7 +144,7 @@ class SparseApplyOp : public OpKernel {
   // a rule that updates untouched rows. Each unit is summed and updated by one thread, so the
   // result does not depend on how the range is split.
   // REQUIRES: the variables' locks held and their buffers unshared.
-  void Update(OpKernelContext* ctx, float lr, const LookupGroups& groups, int64_t dim,
+  void Update(OpKernelContext* ctx, float lr, const GradientGroups& groups, int64_t dim,
               int64_t units, const std::vector<Var*>& vars) const {
     float* table = vars[0]->tensor()->flat<float>().data();
     std::array<float*, Rule::kNumSlots> slots;
@@ -155,9 +152,9 @@ class SparseApplyOp : public OpKernel {
       slots[k] = vars[1 + k]->tensor()->flat<float>().data();
     }
     const bool all_rows = rule_.UpdatesUntouchedRows();
-    const int64_t lookups_per_id =
+    const int64_t terms_per_id =
         groups.gains.size() / std::max<int64_t>(groups.num_unique(), 1) + 1;
-    const int64_t cost = (all_rows ? kRuleCost : lookups_per_id + kRuleCost) * dim;
+    const int64_t cost = (all_rows ? kRuleCost : terms_per_id + kRuleCost) * dim;
     const auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
     tensorflow::Shard(workers->num_threads, workers->workers, units, cost,
                       [&](int64_t begin, int64_t end) {
@@ -181,21 +178,18 @@ class SparseApplyOp : public OpKernel {
   absl::Status CheckVariables(const std::vector<Var*>& vars, int64_t dim) const {
     for (int i = 0; i < kNumVariables; ++i) {
       TF_RETURN_IF_ERROR(
-          CheckFloatMatrixVariable(vars[i], absl::StrCat("Table '", table_name_, "': ",
-                                                         VariableName(i))));
+          CheckFloatMatrixVariable(vars[i], TableContext(table_name_) + VariableName(i)));
     }
     const tensorflow::TensorShape& shape = vars[0]->tensor()->shape();
     for (int i = 1; i < kNumVariables; ++i) {
       if (vars[i]->tensor()->shape() != shape) {
-        return TableError(table_name_,
-                          absl::StrCat(VariableName(i), " has shape ",
+        return ToAbslStatus(TableError(table_name_, VariableName(i), " has shape ",
                                        vars[i]->tensor()->shape().DebugString(),
                                        " but the table has shape ", shape.DebugString()));
       }
     }
     if (shape.dim_size(1) != dim) {
-      return TableError(table_name_,
-                        absl::StrCat("activation_gradients have dimension ", dim,
+      return ToAbslStatus(TableError(table_name_, Gradients::kGradients, " have dimension ", dim,
                                      " but the table has shape ", shape.DebugString()));
     }
     return absl::OkStatus();
@@ -206,14 +200,26 @@ class SparseApplyOp : public OpKernel {
   Rule rule_;
 };
 
-#define TFE_REGISTER_SPARSE_APPLY(name, Rule) \
-  REGISTER_KERNEL_BUILDER(Name(name).Device(tensorflow::DEVICE_CPU), SparseApplyOp<Rule>)
+// What REGISTER_KERNEL_BUILDER expands to, for an op name computed at startup.
+template <typename Rule, typename Gradients>
+void RegisterSparseApplyKernel(const std::string& op_name) {
+  tensorflow::kernel_factory::OpKernelRegistrar registrar(
+      tensorflow::register_kernel::Name(op_name.c_str())
+          .Device(tensorflow::DEVICE_CPU)
+          .Build(),
+      "tf_embedding::SparseApplyOp", [](OpKernelConstruction* ctx) -> OpKernel* {
+        return new SparseApplyOp<Rule, Gradients>(ctx);
+      });
+}
 
-TFE_REGISTER_SPARSE_APPLY("TfeSparseApplySgd", SgdRule);
-TFE_REGISTER_SPARSE_APPLY("TfeSparseApplyAdagrad", AdagradRule);
-TFE_REGISTER_SPARSE_APPLY("TfeSparseApplyAdagradMomentum", AdagradMomentumRule);
-TFE_REGISTER_SPARSE_APPLY("TfeSparseApplyAdam", AdamRule);
-TFE_REGISTER_SPARSE_APPLY("TfeSparseApplyFtrl", FtrlRule);
+[[maybe_unused]] const bool kRegistered = [] {
+  AllRules::ForEach([](auto rule) {
+    using Rule = decltype(rule);
+    RegisterSparseApplyKernel<Rule, CsrGradients>(SparseApplyOpName<Rule>());
+    RegisterSparseApplyKernel<Rule, RowGradients>(SparseApplyRowsOpName<Rule>());
+  });
+  return true;
+}();
 
 }  // namespace
 }  // namespace tf_embedding

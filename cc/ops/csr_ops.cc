@@ -2,6 +2,7 @@
 // Semantics: docs/internals.md.
 #include "absl/status/status.h"
 #include "cc/core/dedup.h"
+#include "cc/kernels/status.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -54,8 +55,7 @@ REGISTER_OP("TfeCsrDedup")
       std::string table_name;
       TF_RETURN_IF_ERROR(c->GetAttr("num_shards", &num_shards));
       TF_RETURN_IF_ERROR(c->GetAttr("table_name", &table_name));
-      const host::Status status = host::CheckNumShards(table_name, num_shards);
-      if (!status.ok()) return absl::InvalidArgumentError(status.message);
+      TF_RETURN_IF_ERROR(ToAbslStatus(CheckNumShards(table_name, num_shards)));
       ShapeHandle ids;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &ids));
       c->set_output(0, c->Vector(InferenceContext::kUnknownDim));
