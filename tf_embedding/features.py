@@ -346,6 +346,17 @@ class CpuLookupPlan:
         """Positions per sample of a sequence feature (one lookup each); 0 when pooled."""
         return self.feature_input.max_sequence_length
 
+    def finish(self, activations: tf.Tensor) -> tf.Tensor:
+        """The conversion's activation block of this feature in the shape TF's CPU lookup
+        gives it."""
+        if self.trim_trailing_rows:
+            # The largest sample id present, plus one; reduce_max of nothing is the minimum int.
+            num_rows = tf.maximum(tf.reduce_max(self.feature_input.tensor.indices[:, 0]), -1) + 1
+            activations = activations[:num_rows]
+        if self.output_shape is not None:
+            activations = tf.reshape(activations, self.output_shape)
+        return activations
+
 
 def cpu_lookup_plan(item: ValidatedFeature) -> CpuLookupPlan:
     """The CPU path's reading of one validated feature (see `CpuLookupPlan`)."""

@@ -264,6 +264,18 @@ _TRANSLATORS: Dict[str, Callable[[_Source, Callable[[], Any]], _Optimizer]] = {
     "ftrl": _translate_ftrl}
 
 
+def keras_learning_rate(optimizer: Any) -> Callable[[], Any]:
+    """A zero-argument callable reading the Keras `optimizer`'s current learning rate (its
+    schedule at its `iterations`, its callable, or its variable) each time it is called.
+
+    Raises:
+      ValueError: `optimizer` is not an SGD, Adagrad, Adam or Ftrl optimizer of Keras 3,
+        tf_keras or legacy tf_keras.
+    """
+    flavour, _ = _find_flavour(optimizer)
+    return flavour.learning_rate(optimizer)
+
+
 def translate_optimizer(optimizer: Any) -> Optional[_Optimizer]:
     """Returns the embedding optimizer for `optimizer`, or raises ValueError.
 

@@ -136,7 +136,7 @@ class TPUEmbeddingV0(tables.EmbeddingBase):
             activations = ops.embedding_lookup(variable, batch.row_splits, batch.ids,
                                                batch.gains, table_name=table.name)
             blocks = inputs_lib.split_activations(activations, batch, feature_inputs, table.dim)
-        return [_finish(plan, block) for plan, block in zip(plans, blocks)]
+        return [plan.finish(block) for plan, block in zip(plans, blocks)]
 
 
 def _needs_stock_ops() -> bool:
@@ -149,17 +149,6 @@ def _needs_stock_ops() -> bool:
     """
     return (control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
             or save_context.in_save_context())
-
-
-def _finish(plan: features_lib.CpuLookupPlan, activations: tf.Tensor) -> tf.Tensor:
-    """A feature's converted activations in the shape TF's CPU lookup gives them."""
-    if plan.trim_trailing_rows:
-        # The largest sample id present, plus one; reduce_max of nothing is the minimum int.
-        num_rows = tf.maximum(tf.reduce_max(plan.feature_input.tensor.indices[:, 0]), -1) + 1
-        activations = activations[:num_rows]
-    if plan.output_shape is not None:
-        activations = tf.reshape(activations, plan.output_shape)
-    return activations
 
 
 def _stock_lookup(table_variable: tf.Variable, table: Any,

@@ -256,17 +256,38 @@ class TPUEmbedding(tables.EmbeddingBase):
                                "object. Please either call enqueue first or manually "
                                "call the build method.")
         flat_gradients = self._check_gradients(gradients)
+        replica = self._replica_id("apply_gradients")
+        with tf.name_scope(name or "apply_gradients"), tf.device(self._replica_devices[replica]):
+            pending = self._queues[replica].take_pending()
+            self._apply_table_gradients(
+                pending, [state.activation_gradients(table_batch, flat_gradients)
+                          for state, table_batch in zip(self._tables, pending)])
+
+    def _convert_tables(self, table_inputs: list[list[Any]]) -> list[queues.TableBatch]:
+        """This replica's CSR batches without the engine queues (the Keras layer's path).
+
+        `table_inputs[t]` are the `FeatureInput`s of table t's features, in `_table_config`
+        order. Look the batches up with `_lookup_batches`; hand them and the activations'
+        gradients to `_apply_table_gradients` to train.
+        """
+        self._maybe_build()
+        return [state.convert(inputs) for state, inputs in zip(self._tables, table_inputs)]
+
+    def _lookup_batches(self, batches: list[queues.TableBatch]) -> list[tf.Tensor]:
+        """Each table's [R, dim] activations of this replica's `batches`."""
+        return [state.lookup(batch, None) for state, batch in zip(self._tables, batches)]
+
+    def _apply_table_gradients(self, batches: list[queues.TableBatch],
+                               activation_gradients: list[tf.Tensor]) -> None:
+        """Updates every table with this replica's [R, dim] activation gradients of `batches`,
+        summed with the other replicas' in one merge_call (call it in replica context)."""
         for table in self._table_config:
             if table.optimizer is None:
                 raise ValueError(f"Table {table.name} has no optimizer, so apply_gradients cannot "
                                  "update it: pass one to TPUEmbedding or to its TableConfig.")
-        replica = self._replica_id("apply_gradients")
-        with tf.name_scope(name or "apply_gradients"), tf.device(self._replica_devices[replica]):
-            pending = self._queues[replica].take_pending()
-            updates = [state.block_updates(table_batch,
-                                           state.activation_gradients(table_batch, flat_gradients))
-                       for state, table_batch in zip(self._tables, pending)]
-            tf.distribute.get_replica_context().merge_call(self._apply_updates, args=(updates,))
+        updates = [state.block_updates(batch, gradient)
+                   for state, batch, gradient in zip(self._tables, batches, activation_gradients)]
+        tf.distribute.get_replica_context().merge_call(self._apply_updates, args=(updates,))
 
     def _create_variables_and_slots(self) -> dict[str, dict[str, Any]]:
         # As on a TPU, tables are not trainable variables: only apply_gradients updates them.

@@ -1,0 +1,267 @@
+"""`tf_embedding.keras.TPUEmbedding`: TensorFlow Recommenders' Keras layer, on any device.
+
+The layer subclasses `tf.keras.layers.Layer`, which is Keras 3 in TF 2.21 and tf_keras when
+`TF_USE_LEGACY_KERAS=1`, so the same class serves both. Its surface and messages are those of
+`tfrs.layers.embedding.TPUEmbedding`; how it trains is chosen by `tables_trained_by`:
+
+* `"embedding_optimizer"` (the default) trains as on a TPU. The tables are not trainable
+  variables. A trainable helper variable (`tpu_embedding_helper_dummy`) feeds a custom gradient
+  around the lookup, so `tape.gradient(loss, model.trainable_variables)` (and `model.fit`)
+  applies the layer's embedding optimizer to the tables through the fused kernels, with the TPU's
+  math and each row's gradient summed over the global batch (all replicas). The model's Keras
+  optimizer only sees the helper's zero gradient.
+* `"model_optimizer"` is TFRS's CPU behaviour (tf_keras only): the tables are trainable
+  variables whose `IndexedSlices` gradients the model's Keras optimizer applies; the layer's
+  optimizer only decides which slot variables exist.
+
+Lookups follow TF's CPU lookup (`serving_embedding_lookup`) for every input kind, as TFRS's layer
+does off TPU, so activations have the same shapes and values. Checkpoints hold the tables under
+`<layer>/_tpu_embedding/<table>` (TFRS's keys; the helper is not saved), and functions traced by
+`tf.saved_model.save` look up with stock ops only.
+"""
+
+from typing import Any
+
+import tensorflow as tf
+from tensorflow.python.saved_model import save_context
+from tensorflow.python.util import nest
+
+from tf_embedding import config as config_lib
+from tf_embedding import features as features_lib
+from tf_embedding import inputs as inputs_lib
+from tf_embedding import serving
+from tf_embedding.keras import optimizer_translation
+from tf_embedding.replicated import TPUEmbeddingV0
+from tf_embedding.sharded.tpu_embedding import TPUEmbedding as ShardedTPUEmbedding
+
+_DUMMY_NAME = "tpu_embedding_helper_dummy"
+_TRAINING_MODES = ("embedding_optimizer", "model_optimizer")
+_TPU_STRATEGIES = (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)
+
+
+def _uses_legacy_keras() -> bool:
+    return tf.keras.__name__.startswith("tf_keras") or tf.keras.version().startswith("2.")
+
+
+def _clone_and_prepare_features(feature_config: Any) -> tuple[Any, list[tuple[Any, Any]]]:
+    """TFRS's cloning: one tf_embedding TableConfig per distinct user table (identity), in
+    flattening order, and FeatureConfigs over the clones; the user's configs are never mutated.
+
+    Returns the cloned structure and the (user table, cloned table) pairs.
+    """
+    table_map: list[tuple[Any, Any]] = []
+
+    def clone_table(table: Any) -> Any:
+        for user_table, cloned in table_map:
+            if user_table is table:
+                return cloned
+        cloned = config_lib.TableConfig(
+            vocabulary_size=table.vocabulary_size, dim=table.dim, initializer=table.initializer,
+            optimizer=optimizer_translation.normalize_optimizer(table.optimizer),
+            quantization_config=table.quantization_config, combiner=table.combiner,
+            name=table.name)
+        table_map.append((table, cloned))
+        return cloned
+
+    cloned_features = [
+        config_lib.FeatureConfig(
+            table=clone_table(feature.table), max_sequence_length=feature.max_sequence_length,
+            output_shape=feature.output_shape,
+            validate_weights_and_indices=feature.validate_weights_and_indices, name=feature.name)
+        for feature in tf.nest.flatten(feature_config)]
+    return tf.nest.pack_sequence_as(feature_config, cloned_features), table_map
+
+
+class TPUEmbedding(tf.keras.layers.Layer):
+    """Looks up features in embedding tables; trains them with an embedding optimizer.
+
+    ```python
+    embedding = tf_embedding.keras.TPUEmbedding(feature_config, "adagrad")
+    logits = tf.keras.layers.Dense(1)(tf.concat(tf.nest.flatten(embedding(features)), 1))
+    ```
+
+    See the module docstring and docs/keras.md for training, checkpoints and export.
+    """
+
+    def __init__(self, feature_config: Any, optimizer: Any,
+                 pipeline_execution_with_tensor_core: bool = False,
+                 batch_size: int | None = None, *,
+                 tables_trained_by: str = "embedding_optimizer"):
+        """Creates the layer; the tables are made by `build()`.
+
+        Args:
+          feature_config: a nested structure of `FeatureConfig`s (tf_embedding's or stock TF's);
+            they are cloned, so the layer never changes them.
+          optimizer: an embedding optimizer (tf_embedding's or stock TF's), a Keras SGD,
+            Adagrad, Adam or Ftrl optimizer (`translate_keras_optimizer`), one of "sgd",
+            "adagrad", "adam", "ftrl", or None (no slot variables, e.g. for export). Tables may
+            set their own.
+          pipeline_execution_with_tensor_core: accepted for TFRS compatibility; without a TPU
+            there is no pipeline to overlap, as in TFRS off TPU.
+          batch_size: accepted for TFRS compatibility (TFRS uses it only on a TPU).
+          tables_trained_by: "embedding_optimizer" (TPU semantics) or "model_optimizer"
+            (TFRS's CPU behaviour, tf_keras only).
+
+        Raises:
+          ValueError: an unknown optimizer or `tables_trained_by`, a Keras optimizer setting
+            the embedding optimizer cannot express, or duplicate table names.
+          RuntimeError: created under a strategy the engine does not run under.
+        """
+        super().__init__()
+        if tables_trained_by not in _TRAINING_MODES:
+            raise ValueError(f"tables_trained_by must be one of {_TRAINING_MODES}, got "
+                             f"{tables_trained_by!r}.")
+        if tables_trained_by == "model_optimizer" and not _uses_legacy_keras():
+            raise ValueError(
+                "tables_trained_by='model_optimizer' (TFRS's CPU behaviour: tables trained as "
+                "ordinary variables by the model's optimizer) needs tf_keras: Keras 3 layers "
+                "cannot expose tf.Variables as weights. Set TF_USE_LEGACY_KERAS=1 before "
+                "importing TensorFlow, or use the default 'embedding_optimizer'.")
+        # Keras 3's jit_compile="auto" must not compile the step: XLA cannot run the fused ops.
+        self.supports_jit = False
+        self._tables_trained_by = tables_trained_by
+        self.batch_size = batch_size
+        self._pipeline_execution_with_tensor_core = pipeline_execution_with_tensor_core
+        feature_config, table_config_map = _clone_and_prepare_features(feature_config)
+        self._feature_config = self._no_dependency(feature_config)
+        self._table_config_map = self._no_dependency(table_config_map)
+        self._optimizer = self._no_dependency(
+            optimizer_translation.normalize_optimizer(optimizer))
+        self._strategy = self._no_dependency(tf.distribute.get_strategy())
+        engine_class = (ShardedTPUEmbedding if tables_trained_by == "embedding_optimizer"
+                        else TPUEmbeddingV0)
+        # Tracked under TFRS's attribute name, so checkpoints hold `_tpu_embedding/<table>`.
+        self._tpu_embedding = engine_class(feature_config, self._optimizer)
+
+    @property
+    def embedding_tables(self) -> dict[Any, Any]:
+        """{the user's TableConfig: its table variable}."""
+        tables = self._tpu_embedding.embedding_tables
+        return {user_table: tables[cloned] for user_table, cloned in self._table_config_map}
+
+    def build(self, input_shape: Any = None) -> None:
+        self._tpu_embedding.build()
+        if self._tables_trained_by == "embedding_optimizer":
+            # TFRS's attribute name, which `_trackable_children` leaves out of checkpoints.
+            setattr(self, _DUMMY_NAME, self.add_weight(
+                name=_DUMMY_NAME, shape=(1,), initializer="zeros", trainable=True,
+                dtype="float32"))
+        else:
+            # TFRS's CPU path: assigning the tables makes Keras count them as trainable weights.
+            setattr(self, _DUMMY_NAME, list(self._tpu_embedding.embedding_tables.values()))
+        super().build(input_shape)
+
+    def call(self, features: Any, weights: Any = None, serving_config: Any = None) -> Any:
+        """Looks up `features` (the structure of `feature_config`) with optional `weights`.
+
+        With `serving_config` (FeatureConfigs over the user's TableConfigs), looks up with that
+        config in the current tables instead, with stock ops.
+
+        Raises:
+          RuntimeError: called under a TPUStrategy, or under another strategy (or outside
+            `strategy.run`) than the one the layer was created under.
+          ValueError: features not matching the config (TF's messages), or a `serving_config`
+            table this layer does not have.
+        """
+        if serving_config is not None:
+            return serving.serving_embedding_lookup(
+                features, weights, self._serving_tables(),
+                self._serving_config_over_clones(serving_config))
+        self._check_strategy()
+        if save_context.in_save_context():
+            # A SavedModel must load where tf_embedding is not installed.
+            return serving.serving_embedding_lookup(features, weights, self._serving_tables(),
+                                                    self._feature_config)
+        if self._tables_trained_by == "model_optimizer":
+            return self._tpu_embedding(features, weights)
+        return self._trained_lookup(features, weights)
+
+    def _trained_lookup(self, features: Any, weights: Any) -> Any:
+        """The fused lookup behind the gradient trap that applies the embedding optimizer."""
+        nest.assert_same_structure(self._feature_config, features)
+        plans = [features_lib.cpu_lookup_plan(item) for item in
+                 features_lib.validate_features(features, weights, self._feature_config)]
+        for item, plan in zip(nest.flatten_with_joined_string_paths(features), plans):
+            if plan.runtime_output_shape_feature:
+                raise ValueError(
+                    f"Feature {item[0]} sets output_shape, so its ragged input needs a static "
+                    "batch size (give the Input or the dataset a fixed batch size).")
+        engine = self._tpu_embedding
+        engine._maybe_build()  # pylint: disable=protected-access
+        tables = engine._tables  # pylint: disable=protected-access
+        table_inputs = [[plans[index].feature_input for index in state.feature_indices]
+                        for state in tables]
+
+        batches = engine._convert_tables(table_inputs)  # pylint: disable=protected-access
+
+        @tf.custom_gradient
+        def gradient_trap(dummy):
+            activations = engine._lookup_batches(batches)  # pylint: disable=protected-access
+
+            def apply_embedding_optimizer(*activation_gradients):
+                engine._apply_table_gradients(  # pylint: disable=protected-access
+                    batches, [tf.zeros_like(value) if gradient is None else gradient
+                              for gradient, value in zip(activation_gradients, activations)])
+                return tf.zeros_like(dummy)
+
+            return activations, apply_embedding_optimizer
+
+        table_activations = gradient_trap(tf.convert_to_tensor(getattr(self, _DUMMY_NAME)))
+        outputs: list[Any] = [None] * len(plans)
+        for state, batch, activations, inputs in zip(tables, batches, table_activations,
+                                                     table_inputs):
+            blocks = inputs_lib.split_activations(activations, batch, inputs, state.config.dim)
+            for index, block in zip(state.feature_indices, blocks):
+                outputs[index] = plans[index].finish(block)
+        return tf.nest.pack_sequence_as(features, outputs)
+
+    def _serving_tables(self) -> dict[Any, Any]:
+        """{cloned TableConfig: a tensor or variable of the whole table} for stock lookups."""
+        return {table: _whole_table(variable)
+                for table, variable in self._tpu_embedding.embedding_tables.items()}
+
+    def _serving_config_over_clones(self, serving_config: Any) -> Any:
+        """`serving_config` with each user TableConfig replaced by this layer's clone."""
+        cloned_features = []
+        for feature in tf.nest.flatten(serving_config):
+            clones = [cloned for user_table, cloned in self._table_config_map
+                      if user_table is feature.table]
+            if not clones:
+                raise ValueError(f"TableConfig {feature.table} does not match any of the "
+                                 "TableConfigs used to configure this layer.")
+            cloned_features.append(config_lib.FeatureConfig(
+                table=clones[0], max_sequence_length=feature.max_sequence_length,
+                output_shape=feature.output_shape,
+                validate_weights_and_indices=feature.validate_weights_and_indices,
+                name=feature.name))
+        return tf.nest.pack_sequence_as(serving_config, cloned_features)
+
+    def _check_strategy(self) -> None:
+        """TFRS's two strategy errors, plus a call outside `strategy.run` of a multi-replica
+        strategy (whose replicas each look up their own batch)."""
+        strategy = tf.distribute.get_strategy()
+        if isinstance(strategy, _TPU_STRATEGIES):
+            raise RuntimeError(
+                f"Layer is created under strategy {self._strategy} but is being called under a "
+                "TPUStrategy. Please create the layer under a TPUStrategy if you wish to run the "
+                "layer on TPU.")
+        if strategy is not self._strategy or (
+                strategy.num_replicas_in_sync > 1 and tf.distribute.in_cross_replica_context()):
+            raise RuntimeError(
+                f"Layer is created under strategy {self._strategy} but is being called under "
+                f"strategy {strategy}. Please use strategy.run when calling this layer.")
+
+    def _trackable_children(self, save_type="checkpoint", **kwargs):
+        # The helper (or, with model_optimizer, the second reference to the tables) is not
+        # saved: checkpoints hold the tables once, under _tpu_embedding, as TFRS's do.
+        children = super()._trackable_children(save_type, **kwargs)
+        children.pop(_DUMMY_NAME, None)
+        return children
+
+
+def _whole_table(variable: Any) -> Any:
+    """A table variable as stock lookups can read it: the variable itself, or its row blocks
+    concatenated (a copy) when it is split over devices."""
+    blocks = list(variable) if hasattr(variable, "variables") else [variable]
+    return blocks[0] if len(blocks) == 1 else tf.concat(
+        [tf.convert_to_tensor(block) for block in blocks], axis=0)
