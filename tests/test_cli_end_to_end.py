@@ -35,8 +35,10 @@ STOP_AT = 70
 
 def run_python(code: str, env: dict | None = None) -> str:
     """Runs code in a fresh interpreter and returns its stdout."""
+    # A hang guard, not a speed check: a training run takes ~30 s idle, far more on a loaded
+    # 2-core machine (was 120 s).
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                            text=True, env={**os.environ, **(env or {})}, timeout=120)
+                            text=True, env={**os.environ, **(env or {})}, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
