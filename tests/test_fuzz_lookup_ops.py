@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tf_embedding import _loader
+from tf_embedding import optimizers as opt
 
 from references import reference_lookup
 
@@ -128,15 +129,15 @@ def test_gradient(lib, dim, data, vocabulary_size):
         assert values.shape == (unique_ids.shape[0], grads[0].shape[1])
 
 
+# The optimizer classes name their ops and slots; the attrs are the ones set besides defaults.
 OPTIMIZERS = {
-    "sgd": ("tfe_sparse_apply_sgd", [], {}),
-    "adagrad": ("tfe_sparse_apply_adagrad", ["accumulators"], {}),
-    "adagrad_momentum": ("tfe_sparse_apply_adagrad_momentum", ["accumulators", "momenta"],
+    "sgd": (opt.SGD, {}),
+    "adagrad": (opt.Adagrad, {}),
+    "adagrad_momentum": (opt.AdagradMomentum,
                          {"momentum": 0.9, "use_nesterov": True, "beta2": 0.9}),
-    "adam": ("tfe_sparse_apply_adam", ["momenta", "velocities"], {}),
-    "adam_non_lazy": ("tfe_sparse_apply_adam", ["momenta", "velocities"], {"lazy_adam": False}),
-    "ftrl": ("tfe_sparse_apply_ftrl", ["accumulators", "linears"],
-             {"l1_regularization_strength": 0.1}),
+    "adam": (opt.Adam, {}),
+    "adam_non_lazy": (opt.Adam, {"lazy_adam": False}),
+    "ftrl": (opt.FTRL, {"l1_regularization_strength": 0.1}),
 }
 
 
@@ -146,7 +147,8 @@ OPTIMIZERS = {
        slot_kind=st.sampled_from(["ok", "ok", "ok", "shape", "dtype", "table_again"]),
        lr=st.sampled_from([0.1, 0.1, 0.1, float("nan"), float("inf"), [0.1, 0.2]]))
 def test_sparse_apply(lib, optimizer, vocab, dim, data, slot_kind, lr):
-    op_name, slot_names, attrs = OPTIMIZERS[optimizer]
+    cls, attrs = OPTIMIZERS[optimizer]
+    op_name, slot_names = cls._description.op, cls._description.slot_names
     table = tf.Variable(np.zeros([vocab, dim], np.float32))
     slots = {name: tf.Variable(np.full([vocab, dim], 0.1, np.float32)) for name in slot_names}
     if slot_names and slot_kind == "shape":
