@@ -31,23 +31,26 @@ void StableRadixSort(int low_bit, int key_bits, KeyFn key, std::vector<T>* items
   const int passes = (key_bits + kMaxRadixDigitBits - 1) / kMaxRadixDigitBits;
   const int digit_bits = (key_bits + passes - 1) / passes;
   const int64_t buckets = int64_t{1} << digit_bits;
-  const uint64_t mask = static_cast<uint64_t>(buckets) - 1;
+  const uint64_t digit_mask = static_cast<uint64_t>(buckets) - 1;
+  const uint64_t field_mask = key_bits == 64 ? ~uint64_t{0} : (uint64_t{1} << key_bits) - 1;
+  // The sort field of an item, in its low bits.
+  const auto field = [&](const T& item) { return (key(item) >> low_bit) & field_mask; };
 
   std::vector<int64_t> offsets(passes * buckets, 0);
   for (const T& item : *items) {
-    const uint64_t digits = key(item) >> low_bit;
+    const uint64_t digits = field(item);
     for (int pass = 0; pass < passes; ++pass) {
-      ++offsets[pass * buckets + ((digits >> (pass * digit_bits)) & mask)];
+      ++offsets[pass * buckets + ((digits >> (pass * digit_bits)) & digit_mask)];
     }
   }
   std::vector<T> sorted(n);
   for (int pass = 0; pass < passes; ++pass) {
-    const int shift = low_bit + pass * digit_bits;
+    const int shift = pass * digit_bits;
     int64_t* offset = offsets.data() + pass * buckets;
-    if (offset[(key(items->front()) >> shift) & mask] == n) continue;
+    if (offset[(field(items->front()) >> shift) & digit_mask] == n) continue;
     int64_t start = 0;
     for (int64_t b = 0; b < buckets; ++b) start += std::exchange(offset[b], start);
-    for (const T& item : *items) sorted[offset[(key(item) >> shift) & mask]++] = item;
+    for (const T& item : *items) sorted[offset[(field(item) >> shift) & digit_mask]++] = item;
     items->swap(sorted);
   }
 }

@@ -1,0 +1,198 @@
+// CsrBuilder: the row layout of each input kind, the combiners folded into gains, pruning,
+// stacking of several features, and errors that name the table and feature.
+#include "cc/core/csr_conversion.h"
+
+#include <cmath>
+#include <vector>
+
+#include "cc/core/testing.h"
+
+namespace tf_embedding {
+namespace {
+
+// One feature's spec and tensors, owning the arrays.
+struct Feature {
+  FeatureSpec spec;
+  std::vector<int64_t> ids;
+  std::vector<int64_t> row_info;  // sparse indices (row-major) or ragged row_splits
+  std::vector<int64_t> row_info_shape;
+  std::vector<int64_t> dense_shape;
+  std::vector<float> weights;
+};
+
+struct Csr {
+  std::vector<int64_t> row_splits;
+  std::vector<int64_t> ids;
+  std::vector<float> gains;
+  std::vector<int64_t> feature_row_counts;
+};
+
+FeatureSpec Spec(InputKind kind, bool has_weights = false, int64_t max_sequence_length = 0,
+                 bool prune_invalid = false) {
+  return {"f", kind, has_weights, max_sequence_length, prune_invalid};
+}
+
+template <typename T>
+Span<T> SpanOf(const std::vector<T>& values) {
+  return {values.data(), static_cast<int64_t>(values.size())};
+}
+
+Status Convert(const std::vector<Feature>& features, Csr* out, Combiner combiner = Combiner::kSum,
+               int64_t vocabulary_size = 10) {
+  CsrBuilder builder(TableSpec{"tbl", vocabulary_size, combiner});
+  for (const Feature& feature : features) {
+    FeatureTensors tensors;
+    tensors.ids = IdSpan(feature.ids.data(), static_cast<int64_t>(feature.ids.size()));
+    tensors.row_info = SpanOf(feature.row_info);
+    tensors.row_info_shape = feature.row_info_shape;
+    tensors.dense_shape = SpanOf(feature.dense_shape);
+    tensors.weights = SpanOf(feature.weights);
+    TFE_RETURN_IF_ERROR(builder.AddFeature(feature.spec, tensors));
+  }
+  out->row_splits.assign(builder.num_rows() + 1, -1);
+  out->ids.assign(builder.num_lookups(), -1);
+  out->gains.assign(builder.num_lookups(), -1.0f);
+  builder.Build(out->row_splits.data(), out->ids.data(), out->gains.data());
+  out->feature_row_counts = builder.feature_row_counts();
+  return Status();
+}
+
+Feature Sparse(std::vector<int64_t> ids, std::vector<int64_t> indices,
+               std::vector<int64_t> dense_shape, FeatureSpec spec = Spec(InputKind::kSparse)) {
+  const int64_t rank = static_cast<int64_t>(dense_shape.size());
+  const int64_t nnz = static_cast<int64_t>(ids.size());
+  return {spec, std::move(ids), std::move(indices), {nnz, rank}, std::move(dense_shape), {}};
+}
+
+Feature Ragged(std::vector<int64_t> ids, std::vector<int64_t> row_splits,
+               FeatureSpec spec = Spec(InputKind::kRagged)) {
+  return {spec, std::move(ids), std::move(row_splits), {}, {}, {}};
+}
+
+TFE_TEST(DenseIdsAreOneRowEach) {
+  Csr csr;
+  TFE_ASSERT_OK(Convert({{Spec(InputKind::kDense), {3, 1, 4}, {}, {}, {}, {}}}, &csr));
+  TFE_EXPECT_EQ(csr.row_splits, (std::vector<int64_t>{0, 1, 2, 3}));
+  TFE_EXPECT_EQ(csr.ids, (std::vector<int64_t>{3, 1, 4}));
+  TFE_EXPECT_EQ(csr.gains, (std::vector<float>{1, 1, 1}));
+}
+
+TFE_TEST(SparseRowsWithMeanCombiner) {
+  Feature feature = Sparse({5, 6, 7}, {0, 0, 0, 1, 2, 0}, {3, 2},
+                           Spec(InputKind::kSparse, /*has_weights=*/true));
+  feature.weights = {1, 3, 2};
+  Csr csr;
+  TFE_ASSERT_OK(Convert({feature}, &csr, Combiner::kMean));
+  TFE_EXPECT_EQ(csr.row_splits, (std::vector<int64_t>{0, 2, 2, 3}));
+  TFE_EXPECT_EQ(csr.ids, (std::vector<int64_t>{5, 6, 7}));
+  TFE_EXPECT_EQ(csr.gains, (std::vector<float>{0.25f, 0.75f, 1.0f}));
+}
+
+TFE_TEST(UnsortedSparseIndicesKeepInputOrderWithinARow) {
+  Csr csr;
+  TFE_ASSERT_OK(Convert({Sparse({1, 2, 3}, {1, 0, 0, 0, 1, 1}, {2, 2})}, &csr));
+  TFE_EXPECT_EQ(csr.row_splits, (std::vector<int64_t>{0, 1, 3}));
+  TFE_EXPECT_EQ(csr.ids, (std::vector<int64_t>{2, 1, 3}));
+}
+
+TFE_TEST(SparseRankThreeRowsAreRowMajorOuterIndices) {
+  Csr csr;
+  TFE_ASSERT_OK(Convert({Sparse({1, 2}, {0, 1, 0, 1, 0, 1}, {2, 2, 2})}, &csr));
+  TFE_EXPECT_EQ(csr.row_splits, (std::vector<int64_t>{0, 0, 1, 2, 2}));
+  TFE_EXPECT_EQ(csr.ids, (std::vector<int64_t>{1, 2}));
+}
+
+TFE_TEST(SparseSequenceRowsTruncateAtTheMaxLength) {
+  Csr csr;
+  const FeatureSpec spec = Spec(InputKind::kSparse, false, /*max_sequence_length=*/2);
+  TFE_ASSERT_OK(Convert({Sparse({1, 2, 3}, {0, 0, 0, 2, 1, 1}, {2, 3}, spec)}, &csr,
+                        Combiner::kMean));
+  // (0, 0) -> row 0; (0, 2) is past the length; (1, 1) -> row 3. No combiner on sequences.
+  TFE_EXPECT_EQ(csr.row_splits, (std::vector<int64_t>{0, 1, 1, 1, 2}));
+  TFE_EXPECT_EQ(csr.ids, (std::vector<int64_t>{1, 3}));
+  TFE_EXPECT_EQ(csr.gains, (std::vector<float>{1, 1}));
+}
+
+TFE_TEST(RaggedRowsWithSqrtnCombiner) {
+  Feature feature = Ragged({1, 2, 3}, {0, 2, 3}, Spec(InputKind::kRagged, true));
+  feature.weights = {3, 4, 5};
+  Csr csr;
+  TFE_ASSERT_OK(Convert({feature}, &csr, Combiner::kSqrtn));
+  TFE_EXPECT_EQ(csr.row_splits, (std::vector<int64_t>{0, 2, 3}));
+  TFE_EXPECT_EQ(csr.gains, (std::vector<float>{0.6f, 0.8f, 1.0f}));
+}
+
+TFE_TEST(ZeroDenominatorsGiveZeroGains) {
+  Feature feature = Ragged({1, 2}, {0, 2}, Spec(InputKind::kRagged, true));
+  feature.weights = {1, -1};
+  Csr csr;
+  TFE_ASSERT_OK(Convert({feature}, &csr, Combiner::kMean));
+  TFE_EXPECT_EQ(csr.gains, (std::vector<float>{0, 0}));
+}
+
+TFE_TEST(PruningDropsNegativeIdsAndNonPositiveWeightsOfMeanRows) {
+  Feature feature = Ragged({-1, 2, 3, 4}, {0, 4}, Spec(InputKind::kRagged, true, 0, true));
+  feature.weights = {1, 0, 2, 2};
+  Csr csr;
+  TFE_ASSERT_OK(Convert({feature}, &csr, Combiner::kMean));
+  TFE_EXPECT_EQ(csr.ids, (std::vector<int64_t>{3, 4}));
+  TFE_EXPECT_EQ(csr.gains, (std::vector<float>{0.5f, 0.5f}));
+  TFE_ASSERT_OK(Convert({feature}, &csr, Combiner::kSum));
+  TFE_EXPECT_EQ(csr.ids, (std::vector<int64_t>{2, 3, 4}));
+}
+
+TFE_TEST(FeaturesStackInOrder) {
+  const Feature dense = {Spec(InputKind::kDense), {4}, {}, {}, {}, {}};
+  Csr csr;
+  TFE_ASSERT_OK(Convert({Ragged({1, 2, 3}, {0, 1, 3}), dense, Sparse({5}, {1, 0}, {2, 4})}, &csr));
+  TFE_EXPECT_EQ(csr.feature_row_counts, (std::vector<int64_t>{2, 1, 2}));
+  TFE_EXPECT_EQ(csr.row_splits, (std::vector<int64_t>{0, 1, 3, 4, 4, 5}));
+  TFE_EXPECT_EQ(csr.ids, (std::vector<int64_t>{1, 2, 3, 4, 5}));
+}
+
+TFE_TEST(Int32IdsAreWidened) {
+  const std::vector<int32_t> ids32 = {8, 9};
+  CsrBuilder builder(TableSpec{"tbl", 10, Combiner::kSum});
+  FeatureTensors tensors;
+  tensors.ids = IdSpan(ids32.data(), 2);
+  TFE_ASSERT_OK(builder.AddFeature(Spec(InputKind::kDense), tensors));
+  std::vector<int64_t> row_splits(3), ids(2);
+  std::vector<float> gains(2);
+  builder.Build(row_splits.data(), ids.data(), gains.data());
+  TFE_EXPECT_EQ(ids, (std::vector<int64_t>{8, 9}));
+  TFE_EXPECT_EQ(row_splits, (std::vector<int64_t>{0, 1, 2}));
+}
+
+TFE_TEST(ErrorsNameTheTableAndFeature) {
+  Csr csr;
+  TFE_EXPECT_ERROR(Convert({Ragged({1, 10}, {0, 2})}, &csr),
+                   "Table 'tbl', feature 'f': id 10 at lookup 1 is not in [0, vocabulary_size = "
+                   "10)");
+  TFE_EXPECT_ERROR(Convert({Ragged({1, 2}, {0, 1})}, &csr),
+                   "Table 'tbl', feature 'f': ragged row_splits end at 1 but there are 2 ids");
+  TFE_EXPECT_ERROR(Convert({Ragged({}, {})}, &csr),
+                   "Table 'tbl', feature 'f': ragged row_splits must not be empty");
+  TFE_EXPECT_ERROR(Convert({Sparse({1, 2}, {0, 0, 2, 0}, {2, 2})}, &csr),
+                   "Table 'tbl', feature 'f': sparse indices[1] = [2, 0] is out of bounds for "
+                   "dense_shape [2, 2]");
+  Feature weighted = Ragged({1}, {0, 1}, Spec(InputKind::kRagged, true));
+  TFE_EXPECT_ERROR(Convert({weighted}, &csr),
+                   "Table 'tbl', feature 'f': weights have 0 elements but there are 1 ids");
+
+  TableSpec table;
+  TFE_EXPECT_ERROR(ParseTableSpec("tbl", 10, "max", &table),
+                   "Table 'tbl': unknown combiner 'max' (expected sum, mean or sqrtn)");
+  std::vector<FeatureSpec> specs;
+  TFE_EXPECT_ERROR(
+      ParseFeatureSpecs("tbl", 1, {"f"}, {"dense"}, {false}, {2}, {false}, &specs),
+      "Table 'tbl', feature 'f': is a sequence feature (max_sequence_length 2) but its input is "
+      "dense");
+  TFE_EXPECT_ERROR(ParseFeatureSpecs("tbl", 1, {"a", "b"}, {"dense"}, {false}, {0}, {false},
+                                     &specs),
+                   "Table 'tbl': attr feature_names has 2 entries but there are 1 features");
+}
+
+}  // namespace
+}  // namespace tf_embedding
+
+int main() { return tf_embedding::testing::RunAllTests(); }

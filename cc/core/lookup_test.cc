@@ -1,0 +1,139 @@
+// CombineRows against a plain loop, for the dimensions with specialised loops and others, and
+// the same bits from every SIMD variant this CPU can run.
+#include "cc/core/lookup.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cc/core/testing.h"
+
+namespace tf_embedding {
+namespace {
+
+struct Lookup {
+  std::vector<int64_t> row_splits;
+  std::vector<int64_t> ids;
+  std::vector<float> gains;
+  std::vector<float> table;  // [vocabulary, dim]
+
+  CsrBatch View() const {
+    return {row_splits.data(), static_cast<int64_t>(row_splits.size()),
+            ids.data(),        static_cast<int64_t>(ids.size()),
+            gains.data(),      static_cast<int64_t>(gains.size())};
+  }
+};
+
+// Rows of 0 to 40 lookups (so prefetching runs past the end of the batch), random ids and gains.
+Lookup RandomLookup(int64_t rows, int64_t vocabulary, int64_t dim, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::normal_distribution<float> normal;
+  Lookup lookup;
+  lookup.row_splits.push_back(0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t count = random() % 41;
+    for (int64_t k = 0; k < count; ++k) {
+      lookup.ids.push_back(random() % vocabulary);
+      lookup.gains.push_back(normal(random));
+    }
+    lookup.row_splits.push_back(static_cast<int64_t>(lookup.ids.size()));
+  }
+  for (int64_t i = 0; i < vocabulary * dim; ++i) lookup.table.push_back(normal(random));
+  return lookup;
+}
+
+// activations[r] = sum of gain * table row, in lookup order, in float.
+std::vector<float> Reference(const Lookup& lookup, int64_t dim) {
+  const int64_t rows = static_cast<int64_t>(lookup.row_splits.size()) - 1;
+  std::vector<float> out(rows * dim, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = lookup.row_splits[r]; k < lookup.row_splits[r + 1]; ++k) {
+      for (int64_t j = 0; j < dim; ++j) {
+        out[r * dim + j] += lookup.gains[k] * lookup.table[lookup.ids[k] * dim + j];
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<float> Combine(SimdIsa isa, const Lookup& lookup, int64_t dim, int64_t row_begin,
+                           int64_t row_end) {
+  const int64_t rows = static_cast<int64_t>(lookup.row_splits.size()) - 1;
+  // NaN marks the rows outside [row_begin, row_end), which must stay untouched.
+  std::vector<float> out(rows * dim, std::nanf(""));
+  CombineRowsWithIsa(isa, lookup.View(), lookup.table.data(), dim, row_begin, row_end,
+                     out.data());
+  return out;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// The ISAs this CPU and build support, narrowest first.
+std::vector<SimdIsa> RunnableIsas() {
+  std::vector<SimdIsa> isas;
+  for (SimdIsa isa : {SimdIsa::kBaseline, SimdIsa::kAvx2, SimdIsa::kAvx512}) {
+    if (static_cast<int>(isa) <= static_cast<int>(SupportedSimdIsa())) isas.push_back(isa);
+  }
+  return isas;
+}
+
+const char* IsaName(SimdIsa isa) {
+  switch (isa) {
+    case SimdIsa::kBaseline: return "baseline";
+    case SimdIsa::kAvx2: return "avx2";
+    case SimdIsa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+TFE_TEST(EveryIsaMatchesThePlainLoopBitForBit) {
+  std::printf("ISAs compared:");
+  for (SimdIsa isa : RunnableIsas()) std::printf(" %s", IsaName(isa));
+  std::printf("\n");
+  // The kernel's specialised dimensions, and others on the generic loop.
+  for (int64_t dim : {1, 5, 8, 16, 24, 32, 64, 100, 128}) {
+    const Lookup lookup = RandomLookup(50, 300, dim, static_cast<uint32_t>(dim));
+    const std::vector<float> expected = Reference(lookup, dim);
+    for (SimdIsa isa : RunnableIsas()) {
+      if (!TFE_EXPECT(SameBits(Combine(isa, lookup, dim, 0, 50), expected))) {
+        std::printf("  dim %ld, ISA %s\n", static_cast<long>(dim), IsaName(isa));
+      }
+    }
+  }
+}
+
+TFE_TEST(WritesOnlyTheRowsOfItsRange) {
+  const int64_t dim = 16;
+  const Lookup lookup = RandomLookup(10, 50, dim, 1);
+  const std::vector<float> all = Reference(lookup, dim);
+  const std::vector<float> part = Combine(SupportedSimdIsa(), lookup, dim, 3, 7);
+  for (int64_t r = 0; r < 10; ++r) {
+    const std::vector<float> got(part.begin() + r * dim, part.begin() + (r + 1) * dim);
+    const std::vector<float> want(all.begin() + r * dim, all.begin() + (r + 1) * dim);
+    if (r >= 3 && r < 7) {
+      TFE_EXPECT(SameBits(got, want));
+    } else {
+      TFE_EXPECT(std::isnan(got[0]) && std::isnan(got[dim - 1]));
+    }
+  }
+}
+
+TFE_TEST(EmptyRowsAreZeros) {
+  for (int64_t dim : {4, 64}) {
+    Lookup lookup{{0, 0, 1, 1}, {2}, {3.0f}, std::vector<float>(3 * dim, 1.0f)};
+    std::vector<float> expected(3 * dim, 0.0f);
+    std::fill(expected.begin() + dim, expected.begin() + 2 * dim, 3.0f);
+    TFE_EXPECT_EQ(Combine(SimdIsa::kBaseline, lookup, dim, 0, 3), expected);
+    TFE_EXPECT_EQ(Combine(SupportedSimdIsa(), lookup, dim, 0, 3), expected);
+  }
+}
+
+}  // namespace
+}  // namespace tf_embedding
+
+int main() { return tf_embedding::testing::RunAllTests(); }

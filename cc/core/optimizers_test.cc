@@ -1,0 +1,261 @@
+// The optimizer rules against values computed by hand (inputs chosen so that every step is exact
+// in float), the knobs every rule shares, the row loops, and the attr declarations built from
+// the rules' descriptions.
+#include "cc/core/optimizers.h"
+
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cc/core/testing.h"
+
+namespace tf_embedding {
+namespace {
+
+// One element through UpdateRow: returns the new weight, updates `slots` in place.
+template <typename Rule>
+float Step(const Rule& rule, float lr, float g, float w,
+           std::array<float, Rule::kNumSlots>* slots = nullptr,
+           const CommonUpdateParams& common = {}) {
+  std::array<float, Rule::kNumSlots> no_slots{};
+  std::array<float, Rule::kNumSlots>& values = slots != nullptr ? *slots : no_slots;
+  std::array<float*, Rule::kNumSlots> rows;
+  for (int k = 0; k < Rule::kNumSlots; ++k) rows[k] = &values[k];
+  UpdateRow(rule, common, lr, &g, 1, &w, rows);
+  return w;
+}
+
+TFE_TEST(Sgd) { TFE_EXPECT_EQ(Step(SgdRule{}, 0.5f, 0.5f, 1.0f), 0.75f); }
+
+TFE_TEST(Adagrad) {
+  // a = 0.75 + 0.5^2 = 1; w = 1 - 0.5 * 0.5 / sqrt(1).
+  std::array<float, 1> slots = {0.75f};
+  TFE_EXPECT_EQ(Step(AdagradRule{}, 0.5f, 0.5f, 1.0f, &slots), 0.75f);
+  TFE_EXPECT_EQ(slots[0], 1.0f);
+}
+
+TFE_TEST(AdagradMomentum) {
+  AdagradMomentumRule rule;
+  rule.momentum = 0.5f;
+  rule.epsilon = 0.0f;
+  // a = 0.75 + 0.25 = 1; scaled = 0.5 / sqrt(1); m = 0.5 * 3 + 0.5 = 2; w = 1 - 0.5 * 2.
+  std::array<float, 2> slots = {0.75f, 3.0f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 0.5f, 1.0f, &slots), 0.0f);
+  TFE_EXPECT_EQ(slots, (std::array<float, 2>{1.0f, 2.0f}));
+  // Nesterov: w = 1 - 0.5 * (0.5 * 2 + 0.5).
+  rule.use_nesterov = true;
+  slots = {0.75f, 3.0f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 0.5f, 1.0f, &slots), 0.25f);
+  // beta2 < 1 averages: a = 0.5 * 1.75 + 0.5 * 0.25 = 1.
+  rule.use_nesterov = false;
+  rule.beta2 = 0.5f;
+  slots = {1.75f, 3.0f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 0.5f, 1.0f, &slots), 0.0f);
+  TFE_EXPECT_EQ(slots[0], 1.0f);
+  // exponent 4: a = 15.75 + 0.25 = 16, 16^(-1/4) = 0.5; m = 0 * m + 0.25; w = 1 - 0.5 * 0.25.
+  rule = AdagradMomentumRule{};
+  rule.epsilon = 0.0f;
+  rule.exponent = 4.0f;
+  slots = {15.75f, 0.0f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 0.5f, 1.0f, &slots), 0.875f);
+  TFE_EXPECT_EQ(slots, (std::array<float, 2>{16.0f, 0.25f}));
+}
+
+TFE_TEST(Adam) {
+  AdamRule rule;
+  rule.beta_1 = 0.5f;
+  rule.beta_2 = 0.5f;
+  rule.epsilon = 0.5f;
+  // m = 0.5 * 0 + 0.5 * 1; v = 0.5 * 0.5 + 0.5 * 1 = 0.75; w = 1 - 0.5 * m / sqrt(v + 0.25).
+  std::array<float, 2> slots = {0.0f, 0.5f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 1.0f, 1.0f, &slots), 0.75f);
+  TFE_EXPECT_EQ(slots, (std::array<float, 2>{0.5f, 0.75f}));
+  // Epsilon outside the root, beta_2 = 0: m = 0.5 * 0.5 = 0.25; v = 0.5^2 = 0.25;
+  // w = 1 - 0.5 * 0.25 / (sqrt(0.25) + 0.5).
+  rule.sum_inside_sqrt = false;
+  rule.beta_2 = 0.0f;
+  slots = {0.0f, 0.0f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 0.5f, 1.0f, &slots), 0.875f);
+  TFE_EXPECT_EQ(slots, (std::array<float, 2>{0.25f, 0.25f}));
+  TFE_EXPECT(!AdamRule{}.UpdatesUntouchedRows());
+  rule.lazy_adam = false;
+  TFE_EXPECT(rule.UpdatesUntouchedRows());
+}
+
+TFE_TEST(Ftrl) {
+  // a: 0 -> 1, p = sqrt(a): dp = 1; l = 0 + 1 - 1 * 0.25 / 0.5 = 0.5.
+  std::array<float, 2> slots = {0.0f, 0.0f};
+  FtrlRule rule;
+  // w = -l / ((1 + 0) / 0.5 + 0) = -0.25.
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 1.0f, 0.25f, &slots), -0.25f);
+  TFE_EXPECT_EQ(slots, (std::array<float, 2>{1.0f, 0.5f}));
+  // l1 = 0.25: numerator = clip(0.5, -0.25, 0.25) - 0.5 = -0.25, over 2.
+  rule.l1_regularization_strength = 0.25f;
+  slots = {0.0f, 0.0f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 1.0f, 0.25f, &slots), -0.125f);
+  // l2 = 1, beta = 2: denominator (1 + 2) / 0.5 + 2 = 8; numerator -0.5.
+  rule = FtrlRule{};
+  rule.l2_regularization_strength = 1.0f;
+  rule.beta = 2.0f;
+  slots = {0.0f, 0.0f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 1.0f, 0.25f, &slots), -0.0625f);
+  // Linear times lr: l = 0 + 0.5 * 1 - 1 * 0.25 = 0.25; w = -0.25 / (1 + 0 + 0).
+  rule = FtrlRule{};
+  rule.multiply_linear_by_learning_rate = true;
+  slots = {0.0f, 0.0f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 1.0f, 0.25f, &slots), -0.25f);
+  TFE_EXPECT_EQ(slots, (std::array<float, 2>{1.0f, 0.25f}));
+  // Power -0.25 (pow): a: 0 -> 16, p = a^0.25 = 2, dp = 2; l = 4 - 2 * 0.25 / 0.5 = 3;
+  // w = -3 / (2 / 0.5).
+  rule = FtrlRule{};
+  rule.learning_rate_power = -0.25f;
+  slots = {0.0f, 0.0f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 4.0f, 0.25f, &slots), -0.75f);
+  TFE_EXPECT_EQ(slots, (std::array<float, 2>{16.0f, 3.0f}));
+}
+
+TFE_TEST(CommonKnobsClipDecayAndClip) {
+  CommonUpdateParams common;
+  common.clip_gradient_max = 0.25f;
+  // g = min(1, 0.25); w = 1 - 0.5 * 0.25.
+  TFE_EXPECT_EQ(Step(SgdRule{}, 0.5f, 1.0f, 1.0f, nullptr, common), 0.875f);
+  common = CommonUpdateParams{};
+  common.clip_gradient_min = -0.5f;
+  TFE_EXPECT_EQ(Step(SgdRule{}, 0.5f, -4.0f, 1.0f, nullptr, common), 1.25f);
+  // Decay before the rule: w = 1 - 0.5 * 1, then SGD with g = 0.
+  common = CommonUpdateParams{};
+  common.weight_decay_factor = 0.5f;
+  TFE_EXPECT_EQ(Step(SgdRule{}, 0.5f, 0.0f, 1.0f, nullptr, common), 0.5f);
+  common.multiply_weight_decay_factor_by_learning_rate = true;
+  TFE_EXPECT_EQ(Step(SgdRule{}, 0.5f, 0.0f, 1.0f, nullptr, common), 0.75f);
+  // Weight clip after the rule: 1 - 0.5 * -1 = 1.5, clipped to 1.25.
+  common = CommonUpdateParams{};
+  common.clip_weight_max = 1.25f;
+  TFE_EXPECT_EQ(Step(SgdRule{}, 0.5f, -1.0f, 1.0f, nullptr, common), 1.25f);
+  common.clip_weight_min = 1.125f;
+  TFE_EXPECT_EQ(Step(SgdRule{}, 0.5f, 1.0f, 1.0f, nullptr, common), 1.125f);
+}
+
+// A batch of dim 2 touching rows 1 and 3 of a 5-row table; its groups point into it.
+struct Touches {
+  std::vector<int64_t> row_splits = {0, 2, 3};
+  std::vector<int64_t> ids = {3, 1, 3};
+  std::vector<float> gains = {1.0f, 2.0f, 0.5f};
+  std::vector<float> gradients = {0.25f, 0.5f, 1.0f, 2.0f};  // [2 rows, dim 2]
+
+  GradientGroups Groups() const {
+    GradientGroups groups;
+    const GradientBatch batch = {{row_splits.data(), 3, ids.data(), 3, gains.data(), 3},
+                                 gradients.data()};
+    if (!GroupLookupsById({batch}, 2, &groups).ok()) std::abort();
+    return groups;
+  }
+};
+
+TFE_TEST(UpdateTouchedRowsUpdatesEachTouchedRowOnceWithItsSum) {
+  const Touches touches;
+  const GradientGroups groups = touches.Groups();
+  std::vector<float> table(10, 1.0f);
+  std::vector<float> accumulators(10, 0.75f);
+  std::vector<float> scratch(2);
+  UpdateTouchedRows(AdagradRule{}, {}, 1.0f, groups, 2, 0, groups.num_unique(), table.data(),
+                    std::array<float*, 1>{accumulators.data()}, scratch.data());
+  // Row 1: g = 2 * (0.25, 0.5) = (0.5, 1): a = (1, 1.75). Row 3: g = (0.25, 0.5) +
+  // 0.5 * (1, 2) = (0.75, 1.5): a = (1.3125, 3).
+  std::vector<float> expected_table(10, 1.0f), expected_accumulators(10, 0.75f);
+  const float g[2][2] = {{0.5f, 1.0f}, {0.75f, 1.5f}};
+  const int rows[2] = {1, 3};
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      float& a = expected_accumulators[rows[i] * 2 + j];
+      a = a + g[i][j] * g[i][j];
+      expected_table[rows[i] * 2 + j] = 1.0f - g[i][j] / std::sqrt(a);
+    }
+  }
+  TFE_EXPECT_EQ(table, expected_table);
+  TFE_EXPECT_EQ(accumulators, expected_accumulators);
+}
+
+TFE_TEST(UpdateAllRowsGivesUntouchedRowsAZeroGradient) {
+  const Touches touches;
+  const GradientGroups groups = touches.Groups();
+  AdamRule rule;
+  rule.lazy_adam = false;
+  std::vector<float> table(10, 1.0f), momenta(10, 0.5f), velocities(10, 0.25f);
+  std::vector<float> scratch(2);
+  // Rows [1, 5): touched rows 1 and 3, untouched 2 and 4; row 0 stays as it is.
+  UpdateAllRows(rule, {}, 0.1f, groups, 2, 1, 5, table.data(),
+                std::array<float*, 2>{momenta.data(), velocities.data()}, scratch.data());
+  const std::vector<float> sums = {0.0f, 0.0f, 0.5f, 1.0f, 0.0f, 0.0f, 0.75f, 1.5f, 0.0f, 0.0f};
+  for (int64_t i = 0; i < 10; ++i) {
+    float w = 1.0f;
+    std::array<float, 2> slots = {0.5f, 0.25f};
+    if (i >= 2) w = Step(rule, 0.1f, sums[i], 1.0f, &slots);
+    TFE_EXPECT_EQ(table[i], w);
+    TFE_EXPECT_EQ(momenta[i], slots[0]);
+    TFE_EXPECT_EQ(velocities[i], slots[1]);
+  }
+}
+
+// The attr declarations of every optimizer op, as TensorFlow registered them before the rules
+// described themselves (tf.raw_ops op defs).
+TFE_TEST(AttrDeclarationsComeFromTheRules) {
+  const auto declarations = [](auto params) {
+    std::vector<std::string> out;
+    for (const auto& hyperparameter : decltype(params)::Hyperparameters()) {
+      out.push_back(AttrDeclaration(hyperparameter));
+    }
+    return out;
+  };
+  TFE_EXPECT_EQ(declarations(CommonUpdateParams{}),
+                (std::vector<std::string>{"clip_gradient_min: float = -inf",
+                                          "clip_gradient_max: float = inf",
+                                          "clip_weight_min: float = -inf",
+                                          "clip_weight_max: float = inf",
+                                          "weight_decay_factor: float = 0",
+                                          "multiply_weight_decay_factor_by_learning_rate: bool = "
+                                          "false"}));
+  TFE_EXPECT_EQ(declarations(SgdRule{}), std::vector<std::string>{});
+  TFE_EXPECT_EQ(declarations(AdagradRule{}), std::vector<std::string>{});
+  TFE_EXPECT_EQ(declarations(AdagradMomentumRule{}),
+                (std::vector<std::string>{"momentum: float = 0", "use_nesterov: bool = false",
+                                          "exponent: float = 2", "beta2: float = 1",
+                                          "epsilon: float = 1e-10"}));
+  TFE_EXPECT_EQ(declarations(AdamRule{}),
+                (std::vector<std::string>{"beta_1: float = 0.9", "beta_2: float = 0.999",
+                                          "epsilon: float = 1e-07", "lazy_adam: bool = true",
+                                          "sum_inside_sqrt: bool = true"}));
+  TFE_EXPECT_EQ(declarations(FtrlRule{}),
+                (std::vector<std::string>{"learning_rate_power: float = -0.5",
+                                          "l1_regularization_strength: float = 0",
+                                          "l2_regularization_strength: float = 0",
+                                          "beta: float = 0",
+                                          "multiply_linear_by_learning_rate: bool = false",
+                                          "allow_zero_accumulator: bool = false"}));
+}
+
+TFE_TEST(EveryRuleHasDistinctNamesAndAttrs) {
+  std::set<std::string> rule_names;
+  AllRules::ForEach([&](auto rule) {
+    using Rule = decltype(rule);
+    TFE_EXPECT(rule_names.insert(Rule::kName).second);
+    std::set<std::string> attrs = {"N", "table_name"};
+    for (const auto& hyperparameter : CommonUpdateParams::Hyperparameters()) {
+      TFE_EXPECT(attrs.insert(hyperparameter.name).second);
+    }
+    for (const auto& hyperparameter : Rule::Hyperparameters()) {
+      TFE_EXPECT(attrs.insert(hyperparameter.name).second);
+    }
+    std::set<std::string> slots;
+    for (const char* slot : Rule::kSlotNames) TFE_EXPECT(slots.insert(slot).second);
+  });
+  TFE_EXPECT_EQ(rule_names.size(), size_t{5});
+}
+
+}  // namespace
+}  // namespace tf_embedding
+
+int main() { return tf_embedding::testing::RunAllTests(); }
