@@ -21,3 +21,12 @@ def last_printed_words(script: str,
         assert process.returncode == 0, stderr
         words.append(stdout.split()[-1])
     return words
+
+
+def fresh_process_output(script: str) -> str:
+    """What `script` printed, run in a fresh Python process (one that has imported nothing);
+    a failure fails the test with its stderr."""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr
+    return result.stdout

@@ -19,6 +19,9 @@ pip=(.venv/bin/python -m pip install --disable-pip-version-check --quiet)
 # tf_keras names `tensorflow` as its dependency, and pip would install that
 # second, 570 MB copy of TensorFlow over tensorflow-cpu's files.
 "${pip[@]}" --no-deps 'tf_keras>=2.21,<2.22'
+# TensorFlow Recommenders' Keras layer is the tests' oracle for tf_embedding.keras; its
+# dependencies (tensorflow, tf_keras) are the ones above.
+"${pip[@]}" --no-deps 'tensorflow-recommenders==0.7.7'
 # --no-build-isolation: compile against the TensorFlow installed above, not a
 # fresh copy in a throwaway build environment.
 "${pip[@]}" --no-build-isolation -e .

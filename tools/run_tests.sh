@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the tests in .venv, installing everything first if there is no .venv.
-# Arguments go to pytest (default: everything under tests/).
+# Arguments go to pytest; without any, it runs everything under tests/ (Keras 3), then the
+# Keras layer's tests under tf_keras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ ! -x .venv/bin/python ]]; then
@@ -9,4 +10,11 @@ fi
 # Recompile C++ changed since the last build, so tests never run a stale
 # op library (a few seconds when nothing changed).
 .venv/bin/python setup.py -q build_ext --inplace
-exec .venv/bin/python -m pytest -q "$@"
+if (($#)); then
+    exec .venv/bin/python -m pytest -q "$@"
+fi
+.venv/bin/python -m pytest -q
+# The Keras layer again under tf_keras (Keras 2), with TFRS's layer as its oracle: a process
+# picks its Keras once, when TensorFlow is first imported.
+TF_USE_LEGACY_KERAS=1 exec .venv/bin/python -m pytest -q tests/test_keras_layer.py \
+    tests/test_tfrs_layer.py

@@ -140,7 +140,8 @@ class TPUEmbedding(tf.keras.layers.Layer):
         return {user_table: tables[cloned] for user_table, cloned in self._table_config_map}
 
     def build(self, input_shape: Any = None) -> None:
-        self._tpu_embedding.build()
+        # Eagerly, also when Keras builds the layer while tracing a step.
+        self._tpu_embedding._maybe_build()  # pylint: disable=protected-access
         if self._tables_trained_by == "embedding_optimizer":
             # TFRS's attribute name, which `_trackable_children` leaves out of checkpoints.
             setattr(self, _DUMMY_NAME, self.add_weight(
