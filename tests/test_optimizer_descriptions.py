@@ -1,9 +1,10 @@
 """Each optimizer's `_description` against the op it names, as the op library registers it.
 
 The Python side (tf_embedding/optimizers.py) and the C++ side (cc/ops/optimizer_ops.cc) each
-state an optimizer once; this test is what keeps the two statements the same: the op exists
-and its wrapper is in the library, its slot inputs are the optimizer's slots in order, its attrs
-are the optimizer's kernel attrs with the same types, and every default agrees.
+state an optimizer once; this test is what keeps the two statements the same, for both of its
+ops (gradients as CSR batches, and as summed rows): the op exists and its wrapper is in the
+library, its slot inputs are the optimizer's slots in order, its attrs are the optimizer's
+kernel attrs with the same types, and every default agrees.
 """
 
 import inspect
@@ -18,17 +19,25 @@ from tf_embedding import _loader, optimizers
 
 OPTIMIZER_CLASSES = [optimizers.SGD, optimizers.Adagrad, optimizers.AdagradMomentum,
                      optimizers.Adam, optimizers.FTRL]
-# The op's inputs around the slots, and its attrs that are not the optimizer's.
+# Each of an optimizer's ops (the description's property naming it) and its inputs after the
+# slots; before them comes the table. Attrs that are not the optimizer's are N and table_name.
+OPS = {"op": ["row_splits", "ids", "gains", "activation_gradients", "learning_rate"],
+       "rows_op": ["unique_ids", "rows", "learning_rate"]}
 LEADING_INPUTS = ["table"]
-TRAILING_INPUTS = ["row_splits", "ids", "gains", "activation_gradients", "learning_rate"]
 NON_OPTIMIZER_ATTRS = ["N", "table_name"]
 ATTR_TYPES = {"float": float, "bool": bool}
+CASES = [(cls, op) for cls in OPTIMIZER_CLASSES for op in OPS]
+CASE_IDS = [f"{cls.__name__}.{op}" for cls, op in CASES]
 
 
-def _op_def(cls):
+def _op_name(cls, op):
+    return getattr(cls._description, op)
+
+
+def _op_def(cls, op):
     _loader.load_ops()  # registers the library's ops
-    op_def = op_def_registry.get(cls._description.op)
-    assert op_def is not None, f"{cls.__name__}: no op {cls._description.op!r} is registered"
+    op_def = op_def_registry.get(_op_name(cls, op))
+    assert op_def is not None, f"{cls.__name__}: no op {_op_name(cls, op)!r} is registered"
     return op_def
 
 
@@ -53,27 +62,27 @@ def test_every_optimizer_class_is_covered():
     assert defined == set(OPTIMIZER_CLASSES)
 
 
-@pytest.mark.parametrize("cls", OPTIMIZER_CLASSES, ids=lambda cls: cls.__name__)
-def test_the_op_exists_and_the_library_has_its_wrapper(cls):
-    op_def = _op_def(cls)
-    assert op_def.name == cls._description.op
-    assert callable(getattr(_loader.load_ops(), cls._description.op))
+@pytest.mark.parametrize("cls,op", CASES, ids=CASE_IDS)
+def test_the_op_exists_and_the_library_has_its_wrapper(cls, op):
+    op_def = _op_def(cls, op)
+    assert op_def.name == _op_name(cls, op)
+    assert callable(getattr(_loader.load_ops(), _op_name(cls, op)))
     assert op_def.is_stateful
 
 
-@pytest.mark.parametrize("cls", OPTIMIZER_CLASSES, ids=lambda cls: cls.__name__)
-def test_slot_inputs_are_the_slot_names_in_order(cls):
-    inputs = _op_def(cls).input_arg
+@pytest.mark.parametrize("cls,op", CASES, ids=CASE_IDS)
+def test_slot_inputs_are_the_slot_names_in_order(cls, op):
+    inputs = _op_def(cls, op).input_arg
     slots = cls()._slot_names()
-    assert [arg.name for arg in inputs] == LEADING_INPUTS + slots + TRAILING_INPUTS
+    assert [arg.name for arg in inputs] == LEADING_INPUTS + slots + OPS[op]
     for arg in inputs[len(LEADING_INPUTS):len(LEADING_INPUTS) + len(slots)]:
         assert arg.type == types_pb2.DT_RESOURCE, arg.name
     assert len(cls()._slot_initializers()) == len(slots)
 
 
-@pytest.mark.parametrize("cls", OPTIMIZER_CLASSES, ids=lambda cls: cls.__name__)
-def test_attrs_are_the_kernel_attrs_with_their_types(cls):
-    op_attrs = _optimizer_attrs(_op_def(cls))
+@pytest.mark.parametrize("cls,op", CASES, ids=CASE_IDS)
+def test_attrs_are_the_kernel_attrs_with_their_types(cls, op):
+    op_attrs = _optimizer_attrs(_op_def(cls, op))
     kernel_attrs = cls()._kernel_attrs()
     # Same names in the same order: the common attrs, then the description's hyperparameters.
     assert [attr.name for attr in op_attrs] == list(kernel_attrs)
@@ -88,9 +97,9 @@ def test_attrs_are_the_kernel_attrs_with_their_types(cls):
         assert attr_type is ATTR_TYPES[op_attr.type], name
 
 
-@pytest.mark.parametrize("cls", OPTIMIZER_CLASSES, ids=lambda cls: cls.__name__)
-def test_defaults_agree(cls):
-    op_attrs = _optimizer_attrs(_op_def(cls))
+@pytest.mark.parametrize("cls,op", CASES, ids=CASE_IDS)
+def test_defaults_agree(cls, op):
+    op_attrs = _optimizer_attrs(_op_def(cls, op))
     # A default-constructed optimizer passes the op's own defaults ...
     kernel_attrs = cls()._kernel_attrs()
     for attr in op_attrs:

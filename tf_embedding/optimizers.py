@@ -32,7 +32,8 @@ _KernelAttrs = Dict[str, Union[float, bool]]
 class _Description:
     """The fused update op of one optimizer class, as cc/ops/optimizer_ops.cc registers it.
 
-    op: the registered op type; the op library's raw-op wrapper of that name runs it.
+    op: the registered op type; the op library's raw-op wrapper of that name runs it. It takes
+        the gradients as CSR batches; `rows_op` is its twin taking already-summed rows.
     slot_names: the slot variables, in the order the op takes them as inputs.
     hyperparameters: the op's optimizer-specific attrs, each (name, Python type of the attr):
         the optimizer's attribute of that name, converted to that type. The attrs every
@@ -44,6 +45,12 @@ class _Description:
     op: str
     slot_names: Tuple[str, ...] = ()
     hyperparameters: Tuple[Tuple[str, type], ...] = ()
+
+    @property
+    def rows_op(self) -> str:
+        """The op of the same update on (unique ids, summed rows): `op` + "Rows", as
+        cc/ops/sparse_apply_op_names.h names it."""
+        return self.op + "Rows"
 
 
 def _constant_slot_initializer(value: float = 0.0) -> init_ops_v2.Constant:
