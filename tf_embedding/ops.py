@@ -73,19 +73,46 @@ def sparse_apply(optimizer, table_variable, slot_variables: Mapping[str, Any],
     `learning_rate` is a float or a float32 scalar tensor (e.g.
     `optimizer._get_learning_rate()`). Returns the op (None when executing eagerly).
     """
+    row_splits, ids, gains, activation_gradients = _unzip_batches(batches)
+    return _apply(optimizer, optimizer._description.op,  # pylint: disable=protected-access
+                  table_variable, slot_variables, learning_rate, table_name,
+                  row_splits=row_splits, ids=ids, gains=gains,
+                  activation_gradients=activation_gradients)
+
+
+def sparse_apply_rows(optimizer, table_variable, slot_variables: Mapping[str, Any],
+                      id_row_pairs: Sequence[tuple[Any, Any]], learning_rate,
+                      table_name: str | None = None):
+    """Applies `optimizer` in place with gradients already summed per id, e.g. per replica.
+
+    `id_row_pairs` holds N >= 1 pairs `(unique_ids, rows)`: int64 [U_i] ids, strictly
+    ascending, and their float32 [U_i, dim] gradient rows. An id may appear in several pairs;
+    its rows are summed in pair order, then each id's row is updated once, as `sparse_apply`
+    does (same optimizer attrs and slots). Runs the op `optimizer._description.op + "Rows"`
+    (e.g. TfeSparseApplyAdagradRows). Returns the op (None when executing eagerly).
+    """
+    if not id_row_pairs:
+        raise ValueError("id_row_pairs must hold at least one (unique_ids, rows) pair.")
+    unique_ids, rows = (list(column) for column in zip(*id_row_pairs))
+    return _apply(optimizer, optimizer._description.op + "Rows",  # pylint: disable=protected-access
+                  table_variable, slot_variables, learning_rate, table_name,
+                  unique_ids=unique_ids, rows=rows)
+
+
+def _apply(optimizer, op_name: str, table_variable, slot_variables: Mapping[str, Any],
+           learning_rate, table_name: str | None, **gradients):
+    """Runs the sparse-apply op `op_name` of `optimizer` with the `gradients` inputs."""
     slot_names = list(optimizer._slot_names())  # pylint: disable=protected-access
     missing = [name for name in slot_names if name not in slot_variables]
     if missing:
         raise ValueError(f"slot_variables lacks the slots {missing} of {type(optimizer).__name__}; "
                          f"got {sorted(slot_variables)}.")
-    row_splits, ids, gains, activation_gradients = _unzip_batches(batches)
     # The op library's raw-op wrapper carries the registered op's own name (keyword arguments).
-    apply_op = getattr(_loader.load_ops(),
-                       optimizer._description.op)  # pylint: disable=protected-access
+    apply_op = getattr(_loader.load_ops(), op_name)
     return apply_op(
         table=table_variable.handle,
         **{name: slot_variables[name].handle for name in slot_names},
-        row_splits=row_splits, ids=ids, gains=gains, activation_gradients=activation_gradients,
+        **gradients,
         learning_rate=tf.cast(learning_rate, tf.float32),
         table_name=_table_name(table_variable, table_name),
         **optimizer._kernel_attrs())  # pylint: disable=protected-access
