@@ -474,3 +474,48 @@ def test_functional_model_export_loads_and_scores_without_tf_embedding(tmp_path)
     printed = fresh_process_output(script).strip().splitlines()[-1]
     scores = np.array(eval(printed), F)  # pylint: disable=eval-used
     np.testing.assert_allclose(scores, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_model_fit_with_jit_compile_true_is_declined_or_raises_a_clear_error():
+    model = SumModel(embedding_keras.TPUEmbedding(make_feature_config(), "sgd"))
+    rng = np.random.default_rng(9)
+    dataset = fit_dataset(make_samples(rng, 1), rng.uniform(size=(BATCH, 1)).astype(F),
+                          "sparse")
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse", jit_compile=True)
+    if LEGACY:
+        with pytest.raises(ValueError, match="cannot run inside an XLA-compiled function"):
+            model.fit(dataset, verbose=0)
+    else:
+        # Keras 3 does not compile a model with a layer whose supports_jit is False.
+        assert not model.jit_compile
+        model.fit(dataset, verbose=0)
+
+
+def test_keras_schedule_of_a_translated_optimizer_follows_its_iterations():
+    # The seed's dynamic learning rate: a Keras schedule, advanced by the Keras optimizer's
+    # apply_gradients (here the one that also trains the rest of the model).
+    schedule = tf.keras.optimizers.schedules.ExponentialDecay(0.5, decay_steps=1,
+                                                              decay_rate=0.5)
+    keras_optimizer = tf.keras.optimizers.SGD(schedule)
+    layer = embedding_keras.TPUEmbedding(make_feature_config(), keras_optimizer)
+    model = SumModel(layer)
+    rng = np.random.default_rng(10)
+    steps = make_samples(rng, 3)
+    model(inputs(steps[0]))
+    reference = NumpyModel(layer, tf_embedding.SGD(0.5))
+    for index, step in enumerate(steps):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(inputs(step)))
+        gradients = tape.gradient(loss, model.trainable_variables)
+        keras_optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        coefficients = {n: c.numpy() for n, c in model.coefficients.items()}
+        reference.apply(step, {n: np.tile(c, (BATCH, 1)) for n, c in coefficients.items()},
+                        0.5 * 0.5 ** index)
+        reference.check(layer)
+
+
+@pytest.mark.skipif(LEGACY, reason="the Keras 3 refusal; tests/test_tfrs_layer.py runs the mode")
+def test_model_optimizer_mode_explains_that_it_needs_tf_keras():
+    with pytest.raises(ValueError, match="needs tf_keras"):
+        embedding_keras.TPUEmbedding(make_feature_config(), "sgd",
+                                     tables_trained_by="model_optimizer")

@@ -153,3 +153,26 @@ def test_keras_legacy_optimizers_translate_as_tfrs_translates_them():
             assert getattr(actual, name) == value, name
         assert float(actual._get_learning_rate()) == pytest.approx(
             float(tf.convert_to_tensor(keras_optimizer.learning_rate)))
+
+
+def test_model_optimizer_mode_trains_like_tfrs_on_cpu():
+    # TFRS's CPU behaviour: trainable tables, updated by the model's Keras optimizer.
+    rng = np.random.default_rng(4)
+    steps = make_samples(rng, 3)
+    results = []
+    for layer in (theirs(stock.SGD(0.1)),
+                  embedding_keras.TPUEmbedding(feature_config(tf_embedding), "sgd",
+                                               tables_trained_by="model_optimizer")):
+        model = Holder(layer)
+        keras_optimizer = tf.keras.optimizers.legacy.Adagrad(0.2)
+        for step in steps:
+            with tf.GradientTape() as tape:
+                out = model(inputs(step, "sparse"))
+                loss = tf.add_n([tf.reduce_sum(v * v) for v in out.values()])
+            assert len(model.trainable_variables) == 2
+            gradients = tape.gradient(loss, model.trainable_variables)
+            keras_optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        results.append({t.name: tf.convert_to_tensor(v).numpy()
+                        for t, v in layer.embedding_tables.items()})
+    for name in results[0]:
+        np.testing.assert_allclose(results[1][name], results[0][name], rtol=1e-5, atol=1e-6)

@@ -23,6 +23,7 @@ does off TPU, so activations have the same shapes and values. Checkpoints hold t
 from typing import Any
 
 import tensorflow as tf
+from tensorflow.python.ops import control_flow_util
 from tensorflow.python.saved_model import save_context
 from tensorflow.python.util import nest
 
@@ -169,6 +170,12 @@ class TPUEmbedding(tf.keras.layers.Layer):
                 features, weights, self._serving_tables(),
                 self._serving_config_over_clones(serving_config))
         self._check_strategy()
+        if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+            raise ValueError(
+                "tf_embedding.keras.TPUEmbedding cannot run inside an XLA-compiled function "
+                "(jit_compile=True) yet: its fused ops have no XLA kernels. Compile the model "
+                "with jit_compile=False or 'auto' (Keras 3's default), which leave this layer "
+                "uncompiled.")
         if save_context.in_save_context():
             # A SavedModel must load where tf_embedding is not installed.
             return serving.serving_embedding_lookup(features, weights, self._serving_tables(),
