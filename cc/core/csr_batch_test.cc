@@ -9,17 +9,7 @@
 namespace tf_embedding {
 namespace {
 
-struct Batch {
-  std::vector<int64_t> row_splits;
-  std::vector<int64_t> ids;
-  std::vector<float> gains;
-
-  CsrBatch View() const {
-    return {row_splits.data(), static_cast<int64_t>(row_splits.size()),
-            ids.data(),        static_cast<int64_t>(ids.size()),
-            gains.data(),      static_cast<int64_t>(gains.size())};
-  }
-};
+using Batch = testing::CsrArrays;
 
 Status ValidateSplits(const std::vector<int64_t>& splits, int64_t num_values, RowSplitsOf of) {
   return ValidateRowSplits(splits.data(), static_cast<int64_t>(splits.size()), num_values, of);

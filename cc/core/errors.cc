@@ -2,7 +2,9 @@
 
 namespace tf_embedding {
 
-std::string TableContext(const std::string& table) { return "Table '" + table + "': "; }
+std::string TableContext(const std::string& table) {
+  return "Table '" + table + "': ";
+}
 
 std::string FeatureContext(const std::string& table, const std::string& feature) {
   return "Table '" + table + "', feature '" + feature + "': ";

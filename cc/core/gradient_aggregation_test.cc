@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cc/core/testing.h"
@@ -13,16 +14,16 @@ namespace {
 
 // A CSR batch with its activation gradients, owning the arrays.
 struct Batch {
-  std::vector<int64_t> row_splits;
-  std::vector<int64_t> ids;
-  std::vector<float> gains;
-  std::vector<float> gradients;  // [rows, dim]
+  Batch() = default;
+  Batch(std::vector<int64_t> row_splits, std::vector<int64_t> ids, std::vector<float> gains,
+        std::vector<float> gradients)
+      : csr{std::move(row_splits), std::move(ids), std::move(gains)},
+        gradients(std::move(gradients)) {}
 
-  GradientBatch View() const {
-    return {{row_splits.data(), static_cast<int64_t>(row_splits.size()), ids.data(),
-             static_cast<int64_t>(ids.size()), gains.data(), static_cast<int64_t>(gains.size())},
-            gradients.data()};
-  }
+  GradientBatch View() const { return {csr.View(), gradients.data()}; }
+
+  testing::CsrArrays csr;
+  std::vector<float> gradients;  // [rows, dim]
 };
 
 // An id list with its rows, owning the arrays.
@@ -101,14 +102,14 @@ TFE_TEST(GroupLookupsErrorsNameTheBatch) {
   TFE_EXPECT_ERROR(GroupLookupsById(BatchViews({{{0, 2}, {0, 1}, {1}, {1}}}), 1, &groups),
                    "batch 0: gains has 1 elements but ids has 2");
   const int64_t huge = int64_t{1} << 62;
-  TFE_EXPECT_ERROR(
-      GroupLookupsById(BatchViews({{{0, 5}, {huge, huge, huge, huge, huge}, {1, 1, 1, 1, 1}, {1}}}), 1,
-                       &groups),
-      "5 lookups with ids up to 4611686018427387904 do not fit the 64-bit sort key");
+  const Batch unsortable = {{0, 5}, std::vector<int64_t>(5, huge), std::vector<float>(5, 1), {1}};
+  TFE_EXPECT_ERROR(GroupLookupsById(BatchViews({unsortable}), 1, &groups),
+                   "5 lookups with ids up to 4611686018427387904 do not fit the 64-bit sort key");
 }
 
 TFE_TEST(CheckIdsBelowNamesWhereTheLargestIdFirstOccurs) {
-  const std::vector<Batch> batches = {{{0, 1}, {3}, {1}, {1}}, {{0, 3}, {0, 9, 9}, {1, 1, 1}, {1}}};
+  const std::vector<Batch> batches = {{{0, 1}, {3}, {1}, {1}},
+                                      {{0, 3}, {0, 9, 9}, {1, 1, 1}, {1}}};
   GradientGroups groups;
   TFE_ASSERT_OK(GroupLookupsById(BatchViews(batches), 1, &groups));
   TFE_EXPECT_OK(CheckIdsBelow(groups, 10));
@@ -184,9 +185,9 @@ TFE_TEST(MergedRowsSumLikeTheEquivalentCsrBatches) {
       }
     }
     Batch batch;
-    for (size_t k = 0; k <= list.ids.size(); ++k) batch.row_splits.push_back(k);
-    batch.ids = list.ids;
-    batch.gains.assign(list.ids.size(), 1.0f);
+    for (size_t k = 0; k <= list.ids.size(); ++k) batch.csr.row_splits.push_back(k);
+    batch.csr.ids = list.ids;
+    batch.csr.gains.assign(list.ids.size(), 1.0f);
     batch.gradients = list.rows;
     batches.push_back(batch);
   }

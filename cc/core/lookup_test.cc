@@ -15,16 +15,8 @@ namespace tf_embedding {
 namespace {
 
 struct Lookup {
-  std::vector<int64_t> row_splits;
-  std::vector<int64_t> ids;
-  std::vector<float> gains;
+  testing::CsrArrays csr;
   std::vector<float> table;  // [vocabulary, dim]
-
-  CsrBatch View() const {
-    return {row_splits.data(), static_cast<int64_t>(row_splits.size()),
-            ids.data(),        static_cast<int64_t>(ids.size()),
-            gains.data(),      static_cast<int64_t>(gains.size())};
-  }
 };
 
 // Rows of 0 to 40 lookups (so prefetching runs past the end of the batch), random ids and gains.
@@ -32,14 +24,14 @@ Lookup RandomLookup(int64_t rows, int64_t vocabulary, int64_t dim, uint32_t seed
   std::mt19937 random(seed);
   std::normal_distribution<float> normal;
   Lookup lookup;
-  lookup.row_splits.push_back(0);
+  lookup.csr.row_splits.push_back(0);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t count = random() % 41;
     for (int64_t k = 0; k < count; ++k) {
-      lookup.ids.push_back(random() % vocabulary);
-      lookup.gains.push_back(normal(random));
+      lookup.csr.ids.push_back(random() % vocabulary);
+      lookup.csr.gains.push_back(normal(random));
     }
-    lookup.row_splits.push_back(static_cast<int64_t>(lookup.ids.size()));
+    lookup.csr.row_splits.push_back(static_cast<int64_t>(lookup.csr.ids.size()));
   }
   for (int64_t i = 0; i < vocabulary * dim; ++i) lookup.table.push_back(normal(random));
   return lookup;
@@ -47,12 +39,12 @@ Lookup RandomLookup(int64_t rows, int64_t vocabulary, int64_t dim, uint32_t seed
 
 // activations[r] = sum of gain * table row, in lookup order, in float.
 std::vector<float> Reference(const Lookup& lookup, int64_t dim) {
-  const int64_t rows = static_cast<int64_t>(lookup.row_splits.size()) - 1;
+  const int64_t rows = static_cast<int64_t>(lookup.csr.row_splits.size()) - 1;
   std::vector<float> out(rows * dim, 0.0f);
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t k = lookup.row_splits[r]; k < lookup.row_splits[r + 1]; ++k) {
+    for (int64_t k = lookup.csr.row_splits[r]; k < lookup.csr.row_splits[r + 1]; ++k) {
       for (int64_t j = 0; j < dim; ++j) {
-        out[r * dim + j] += lookup.gains[k] * lookup.table[lookup.ids[k] * dim + j];
+        out[r * dim + j] += lookup.csr.gains[k] * lookup.table[lookup.csr.ids[k] * dim + j];
       }
     }
   }
@@ -61,10 +53,10 @@ std::vector<float> Reference(const Lookup& lookup, int64_t dim) {
 
 std::vector<float> Combine(SimdIsa isa, const Lookup& lookup, int64_t dim, int64_t row_begin,
                            int64_t row_end) {
-  const int64_t rows = static_cast<int64_t>(lookup.row_splits.size()) - 1;
+  const int64_t rows = static_cast<int64_t>(lookup.csr.row_splits.size()) - 1;
   // NaN marks the rows outside [row_begin, row_end), which must stay untouched.
   std::vector<float> out(rows * dim, std::nanf(""));
-  CombineRowsWithIsa(isa, lookup.View(), lookup.table.data(), dim, row_begin, row_end,
+  CombineRowsWithIsa(isa, lookup.csr.View(), lookup.table.data(), dim, row_begin, row_end,
                      out.data());
   return out;
 }
@@ -125,7 +117,7 @@ TFE_TEST(WritesOnlyTheRowsOfItsRange) {
 
 TFE_TEST(EmptyRowsAreZeros) {
   for (int64_t dim : {4, 64}) {
-    Lookup lookup{{0, 0, 1, 1}, {2}, {3.0f}, std::vector<float>(3 * dim, 1.0f)};
+    const Lookup lookup{{{0, 0, 1, 1}, {2}, {3.0f}}, std::vector<float>(3 * dim, 1.0f)};
     std::vector<float> expected(3 * dim, 0.0f);
     std::fill(expected.begin() + dim, expected.begin() + 2 * dim, 3.0f);
     TFE_EXPECT_EQ(Combine(SimdIsa::kBaseline, lookup, dim, 0, 3), expected);

@@ -141,16 +141,12 @@ TFE_TEST(CommonKnobsClipDecayAndClip) {
 
 // A batch of dim 2 touching rows 1 and 3 of a 5-row table; its groups point into it.
 struct Touches {
-  std::vector<int64_t> row_splits = {0, 2, 3};
-  std::vector<int64_t> ids = {3, 1, 3};
-  std::vector<float> gains = {1.0f, 2.0f, 0.5f};
+  testing::CsrArrays csr = {{0, 2, 3}, {3, 1, 3}, {1.0f, 2.0f, 0.5f}};
   std::vector<float> gradients = {0.25f, 0.5f, 1.0f, 2.0f};  // [2 rows, dim 2]
 
   GradientGroups Groups() const {
     GradientGroups groups;
-    const GradientBatch batch = {{row_splits.data(), 3, ids.data(), 3, gains.data(), 3},
-                                 gradients.data()};
-    if (!GroupLookupsById({batch}, 2, &groups).ok()) std::abort();
+    if (!GroupLookupsById({{csr.View(), gradients.data()}}, 2, &groups).ok()) std::abort();
     return groups;
   }
 };

@@ -13,15 +13,30 @@
 #define TF_EMBEDDING_CC_CORE_TESTING_H_
 
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cc/core/csr_batch.h"
 #include "cc/core/status.h"
 
 namespace tf_embedding {
 namespace testing {
+
+// The arrays of a CSR batch, owned, for tests to build batches in place.
+struct CsrArrays {
+  std::vector<int64_t> row_splits;
+  std::vector<int64_t> ids;
+  std::vector<float> gains;
+
+  CsrBatch View() const {
+    return {row_splits.data(), static_cast<int64_t>(row_splits.size()),
+            ids.data(),        static_cast<int64_t>(ids.size()),
+            gains.data(),      static_cast<int64_t>(gains.size())};
+  }
+};
 
 struct TestCase {
   const char* name;
