@@ -118,9 +118,7 @@ class TableState:
         for block, device in enumerate(self.layout.devices):
             updates = [per_replica[block] for per_replica in replica_updates]
             slots = {slot: blocks[slot][block] for slot in optimizer._slot_names()}
-            if not self.is_single_block:
-                updates = [(tf.range(tf.size(ids, out_type=tf.int64) + 1), ids,
-                            tf.ones(tf.shape(ids), tf.float32), rows) for ids, rows in updates]
+            apply = ops.sparse_apply if self.is_single_block else ops.sparse_apply_rows
             with tf.device(device):
-                ops.sparse_apply(optimizer, blocks["parameters"][block], slots, updates,
-                                 learning_rate, table_name=self.name)
+                apply(optimizer, blocks["parameters"][block], slots, updates, learning_rate,
+                      table_name=self.name)
