@@ -517,7 +517,13 @@ def select_variants(args: argparse.Namespace) -> list[bv.Variant]:
 
 def run_workers(args: argparse.Namespace, workload: bv.Workload,
                 jobs: list[dict[str, Any]], scratch: str) -> list[dict[str, Any]]:
-    groups = [jobs] if args.shared_process else [[job] for job in jobs]
+    if args.shared_process:
+        # A process has one Keras: variants needing tf_keras share a process of their own.
+        groups = [group for group in (
+            [j for j in jobs if not bv.VARIANTS[j["variant"]].legacy_keras],
+            [j for j in jobs if bv.VARIANTS[j["variant"]].legacy_keras]) if group]
+    else:
+        groups = [[job] for job in jobs]
     results = []
     for n, group in enumerate(groups):
         spec_path = os.path.join(scratch, f"worker{n}.json")
@@ -531,6 +537,8 @@ def run_workers(args: argparse.Namespace, workload: bv.Workload,
         print(f"[{n + 1}/{len(groups)}] {label}", file=sys.stderr, flush=True)
         env = dict(os.environ)
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        if bv.VARIANTS[group[0]["variant"]].legacy_keras:
+            env["TF_USE_LEGACY_KERAS"] = "1"
         others = OtherProcessesCpu()
         try:
             process = subprocess.run([sys.executable, os.path.abspath(__file__),

@@ -91,6 +91,8 @@ class Variant:
     # Run when --variants is not given; the breakdown parts run with --breakdown.
     default: bool = True
     part_of: str | None = None
+    # Runs in a process whose Keras is tf_keras (TF_USE_LEGACY_KERAS=1), e.g. for TFRS.
+    legacy_keras: bool = False
 
 
 VARIANTS: dict[str, Variant] = {}
@@ -232,6 +234,14 @@ def _keras_adagrad() -> keras.optimizers.Adagrad:
                                     initial_accumulator_value=INITIAL_ACCUMULATOR)
 
 
+def _table_configs(ctx: Context) -> list[tf_embedding.TableConfig]:
+    w = ctx.workload
+    return [tf_embedding.TableConfig(vocabulary_size=w.vocab, dim=w.dim,
+                                     initializer=tf.zeros_initializer(), combiner="sum",
+                                     name=f"table_{t}")
+            for t in range(w.tables)]
+
+
 def _stock_lookup(tables: Sequence[tf.Variable],
                   features: Sequence[tf.SparseTensor]) -> list[tf.Tensor]:
     return [tf.nn.safe_embedding_lookup_sparse(table, feature, combiner="sum")
@@ -240,11 +250,7 @@ def _stock_lookup(tables: Sequence[tf.Variable],
 
 def _v0_embedding(ctx: Context) -> tuple[Any, list[tf.Variable]]:
     """A TPUEmbeddingV0 with one feature per table and no embedding optimizer."""
-    w = ctx.workload
-    table_configs = [tf_embedding.TableConfig(vocabulary_size=w.vocab, dim=w.dim,
-                                              initializer=tf.zeros_initializer(),
-                                              combiner="sum", name=f"table_{t}")
-                     for t in range(w.tables)]
+    table_configs = _table_configs(ctx)
     embedding = tf_embedding.TPUEmbeddingV0(
         [tf_embedding.FeatureConfig(table=config, name=f"feature_{t}")
          for t, config in enumerate(table_configs)], optimizer=None)
@@ -342,10 +348,7 @@ def _ours_train(ctx: Context) -> Setup:
          target=4.0)
 def _sharded_train(ctx: Context) -> Setup:
     w = ctx.workload
-    table_configs = [tf_embedding.TableConfig(vocabulary_size=w.vocab, dim=w.dim,
-                                              initializer=tf.zeros_initializer(),
-                                              combiner="sum", name=f"table_{t}")
-                     for t in range(w.tables)]
+    table_configs = _table_configs(ctx)
     embedding = tf_embedding.TPUEmbedding(
         [tf_embedding.FeatureConfig(table=config, name=f"feature_{t}")
          for t, config in enumerate(table_configs)], _adagrad())
@@ -380,6 +383,69 @@ def _keras_train(ctx: Context) -> Setup:
 def _v0_keras_train(ctx: Context) -> Setup:
     embedding, tables = _v0_embedding(ctx)
     return _keras_train_setup(ctx, tables, embedding.__call__)
+
+
+@variant("keras-layer-train", "train",
+         "tf_embedding.keras.TPUEmbedding, tape.gradient of its trainable variables (Adagrad)")
+def _keras_layer_train(ctx: Context) -> Setup:
+    from tf_embedding import keras as embedding_keras  # pylint: disable=import-outside-toplevel
+    table_configs = _table_configs(ctx)
+    layer = embedding_keras.TPUEmbedding(
+        [tf_embedding.FeatureConfig(table=config, name=f"feature_{t}")
+         for t, config in enumerate(table_configs)], _adagrad())
+    layer.build(None)
+    # Under the default strategy every table is one block: that block is the table.
+    tables = [list(layer.embedding_tables[config])[0] for config in table_configs]
+    ctx.fill_tables(tables)
+    accumulators = [list(layer._tpu_embedding._variables[config.name]["accumulators"])[0]  # pylint: disable=protected-access
+                    for config in table_configs]
+
+    @tf.function
+    def train(features):
+        with tf.GradientTape() as tape:
+            loss = ctx.loss(layer(list(features)))
+        # The gradient trap applies the embedding Adagrad; the helper's gradient is zero.
+        tape.gradient(loss, layer.trainable_variables)
+
+    return ctx.train_setup(train, tables, [*tables, *accumulators])
+
+
+@variant("tfrs-train", "train",
+         "TFRS's layer on CPU (tf_keras): tables trained by tf_keras legacy Adagrad, epsilon 0",
+         legacy_keras=True)
+def _tfrs_train(ctx: Context) -> Setup:
+    # pylint: disable=import-outside-toplevel
+    import tensorflow_recommenders as tfrs
+    import tf_keras
+    stock = tf.tpu.experimental.embedding
+    w = ctx.workload
+    table_configs = [stock.TableConfig(vocabulary_size=w.vocab, dim=w.dim,
+                                       initializer=tf.zeros_initializer(), combiner="sum",
+                                       name=f"table_{t}")
+                     for t in range(w.tables)]
+    # Legacy Adagrad adds epsilon outside the square root; 0 makes it the TPU rule the other
+    # training variants run, so the checksums agree.
+    tf_keras.backend.set_epsilon(0.0)
+    optimizer = tf_keras.optimizers.legacy.Adagrad(
+        learning_rate=LEARNING_RATE, initial_accumulator_value=INITIAL_ACCUMULATOR, epsilon=0.0)
+    # On CPU TFRS's layer optimizer only decides which slots the layer makes; the Keras
+    # optimizer trains the tables (and holds the accumulators).
+    layer = tfrs.layers.embedding.TPUEmbedding(
+        [stock.FeatureConfig(table=config, name=f"feature_{t}")
+         for t, config in enumerate(table_configs)], optimizer=None)
+    layer.build(None)
+    tables = [layer.embedding_tables[config] for config in table_configs]
+    ctx.fill_tables(tables)
+    variables = layer.trainable_variables
+    optimizer._create_all_weights(variables)  # pylint: disable=protected-access
+
+    @tf.function
+    def train(features):
+        with tf.GradientTape() as tape:
+            loss = ctx.loss(layer(list(features)))
+        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+
+    return ctx.train_setup(train, tables, [*tables, *optimizer.variables()])
 
 
 class _NumpyTables:
