@@ -29,8 +29,8 @@ from tensorflow.python.util import nest
 
 from tf_embedding import config as config_lib
 from tf_embedding import features as features_lib
-from tf_embedding import inputs as inputs_lib
 from tf_embedding import serving
+from tf_embedding.keras import gradient_trap
 from tf_embedding.keras import optimizer_translation
 from tf_embedding.replicated import TPUEmbeddingV0
 from tf_embedding.sharded.tpu_embedding import TPUEmbedding as ShardedTPUEmbedding
@@ -185,42 +185,13 @@ class TPUEmbedding(tf.keras.layers.Layer):
         return self._trained_lookup(features, weights)
 
     def _trained_lookup(self, features: Any, weights: Any) -> Any:
-        """The fused lookup behind the gradient trap that applies the embedding optimizer."""
+        """The fused lookup behind the gradient trap that applies the embedding optimizer
+        (`gradient_trap.trained_lookup`)."""
         nest.assert_same_structure(self._feature_config, features)
         plans = [features_lib.cpu_lookup_plan(item) for item in
                  features_lib.validate_features(features, weights, self._feature_config)]
-        for item, plan in zip(nest.flatten_with_joined_string_paths(features), plans):
-            if plan.runtime_output_shape_feature:
-                raise ValueError(
-                    f"Feature {item[0]} sets output_shape, so its ragged input needs a static "
-                    "batch size (give the Input or the dataset a fixed batch size).")
-        engine = self._tpu_embedding
-        engine._maybe_build()  # pylint: disable=protected-access
-        tables = engine._tables  # pylint: disable=protected-access
-        table_inputs = [[plans[index].feature_input for index in state.feature_indices]
-                        for state in tables]
-
-        batches = engine._convert_tables(table_inputs)  # pylint: disable=protected-access
-
-        @tf.custom_gradient
-        def gradient_trap(dummy):
-            activations = engine._lookup_batches(batches)  # pylint: disable=protected-access
-
-            def apply_embedding_optimizer(*activation_gradients):
-                engine._apply_table_gradients(  # pylint: disable=protected-access
-                    batches, [tf.zeros_like(value) if gradient is None else gradient
-                              for gradient, value in zip(activation_gradients, activations)])
-                return tf.zeros_like(dummy)
-
-            return activations, apply_embedding_optimizer
-
-        table_activations = gradient_trap(tf.convert_to_tensor(getattr(self, _DUMMY_NAME)))
-        outputs: list[Any] = [None] * len(plans)
-        for state, batch, activations, inputs in zip(tables, batches, table_activations,
-                                                     table_inputs):
-            blocks = inputs_lib.split_activations(activations, batch, inputs, state.config.dim)
-            for index, block in zip(state.feature_indices, blocks):
-                outputs[index] = plans[index].finish(block)
+        outputs = gradient_trap.trained_lookup(self._tpu_embedding, plans,
+                                               getattr(self, _DUMMY_NAME))
         return tf.nest.pack_sequence_as(features, outputs)
 
     def _serving_tables(self) -> dict[Any, Any]:

@@ -1,0 +1,65 @@
+"""Training tables the TPU way from a Keras layer: lookups behind a gradient trap.
+
+As on a TPU, the tables are not trainable variables. The lookups run inside a
+`tf.custom_gradient` of a trainable helper variable; when the helper's gradient is computed
+(`tape.gradient(loss, model.trainable_variables)`, `model.fit`), the trap's gradient function
+applies each table's embedding optimizer to the activation gradients with the fused ops (on the
+sharded engine, summed over all replicas) and returns zero for the helper. No gradient, no update.
+"""
+
+from typing import Any, Callable, Sequence
+
+import tensorflow as tf
+
+from tf_embedding import features as features_lib
+from tf_embedding import inputs as inputs_lib
+
+
+def trained_lookup(engine: Any, plans: Sequence[features_lib.CpuLookupPlan], helper: Any,
+                   gradient_scale: Callable[[], tf.Tensor] | None = None) -> list[tf.Tensor]:
+    """Looks up one replica's features and arms the embedding update.
+
+    Args:
+      engine: a `tf_embedding.TPUEmbedding` (the sharded engine) over the features' configs.
+      plans: each feature's CPU lookup plan, in the engine's flattened feature order.
+      helper: the trainable helper variable whose gradient triggers the update.
+      gradient_scale: optional zero-argument callable; the activation gradients are multiplied
+        by its value before the update (TPUEstimator's gradient multiplier).
+
+    Returns:
+      Each feature's activations, in `plans` order, with TF's CPU lookup shapes.
+    """
+    for plan in plans:
+        if plan.runtime_output_shape_feature:
+            raise ValueError(
+                f"Feature {plan.feature_input.name} sets output_shape, so its ragged input needs "
+                "a static batch size (give the Input or the dataset a fixed batch size).")
+    engine._maybe_build()  # pylint: disable=protected-access
+    tables = engine._tables  # pylint: disable=protected-access
+    table_inputs = [[plans[index].feature_input for index in state.feature_indices]
+                    for state in tables]
+    batches = engine._convert_tables(table_inputs)  # pylint: disable=protected-access
+
+    @tf.custom_gradient
+    def trap(helper_value):
+        activations = engine._lookup_batches(batches)  # pylint: disable=protected-access
+
+        def apply_embedding_optimizers(*activation_gradients):
+            gradients = [tf.zeros_like(value) if gradient is None else gradient
+                         for gradient, value in zip(activation_gradients, activations)]
+            if gradient_scale is not None:
+                scale = tf.cast(gradient_scale(), tf.float32)
+                gradients = [gradient * scale for gradient in gradients]
+            engine._apply_table_gradients(batches, gradients)  # pylint: disable=protected-access
+            return tf.zeros_like(helper_value)
+
+        return activations, apply_embedding_optimizers
+
+    outputs: list[Any] = [None] * len(plans)
+    for state, batch, activations, inputs in zip(tables, batches,
+                                                 trap(tf.convert_to_tensor(helper)),
+                                                 table_inputs):
+        blocks = inputs_lib.split_activations(activations, batch, inputs, state.config.dim)
+        for index, block in zip(state.feature_indices, blocks):
+            outputs[index] = plans[index].finish(block)
+    return outputs
