@@ -91,16 +91,14 @@ void CombineRows(const CsrBatch& batch, const float* table, int64_t dim, int64_t
 
 void CombineRowsWithIsa(SimdIsa isa, const CsrBatch& batch, const float* table, int64_t dim,
                         int64_t row_begin, int64_t row_end, float* activations) {
-  const auto run = [&](auto combine) {
-    combine(isa, batch, table, dim, row_begin, row_end, activations);
-  };
+  const int64_t b = row_begin, e = row_end;
   switch (dim) {
-    case 8: return run(CombineRowsForIsa<8>);
-    case 16: return run(CombineRowsForIsa<16>);
-    case 32: return run(CombineRowsForIsa<32>);
-    case 64: return run(CombineRowsForIsa<64>);
-    case 128: return run(CombineRowsForIsa<128>);
-    default: return run(CombineRowsForIsa<0>);
+    case 8: return CombineRowsForIsa<8>(isa, batch, table, dim, b, e, activations);
+    case 16: return CombineRowsForIsa<16>(isa, batch, table, dim, b, e, activations);
+    case 32: return CombineRowsForIsa<32>(isa, batch, table, dim, b, e, activations);
+    case 64: return CombineRowsForIsa<64>(isa, batch, table, dim, b, e, activations);
+    case 128: return CombineRowsForIsa<128>(isa, batch, table, dim, b, e, activations);
+    default: return CombineRowsForIsa<0>(isa, batch, table, dim, b, e, activations);
   }
 }
 

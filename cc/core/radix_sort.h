@@ -4,6 +4,7 @@
 #ifndef TF_EMBEDDING_CC_CORE_RADIX_SORT_H_
 #define TF_EMBEDDING_CC_CORE_RADIX_SORT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -20,37 +21,27 @@ inline int BitWidth(uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
 // Sorts `items` stably by bits [low_bit, low_bit + key_bits) of key(item), a uint64_t; the other
 // bits of the key are ignored. REQUIRES: low_bit + key_bits <= 64.
 //
-// The bits are split into the fewest digits of at most kMaxRadixDigitBits, of equal width; one
-// read of the items counts every digit's histogram, then each pass is a stable counting-sort
-// scatter. A pass whose digit every item shares moves nothing and is skipped, so clustered keys
-// (small ids, one shard) cost fewer passes.
+// The bits are split into the fewest digits of at most kMaxRadixDigitBits, of equal width (the
+// last may be narrower), and each digit is a stable counting sort: count, then scatter. A digit
+// that every item shares would move nothing, so its scatter is skipped: clustered keys (small
+// ids, one shard) cost fewer passes.
 template <typename T, typename KeyFn>
 void StableRadixSort(int low_bit, int key_bits, KeyFn key, std::vector<T>* items) {
   const int64_t n = static_cast<int64_t>(items->size());
   if (key_bits <= 0 || n < 2) return;
   const int passes = (key_bits + kMaxRadixDigitBits - 1) / kMaxRadixDigitBits;
   const int digit_bits = (key_bits + passes - 1) / passes;
-  const int64_t buckets = int64_t{1} << digit_bits;
-  const uint64_t digit_mask = static_cast<uint64_t>(buckets) - 1;
-  const uint64_t field_mask = key_bits == 64 ? ~uint64_t{0} : (uint64_t{1} << key_bits) - 1;
-  // The sort field of an item, in its low bits.
-  const auto field = [&](const T& item) { return (key(item) >> low_bit) & field_mask; };
-
-  std::vector<int64_t> offsets(passes * buckets, 0);
-  for (const T& item : *items) {
-    const uint64_t digits = field(item);
-    for (int pass = 0; pass < passes; ++pass) {
-      ++offsets[pass * buckets + ((digits >> (pass * digit_bits)) & digit_mask)];
-    }
-  }
+  std::vector<int64_t> offsets(int64_t{1} << digit_bits);
   std::vector<T> sorted(n);
   for (int pass = 0; pass < passes; ++pass) {
-    const int shift = pass * digit_bits;
-    int64_t* offset = offsets.data() + pass * buckets;
-    if (offset[(field(items->front()) >> shift) & digit_mask] == n) continue;
+    const int shift = low_bit + pass * digit_bits;
+    const uint64_t mask = (uint64_t{1} << std::min(digit_bits, key_bits - pass * digit_bits)) - 1;
+    std::fill(offsets.begin(), offsets.end(), 0);
+    for (const T& item : *items) ++offsets[(key(item) >> shift) & mask];
+    if (offsets[(key(items->front()) >> shift) & mask] == n) continue;
     int64_t start = 0;
-    for (int64_t b = 0; b < buckets; ++b) start += std::exchange(offset[b], start);
-    for (const T& item : *items) sorted[offset[(field(item) >> shift) & digit_mask]++] = item;
+    for (int64_t& offset : offsets) start += std::exchange(offset, start);
+    for (const T& item : *items) sorted[offsets[(key(item) >> shift) & mask]++] = item;
     items->swap(sorted);
   }
 }
