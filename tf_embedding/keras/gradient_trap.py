@@ -16,7 +16,8 @@ from tf_embedding import inputs as inputs_lib
 
 
 def trained_lookup(engine: Any, plans: Sequence[features_lib.CpuLookupPlan], helper: Any,
-                   gradient_scale: Callable[[], tf.Tensor] | None = None) -> list[tf.Tensor]:
+                   gradient_scale: Callable[[], tf.Tensor] | None = None,
+                   after_update: Callable[[], Any] | None = None) -> list[tf.Tensor]:
     """Looks up one replica's features and arms the embedding update.
 
     Args:
@@ -25,6 +26,8 @@ def trained_lookup(engine: Any, plans: Sequence[features_lib.CpuLookupPlan], hel
       helper: the trainable helper variable whose gradient triggers the update.
       gradient_scale: optional zero-argument callable; the activation gradients are multiplied
         by its value before the update (TPUEstimator's gradient multiplier).
+      after_update: optional zero-argument callable run after the update (e.g. advancing the
+        step counter that learning rates read).
 
     Returns:
       Each feature's activations, in `plans` order, with TF's CPU lookup shapes.
@@ -51,6 +54,8 @@ def trained_lookup(engine: Any, plans: Sequence[features_lib.CpuLookupPlan], hel
                 scale = tf.cast(gradient_scale(), tf.float32)
                 gradients = [gradient * scale for gradient in gradients]
             engine._apply_table_gradients(batches, gradients)  # pylint: disable=protected-access
+            if after_update is not None:
+                after_update()
             return tf.zeros_like(helper_value)
 
         return activations, apply_embedding_optimizers

@@ -1,0 +1,314 @@
+"""tf_embedding.feature_column: the spec's and Parameter classes' validation, EmbeddingFeatures
+against stock's DenseFeatures / SequenceFeatures (tf_keras), training against numpy TPU rules,
+and the migration to the mid-level API."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+import tf_embedding
+from tf_embedding import feature_column as efc
+
+from references import combined_gains, reference_step
+
+F = np.float32
+DIM = 4
+
+
+def initializer(rows, seed):
+    return tf.constant_initializer(
+        np.random.default_rng(seed).uniform(-1, 1, (rows, DIM)).astype(F))
+
+
+def columns():
+    """An identity column (sum), a weighted hashed column (mean) and two shared columns."""
+    watched = tf.feature_column.categorical_column_with_identity("watched", 10)
+    query = tf.feature_column.weighted_categorical_column(
+        tf.feature_column.categorical_column_with_hash_bucket("query", 8), "query_weight")
+    left = tf.feature_column.categorical_column_with_vocabulary_list("left", ["a", "b", "c"])
+    right = tf.feature_column.categorical_column_with_vocabulary_list("right", ["x", "y", "z"])
+    shared = efc.shared_embedding_columns([right, left], DIM, combiner="sum",
+                                          initializer=initializer(3, 2))
+    return [efc.embedding_column(watched, DIM, combiner="sum", initializer=initializer(10, 0)),
+            efc.embedding_column(query, DIM, combiner="mean", initializer=initializer(8, 1)),
+            *shared]
+
+
+def raw_features(rng, batch=4):
+    def sparse(values, dtype):
+        indices = [[b, k] for b, row in enumerate(values) for k in range(len(row))]
+        flat = [v for row in values for v in row]
+        return tf.SparseTensor(tf.constant(indices, tf.int64, shape=[len(indices), 2]),
+                               tf.constant(flat, dtype), [batch, max(map(len, values))])
+
+    lengths = rng.integers(1, 4, (4, batch))
+    return {
+        "watched": sparse([list(rng.integers(0, 10, n)) for n in lengths[0]], tf.int64),
+        "query": sparse([[f"q{i}" for i in rng.integers(0, 20, n)] for n in lengths[1]],
+                        tf.string),
+        "query_weight": sparse([list(rng.uniform(0.5, 2, n)) for n in lengths[1]], tf.float32),
+        "left": sparse([[str(c) for c in rng.choice(list("abc"), n)] for n in lengths[2]],
+                       tf.string),
+        "right": sparse([[str(c) for c in rng.choice(list("xyz"), n)] for n in lengths[3]],
+                        tf.string),
+    }
+
+
+def adagrad_spec(**kwargs):
+    return efc.EmbeddingConfigSpec(feature_columns=columns(),
+                                   optimization_parameters=efc.AdagradParameters(0.1),
+                                   **kwargs)
+
+
+def test_outputs_equal_stock_dense_features():
+    features = raw_features(np.random.default_rng(0))
+    ours = efc.EmbeddingFeatures(adagrad_spec())(features)
+    stock = tf_keras.layers.DenseFeatures(columns())(features)
+    np.testing.assert_allclose(ours.numpy(), stock.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_columns_are_stocks_with_stocks_variable_names():
+    layer = tf_keras.layers.DenseFeatures(columns()[:2], name="dense_features")
+    layer(raw_features(np.random.default_rng(1)))
+    assert sorted(v.name for v in layer.variables) == [
+        "dense_features/query_weighted_by_query_weight_embedding/embedding_weights:0",
+        "dense_features/watched_embedding/embedding_weights:0"]
+
+
+def test_sequence_columns_equal_stock_sequence_features_at_max_length():
+    ids = tf.feature_column.sequence_categorical_column_with_identity("clicks", 6)
+    column = efc.embedding_column(ids, DIM, combiner="sum", max_sequence_length=3,
+                                  initializer=initializer(6, 3))
+    spec = efc.EmbeddingConfigSpec(feature_columns=[column],
+                                   optimization_parameters=efc.AdagradParameters(0.1))
+    features = {"clicks": tf.sparse.from_dense(tf.constant([[1, 2, 3], [4, 0, 0]], tf.int64))}
+    ours, ours_length = efc.EmbeddingFeatures(spec)(features)
+    stock, stock_length = tf_keras.experimental.SequenceFeatures([column])(features)
+    np.testing.assert_allclose(ours.numpy(), stock.numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(ours_length.numpy(), stock_length.numpy())
+
+
+class NumpyTables:
+    """The spec's tables after the TPU rule, rows summed over columns of a shared table."""
+
+    def __init__(self, layer, optimizer):
+        self.optimizer = optimizer
+        self.tables = {n: tf.convert_to_tensor(v).numpy()
+                       for n, v in layer.embedding_tables.items()}
+        self.slots = {n: [np.full_like(t, 0.1)] for n, t in self.tables.items()}
+
+    def step(self, layer, features, targets, lr):
+        # Row layout of one column: its ids and gains per sample (the conversion's contract).
+        batches = {}
+        for feature in layer._columns:
+            pair = feature.column.categorical_column.get_sparse_tensors(
+                tf.__internal__.feature_column.FeatureTransformationCache(features), None)
+            ids, rows = pair.id_tensor.values.numpy(), pair.id_tensor.indices[:, 0].numpy()
+            weights = (np.ones(len(ids)) if pair.weight_tensor is None
+                       else pair.weight_tensor.values.numpy())
+            combiner = feature.config.table.combiner
+            samples = [[(int(i), float(w)) for i, w, r in zip(ids, weights, rows) if r == b]
+                       for b in range(4)]
+            gains = [combined_gains([w for _, w in s], combiner) for s in samples]
+            row_splits = np.cumsum([0] + [len(s) for s in samples]).astype(np.int64)
+            batches.setdefault(feature.config.table.name, []).append(
+                (row_splits, np.array([i for s in samples for i, _ in s], np.int64),
+                 np.array([g for gs in gains for g in gs], F),
+                 targets[feature.column.name]))
+        for name, table_batches in batches.items():
+            row_splits, ids, gains, grads = table_batches[0]
+            for more in table_batches[1:]:
+                row_splits = np.concatenate([row_splits, row_splits[-1] + more[0][1:]])
+                ids, gains = np.concatenate([ids, more[1]]), np.concatenate([gains, more[2]])
+                grads = np.concatenate([grads, more[3]])
+            reference_step(self.optimizer(name), self.tables[name], self.slots[name],
+                           [(row_splits, ids, gains, grads.astype(F))], lr)
+
+
+def test_training_applies_the_tpu_rule_with_multiplier_clipping_and_learning_rate_fn():
+    spec = efc.EmbeddingConfigSpec(
+        feature_columns=columns(), optimization_parameters=efc.AdagradParameters(0.1),
+        clipping_limit=0.3, experimental_gradient_multiplier_fn=lambda step: 2.0)
+    layer = efc.EmbeddingFeatures(spec)
+    rng = np.random.default_rng(4)
+    layer(raw_features(rng))
+    reference = NumpyTables(layer, lambda name: layer._tpu_embedding._table_config[
+        [t.name for t in layer._tpu_embedding._table_config].index(name)].optimizer)
+    names = sorted(c.name for c in columns())
+
+    @tf.function
+    def train(features, targets):
+        with tf.GradientTape() as tape:
+            out = layer(features)
+            loss = tf.reduce_sum(out * targets)
+        return tape.gradient(loss, layer.trainable_variables)
+
+    for step in range(3):
+        features = raw_features(rng)
+        targets = rng.uniform(-1, 1, (4, DIM * len(names))).astype(F)
+        train(features, targets)
+        per_column = {n: 2.0 * targets[:, i * DIM:(i + 1) * DIM] for i, n in enumerate(names)}
+        reference.step(layer, features, per_column, 0.1)
+        assert int(layer.global_step.numpy()) == step + 1
+        for name, table in reference.tables.items():
+            np.testing.assert_allclose(
+                tf.convert_to_tensor(layer.embedding_tables[name]).numpy(), table,
+                rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_learning_rate_fn_reads_the_global_step():
+    watched = tf.feature_column.categorical_column_with_identity("watched", 10)
+    column = efc.embedding_column(watched, DIM, combiner="sum", initializer=initializer(10, 0),
+                                  learning_rate_fn=lambda step: 0.5 / tf.cast(step + 1,
+                                                                              tf.float32))
+    layer = efc.EmbeddingFeatures(efc.EmbeddingConfigSpec(
+        feature_columns=[column],
+        optimization_parameters=efc.StochasticGradientDescentParameters(0.1)))
+    features = {"watched": tf.sparse.from_dense(tf.constant([[1], [2], [1], [3]], tf.int64))}
+    layer(features)
+    table = tf.convert_to_tensor(layer.embedding_tables["tbl_watched"]).numpy()
+    for step in range(2):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(features))
+        tape.gradient(loss, layer.trainable_variables)
+        table[[1, 2, 3]] -= (0.5 / (step + 1)) * np.array([[2.0], [1.0], [1.0]], F)
+    np.testing.assert_allclose(tf.convert_to_tensor(layer.embedding_tables["tbl_watched"]),
+                               table, rtol=1e-6)
+
+
+def test_mid_level_configs_train_the_mid_level_api_identically():
+    spec = adagrad_spec()
+    layer = efc.EmbeddingFeatures(spec)
+    config = efc.mid_level_configs(spec)
+    assert sorted(config) == ["left", "query", "right", "watched"]
+    assert config["left"].table is config["right"].table
+    assert config["left"].table.name == "tbl_left_right_shared_embedding"
+    assert config["query"].table.name == "tbl_query_weighted_by_query_weight"
+    mid = tf_embedding.TPUEmbedding(config, optimizer=None)
+    rng = np.random.default_rng(5)
+    features = raw_features(rng)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(layer(features) ** 2)
+    tape.gradient(loss, layer.trainable_variables)
+    transformed = tf.__internal__.feature_column.FeatureTransformationCache(features)
+    ids, weights = {}, {}
+    for key, column in zip(sorted(config), sorted(columns(), key=lambda c: c.name)):
+        pair = column.categorical_column.get_sparse_tensors(transformed, None)
+        ids[config_key(column)] = pair.id_tensor
+        weights[config_key(column)] = pair.weight_tensor
+    mid.enqueue({k: ids[k] for k in config}, {k: weights[k] for k in config})
+    with tf.GradientTape() as tape:
+        activations = mid.dequeue()
+        tape.watch(activations)
+        loss = tf.add_n([tf.reduce_sum(a ** 2) for a in activations.values()])
+    mid.apply_gradients(tape.gradient(loss, activations))
+    for table, variable in mid.embedding_tables.items():
+        np.testing.assert_allclose(tf.convert_to_tensor(variable).numpy(),
+                                   tf.convert_to_tensor(layer.embedding_tables[table.name]),
+                                   rtol=1e-6, atol=1e-7, err_msg=table.name)
+
+
+def config_key(column):
+    return column.get_feature_key_name()
+
+
+def test_checkpoint_name_map_moves_a_dense_features_run_to_the_mid_level_api():
+    cols = columns()[:2]
+    stock = tf_keras.layers.DenseFeatures(cols, name="dense_features")
+    features = raw_features(np.random.default_rng(6))
+    stock(features)
+    for variable in stock.variables:  # trained values, not the initializers'
+        variable.assign(variable * 2.0 + 0.5)
+    expected = stock(features).numpy()
+    spec = efc.EmbeddingConfigSpec(feature_columns=cols,
+                                   optimization_parameters=efc.AdagradParameters(0.1))
+    mapping = efc.checkpoint_name_map(spec)
+    assert mapping["dense_features/watched_embedding/embedding_weights/Adagrad"] == (
+        "tbl_watched/accumulators")
+    config = efc.mid_level_configs(spec)
+    serving = tf_embedding.TPUEmbeddingForServing(config, optimizer=None)
+    for variable in stock.variables:
+        [table] = [v for t, v in serving.embedding_tables.items()
+                   if t.name == mapping[variable.name.split(":")[0]]]
+        table.assign(variable)
+    transformed = tf.__internal__.feature_column.FeatureTransformationCache(features)
+    pairs = {c.get_feature_key_name(): c.categorical_column.get_sparse_tensors(transformed, None)
+             for c in cols}
+    out = serving({k: p.id_tensor for k, p in pairs.items()},
+                  {k: p.weight_tensor for k, p in pairs.items()})
+    # DenseFeatures concatenates in column-name order: query_weighted..., watched.
+    np.testing.assert_allclose(np.concatenate([out["query"], out["watched"]], axis=1), expected,
+                               rtol=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation.
+
+
+SPEC_ERRORS = [
+    (dict(), ValueError, "Exactly one of `feature_columns` and the pair `feature_to_config_dict` "
+                         "and `table_to_config_dict` must be be specified."),
+    (dict(feature_columns=[], feature_to_config_dict={}, table_to_config_dict={}), ValueError,
+     "Exactly one of"),
+    (dict(feature_columns=[], partition_strategy="hash"), ValueError,
+     'Invalid partition_strategy hash. Must be one of "mod" or "div".'),
+    (dict(feature_columns=[tf.feature_column.categorical_column_with_identity("a", 3)]),
+     TypeError, "All feature columns must be supported types in"),
+    (dict(feature_columns=[]), ValueError, "optimization_parameters must be an instance of type"),
+    (dict(feature_to_config_dict={"f": "x"}, table_to_config_dict={}), TypeError,
+     "Config for feature f must be of type `FeatureConfig`."),
+    (dict(feature_to_config_dict={"f": efc.FeatureConfig("t")}, table_to_config_dict={}),
+     ValueError, "Feature f refers to table t which is not in the table_to_config_dict."),
+    (dict(feature_to_config_dict={"f": efc.FeatureConfig("t")}, table_to_config_dict={"t": 1}),
+     TypeError, "Config for table t must be of type `TableConfig`."),
+]
+
+
+@pytest.mark.parametrize("kwargs, error, message", SPEC_ERRORS)
+def test_spec_validation(kwargs, error, message):
+    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
+        efc.EmbeddingConfigSpec(**kwargs)
+
+
+PARAMETER_ERRORS = [
+    (lambda: efc.AdagradParameters(0.1, initial_accumulator=0),
+     "Adagrad initial_accumulator must be positive"),
+    (lambda: efc.AdamParameters(0.1, beta1=1.0), "beta1 must be between 0. and 1; got 1.0."),
+    (lambda: efc.AdamParameters(0.1, beta2=-0.1), "beta2 must be between 0. and 1; got -0.1."),
+    (lambda: efc.AdamParameters(0.1, epsilon=0), "epsilon must be positive; got 0."),
+    (lambda: efc.AdamParameters(0.1, lazy_adam=False, use_gradient_accumulation=False),
+     "When disabling Lazy Adam, gradient accumulation must be used."),
+    (lambda: efc.FtrlParameters(0.1, learning_rate_power=0.5),
+     "learning_rate_power must be less than or equal to 0. got 0.5."),
+    (lambda: efc.FtrlParameters(0.1, initial_accumulator_value=-1),
+     "initial_accumulator_value must be greater than or equal to 0. got -1."),
+    (lambda: efc.ProximalAdagradParameters(0.1, l1_regularization_strength=-1),
+     "l1_regularization_strength must be greater than or equal to 0. got -1."),
+    (lambda: efc.AdagradParameters(0.1, use_gradient_accumulation=False, clip_gradient_max=1),
+     "When using gradient clipping limits, gradient accumulation must be enabled."),
+    (lambda: efc.TableConfig(0, 4), "Invalid vocabulary_size 0."),
+    (lambda: efc.TableConfig(4, 0), "Invalid dimension 0."),
+    (lambda: efc.TableConfig(4, 2, combiner="max"), "Invalid combiner max"),
+    (lambda: efc.TableConfig(4, 2, learning_rate=0.1, learning_rate_fn=abs),
+     "At most one of learning_rate and learning_rate_fn can be None"),
+    (lambda: efc.FeatureConfig("t", max_sequence_length=-1), "Invalid max_sequence_length -1."),
+]
+
+
+@pytest.mark.parametrize("make, message", PARAMETER_ERRORS)
+def test_parameter_and_v1_config_validation(make, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        make()
+
+
+def test_v1_defaults_map_onto_the_v2_optimizers():
+    adam = efc.AdamParameters(0.1).embedding_optimizer()
+    assert (adam.beta_1, adam.beta_2, adam.epsilon) == (0.9, 0.999, 1e-08)
+    ftrl = efc.FtrlParameters(0.1, initial_accumulator_value=0.0).embedding_optimizer()
+    assert ftrl.allow_zero_accumulator
+    sgd = efc.StochasticGradientDescentParameters(0.1, clip_gradient_min=-1.0)
+    assert sgd.use_gradient_accumulation
+    assert sgd.embedding_optimizer().clip_gradient_min == -1.0
+    clipped = efc.AdagradParameters(0.1).embedding_optimizer(clip_limit=0.5)
+    assert (clipped.clip_gradient_min, clipped.clip_gradient_max) == (-0.5, 0.5)

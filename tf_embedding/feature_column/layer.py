@@ -1,0 +1,113 @@
+"""`EmbeddingFeatures`: an `EmbeddingConfigSpec`'s columns as a Keras layer, trained the TPU way.
+
+The layer takes the raw features dict (as `DenseFeatures` does), applies each column's
+categorical transformation (identity, hash bucket, vocabulary list or file, weighted, sequence:
+TF's own code), looks the ids up in the spec's tables with the fused kernels and returns what
+`DenseFeatures` returns for those columns: their activations concatenated in column-name order,
+`[B, sum of dimensions]`. A spec of sequence columns returns what `SequenceFeatures` returns,
+`(sequence_input [B, T, sum of dimensions], sequence_length [B])`, with T the columns'
+`max_sequence_length` (the TPU's padding and truncation; stock pads to the longest sequence).
+
+Training is the TPU's (`tf_embedding.keras.gradient_trap`): computing the gradient of the
+model's trainable variables applies the spec's optimization parameters to the tables, with
+`clipping_limit`, `experimental_gradient_multiplier_fn(global step)`, each column's
+`learning_rate_fn(global step)`, and shared columns' gradients summed into their one table. The
+global step is the layer's `global_step` variable (or the one passed in), advanced once per
+update.
+"""
+
+from typing import Any
+
+import tensorflow as tf
+from tensorflow.python.feature_column import feature_column_v2 as fc_lib
+
+from tf_embedding import features as features_lib
+from tf_embedding.feature_column import migration
+from tf_embedding.feature_column import spec as spec_lib
+from tf_embedding.keras import gradient_trap
+from tf_embedding.sharded.tpu_embedding import TPUEmbedding
+
+_HELPER_NAME = "tpu_embedding_helper_dummy"
+
+
+class EmbeddingFeatures(tf.keras.layers.Layer):
+    """`DenseFeatures` (or `SequenceFeatures`) for a spec's embedding columns."""
+
+    def __init__(self, spec: spec_lib.EmbeddingConfigSpec, global_step: Any = None,
+                 name: str | None = None):
+        """Creates the layer; tables are made by `build()`.
+
+        Args:
+          spec: an `EmbeddingConfigSpec` whose `feature_columns` are embedding columns
+            (`embedding_column`, `shared_embedding_columns`), all sequence or all not.
+          global_step: an integer variable that learning-rate and gradient-multiplier functions
+            read; by default the layer's own, advanced by each update.
+          name: the layer's name.
+
+        Raises:
+          ValueError: a spec without feature columns, a column that is not an embedding column,
+            sequence and non-sequence columns together, or a Parameter class without a kernel.
+        """
+        super().__init__(name=name)
+        # Keras 3's jit_compile="auto" must not compile the step: XLA cannot run the fused ops.
+        self.supports_jit = False
+        self._spec = self._no_dependency(spec)
+        if global_step is None:
+            global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        self.global_step = global_step
+        self._columns = self._no_dependency(
+            migration.column_features(spec, lambda: self.global_step))
+        sequence = {feature.config.max_sequence_length > 0 for feature in self._columns}
+        if len(sequence) > 1:
+            raise ValueError(
+                "EmbeddingFeatures takes either sequence columns (as SequenceFeatures does) or "
+                "non-sequence columns (as DenseFeatures does), not both; use one layer for each.")
+        self._sequence = sequence == {True}
+        self._feature_config = self._no_dependency(
+            {feature.column.name: feature.config for feature in self._columns})
+        # Tables carry their own optimizers (migration.column_features).
+        self._tpu_embedding = TPUEmbedding(self._feature_config, optimizer=None)
+
+    @property
+    def embedding_tables(self) -> dict[str, Any]:
+        """{table name (`tbl_...`): table variable}."""
+        return {table.name: variable
+                for table, variable in self._tpu_embedding.embedding_tables.items()}
+
+    def build(self, input_shape: Any = None) -> None:
+        self._tpu_embedding._maybe_build()  # pylint: disable=protected-access
+        setattr(self, _HELPER_NAME, self.add_weight(
+            name=_HELPER_NAME, shape=(1,), initializer="zeros", trainable=True,
+            dtype="float32"))
+        super().build(input_shape)
+
+    def call(self, features: dict[str, Any]) -> Any:
+        """The columns' activations for the raw `features` (see the module docstring)."""
+        cache = fc_lib.FeatureTransformationCache(features)
+        ids, weights = {}, {}
+        for feature in self._columns:
+            pair = feature.column.categorical_column.get_sparse_tensors(cache, None)
+            ids[feature.column.name] = pair.id_tensor
+            weights[feature.column.name] = pair.weight_tensor
+        plans = [features_lib.cpu_lookup_plan(item) for item in
+                 features_lib.validate_features(ids, weights, self._feature_config)]
+        multiplier = self._spec.experimental_gradient_multiplier_fn
+        outputs = gradient_trap.trained_lookup(
+            self._tpu_embedding, plans, getattr(self, _HELPER_NAME),
+            gradient_scale=None if multiplier is None else (
+                lambda: multiplier(self.global_step)),
+            after_update=lambda: self.global_step.assign_add(1))
+        if not self._sequence:
+            return tf.concat(outputs, axis=1)
+        first = ids[self._columns[0].column.name]
+        lengths = tf.math.bincount(tf.cast(first.indices[:, 0], tf.int32),
+                                   minlength=tf.cast(first.dense_shape[0], tf.int32),
+                                   dtype=tf.int64)
+        max_length = self._columns[0].config.max_sequence_length
+        return tf.concat(outputs, axis=2), tf.minimum(lengths, max_length)
+
+    def _trackable_children(self, save_type="checkpoint", **kwargs):
+        # The helper is not saved: it only routes gradients.
+        children = super()._trackable_children(save_type, **kwargs)
+        children.pop(_HELPER_NAME, None)
+        return children
