@@ -35,7 +35,7 @@ class FeatureErrors {
   Status operator()(const Parts&... parts) const {
     return FeatureError(table_, feature_, parts...);
   }
-  // `status`, a context-free error about the feature's input, naming the table and feature.
+  // Names the table and feature in `status`, a context-free error about the feature's input.
   Status About(const Status& status) const {
     return status.WithContext(FeatureContext(table_, feature_));
   }
