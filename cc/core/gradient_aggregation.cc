@@ -55,8 +55,8 @@ Status GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t dim,
   *groups = GradientGroups();
   int64_t total = 0;
   for (size_t b = 0; b < batches.size(); ++b) {
-    TFE_RETURN_IF_ERROR(ValidateCsrBatch(batches[b].csr, /*vocabulary_size=*/-1)
-                            .WithContext(BatchContext(b)));
+    const Status status = ValidateCsrBatch(batches[b].csr, /*vocabulary_size=*/-1);
+    if (!status.ok()) return status.WithContext(BatchContext(b));
     total += batches[b].csr.num_ids;
   }
   groups->starts.push_back(0);
@@ -123,7 +123,8 @@ Status GroupSortedRows(const std::vector<SortedRows>& lists, int64_t dim,
   int64_t total = 0;
   for (size_t b = 0; b < lists.size(); ++b) {
     const SortedRows& list = lists[b];
-    TFE_RETURN_IF_ERROR(ValidateSortedIds(list).WithContext(BatchContext(b)));
+    const Status status = ValidateSortedIds(list);
+    if (!status.ok()) return status.WithContext(BatchContext(b));
     total += list.num_ids;
     // A list's largest id is its last; the first list holding the overall largest reports it.
     if (list.num_ids > 0 && list.ids[list.num_ids - 1] > groups->max_id) {
