@@ -1,0 +1,203 @@
+"""`python -m tf_embedding.server`: one `ps` or `worker` task of a parameter-server cluster.
+
+Every `ps` and `worker` task of a `tf.distribute.ParameterServerStrategy` cluster that trains a
+`tf_embedding.TPUEmbedding` runs this module; the chief (the coordinator) runs the user's script.
+It reads the cluster and this task from `TF_CONFIG` (TF's convention), then:
+
+* loads tf_embedding's op library *before* starting the server: the fused lookup and optimizer
+  ops run on the task that owns each table block, and a running server cannot load an op library
+  later (a task without it fails the first step with "Op type not registered");
+* sets TF's thread pools so that the tasks sharing a machine do not oversubscribe it (a loopback
+  cluster on a 2-core box runs 4 or 5 TF processes);
+* starts `tf.distribute.Server`, prints one readiness line (`READY_MARKER ...`) and serves until
+  SIGTERM or SIGINT, on which it exits with status 0.
+
+A missing or malformed `TF_CONFIG` exits with status 2 and a message saying what is wrong.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import signal
+import sys
+import threading
+from typing import Any, Mapping, Sequence
+
+READY_MARKER = "tf_embedding.server ready:"
+# The task types this module serves; the chief runs the training script itself.
+_SERVED_TASK_TYPES = ("ps", "worker")
+_EXAMPLE = ('TF_CONFIG=\'{"cluster": {"chief": ["host0:2222"], "ps": ["host1:2222"], '
+            '"worker": ["host2:2222"]}, "task": {"type": "ps", "index": 0}}\'')
+
+
+class ConfigError(ValueError):
+    """TF_CONFIG is missing or does not describe a ps or worker task of its cluster."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """This process's task in its cluster, from TF_CONFIG."""
+
+    cluster: dict[str, list[str]]  # task type -> addresses, in index order
+    task_type: str
+    task_index: int
+    protocol: str
+
+    @property
+    def address(self) -> str:
+        return self.cluster[self.task_type][self.task_index]
+
+    @property
+    def host(self) -> str:
+        return _host(self.address)
+
+    def tasks_on_this_host(self) -> int:
+        """How many tasks of the cluster (chief included) share this task's host."""
+        return sum(_host(address) == self.host
+                   for addresses in self.cluster.values() for address in addresses)
+
+
+def _host(address: str) -> str:
+    return address.rsplit(":", 1)[0]
+
+
+def parse_tf_config(text: str | None) -> Task:
+    """The task described by the JSON text of TF_CONFIG.
+
+    Raises:
+      ConfigError: `text` is None or empty, not a JSON object, lacks `cluster` or `task`, or
+        names a task type this module does not serve or an index outside the cluster.
+    """
+    if not text:
+        raise ConfigError(
+            "TF_CONFIG is not set: python -m tf_embedding.server needs the cluster and this "
+            f"task's type and index, e.g. {_EXAMPLE}")
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"TF_CONFIG is not valid JSON ({error}): {text!r}") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"TF_CONFIG must be a JSON object, got {text!r}")
+    cluster = _parse_cluster(config.get("cluster"))
+    task = config.get("task")
+    if not isinstance(task, dict) or "type" not in task or "index" not in task:
+        raise ConfigError(
+            f"TF_CONFIG needs \"task\": {{\"type\": ..., \"index\": ...}}, got {task!r}")
+    task_type, index = task["type"], task["index"]
+    if task_type not in _SERVED_TASK_TYPES:
+        hint = (" The chief is the coordinator: it runs the training script "
+                "(ParameterServerStrategy + ClusterCoordinator), not this server."
+                if task_type == "chief" else "")
+        raise ConfigError(f"TF_CONFIG task type {task_type!r} is not served by "
+                          f"tf_embedding.server, which runs {_SERVED_TASK_TYPES} tasks.{hint}")
+    if task_type not in cluster:
+        raise ConfigError(f"TF_CONFIG task type {task_type!r} has no entry in the cluster "
+                          f"{sorted(cluster)}.")
+    if isinstance(index, bool) or not isinstance(index, int) or not (
+            0 <= index < len(cluster[task_type])):
+        raise ConfigError(f"TF_CONFIG task index {index!r} is not an index of the "
+                          f"{len(cluster[task_type])} {task_type!r} task(s) of the cluster.")
+    protocol = task.get("rpc_layer") or config.get("rpc_layer") or "grpc"
+    return Task(cluster, task_type, index, protocol)
+
+
+def _parse_cluster(cluster: Any) -> dict[str, list[str]]:
+    if not isinstance(cluster, dict) or not cluster:
+        raise ConfigError(f"TF_CONFIG needs a non-empty \"cluster\" object of task type -> "
+                          f"[\"host:port\", ...], got {cluster!r}")
+    parsed = {}
+    for task_type, addresses in cluster.items():
+        if not isinstance(addresses, list) or not all(
+                isinstance(address, str) and ":" in address for address in addresses):
+            raise ConfigError(f"TF_CONFIG cluster entry {task_type!r} must be a list of "
+                              f"\"host:port\" strings, got {addresses!r}")
+        parsed[task_type] = list(addresses)
+    return parsed
+
+
+def thread_counts(task: Task, cpus: int) -> tuple[int, int]:
+    """(intra-op, inter-op) thread counts for `task` on a machine with `cpus` cores.
+
+    The kernels parallelise with the intra-op pool, so the cores are shared among the tasks on
+    this host (a one-task-per-machine cluster keeps them all). The inter-op pool runs the
+    concurrently arriving function parts and mostly waits; TF's multi-worker tests need at least
+    `workers + 1` of those or the cluster can hang (b/172296720), and 4 leaves room for the
+    chief's and the save/restore calls.
+    """
+    intra = max(1, cpus // task.tasks_on_this_host())
+    inter = max(4, len(task.cluster.get("worker", ())) + 1)
+    return intra, inter
+
+
+def _available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m tf_embedding.server",
+        description="Runs the ps or worker task given by TF_CONFIG of a ParameterServerStrategy "
+                    "cluster that trains tf_embedding.TPUEmbedding (docs/parameter_server.md).")
+    parser.add_argument("--intra-op-threads", type=int, default=0,
+                        help="threads of the kernels' pool (default: this machine's cores "
+                             "divided by the cluster's tasks on this host)")
+    parser.add_argument("--inter-op-threads", type=int, default=0,
+                        help="threads that run concurrent ops (default: max(4, workers + 1))")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.environ) -> int:
+    """Runs the server until SIGTERM or SIGINT; returns the exit status."""
+    args = _parse_args(argv)
+    try:
+        task = parse_tf_config(environ.get("TF_CONFIG"))
+    except ConfigError as error:
+        print(f"tf_embedding.server: {error}", file=sys.stderr)
+        return 2
+    intra, inter = thread_counts(task, _available_cpus())
+    intra, inter = args.intra_op_threads or intra, args.inter_op_threads or inter
+
+    # Installed before TensorFlow loads (seconds), so that a stop request during startup is
+    # honoured as soon as the server is up rather than killing the process mid-import.
+    stop = threading.Event()
+    for signal_number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signal_number, lambda *_: stop.set())
+
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from tf_embedding import _loader  # pylint: disable=import-outside-toplevel
+
+    # Before the server starts: ops are looked up in this process's registry when a worker's
+    # function part arrives, and cannot be added once the server runs.
+    _loader.load_ops()
+    tf.config.threading.set_intra_op_parallelism_threads(intra)
+    tf.config.threading.set_inter_op_parallelism_threads(inter)
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra,
+                                      inter_op_parallelism_threads=inter)
+    try:
+        tf.distribute.Server(tf.train.ClusterSpec(task.cluster), job_name=task.task_type,
+                             task_index=task.task_index, protocol=task.protocol, config=config,
+                             start=True)
+    except tf.errors.OpError as error:
+        print(f"tf_embedding.server: cannot start {task.task_type} {task.task_index} at "
+              f"{task.address}: {error.message}", file=sys.stderr)
+        return 1
+    print(f"{READY_MARKER} {task.task_type} {task.task_index} at {task.address} "
+          f"(pid {os.getpid()}, intra-op threads {intra}, inter-op threads {inter})", flush=True)
+    # Server.join() would block in C++ where Python signal handlers never run; an Event wait is
+    # interrupted by them.
+    stop.wait()
+    print(f"tf_embedding.server: {task.task_type} {task.task_index} stopping", flush=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # TF cannot stop a running gRPC server, and its destructors at interpreter exit may block on
+    # the server's threads; leave without them.
+    os._exit(0)  # pylint: disable=protected-access
+
+
+if __name__ == "__main__":
+    sys.exit(main())
