@@ -30,6 +30,9 @@ BUILD_INFO_FILE = "_build_info.py"
 OBJECT_DIR = os.path.join(ROOT, "build", "ops")
 # Each compiler process needs ~0.6 GiB for the TensorFlow headers; more with -j N.
 DEFAULT_JOBS = 2
+# XLA's headers (the XLA kernels in cc/xla) include two libraries that TensorFlow ships under
+# include/external/ instead of on its include path.
+XLA_EXTERNAL_INCLUDES = ("highwayhash", os.path.join("farmhash_archive", "src"))
 
 # Same query as third_party/tf/tf_configure.bzl. Run in a child process so the
 # build process itself never imports TensorFlow.
@@ -72,6 +75,21 @@ def query_tensorflow():
 def system_includes(flags):
     """Turns -I into -isystem so -Wall reports our warnings, not TensorFlow's."""
     return ["-isystem" + flag[2:] if flag.startswith("-I") else flag for flag in flags]
+
+
+def xla_includes(tf):
+    return ["-isystem" + os.path.join(tf["include"], "external", path)
+            for path in XLA_EXTERNAL_INCLUDES]
+
+
+def link_flags(tf):
+    """TensorFlow's link flags plus libtensorflow_cc, next to libtensorflow_framework: it holds
+    the tf2xla and XLA builder symbols of the XLA kernels. TensorFlow's Python module loads it
+    anyway, so the library costs nothing in a process that never compiles with XLA."""
+    flags = list(tf["link_flags"])
+    flags += [flag.replace("libtensorflow_framework", "libtensorflow_cc") for flag in flags
+              if flag.startswith("-l:libtensorflow_framework")]
+    return flags
 
 
 def dependencies(depfile):
@@ -128,7 +146,7 @@ class BuildOps(build_ext):
         # compiled per ISA (cc/core/simd_dispatch.h), so AVX-512 gives AVX2's and SSE2's bits.
         compile_flags = [
             "-std=c++17", "-O3", "-fno-math-errno", "-ffp-contract=off", "-fPIC", "-DNDEBUG", "-Wall", "-I.",
-            *system_includes(tf["compile_flags"]),
+            *system_includes(tf["compile_flags"]), *xla_includes(tf),
         ]
         # One object directory per compiler, flag set and TensorFlow, so a
         # changed flag or an upgraded TensorFlow never reuses stale objects.
@@ -173,7 +191,7 @@ class BuildOps(build_ext):
 
         library = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(library), exist_ok=True)
-        link = [*cxx, "-shared", "-o", library, *objects, *tf["link_flags"]]
+        link = [*cxx, "-shared", "-o", library, *objects, *link_flags(tf)]
         result = subprocess.run(link, cwd=ROOT, capture_output=True, text=True)
         if result.returncode != 0:
             raise LinkError(f"linking {library} failed:\n{result.stdout}{result.stderr}")

@@ -3,16 +3,28 @@
 #include "cc/core/errors.h"
 
 namespace tf_embedding {
+namespace {
+
+Status CheckGainsCount(int64_t num_gains, int64_t num_ids) {
+  if (num_gains == num_ids) return Status();
+  return InvalidArgument("gains has ", num_gains, " elements but ids has ", num_ids);
+}
+
+}  // namespace
+
+Status CheckRowSplitsNotEmpty(int64_t size, RowSplitsOf of) {
+  if (size >= 1) return Status();
+  return of == RowSplitsOf::kRaggedInput
+             ? InvalidArgument("ragged row_splits must not be empty")
+             : InvalidArgument("row_splits must have at least one element (R + 1 for R rows), "
+                               "got none");
+}
 
 Status ValidateRowSplits(const int64_t* row_splits, int64_t size, int64_t num_values,
                          RowSplitsOf of) {
   const bool ragged = of == RowSplitsOf::kRaggedInput;
   const char* name = ragged ? "ragged row_splits" : "row_splits";
-  if (size < 1) {
-    return ragged ? InvalidArgument(name, " must not be empty")
-                  : InvalidArgument(name, " must have at least one element (R + 1 for R rows), "
-                                          "got none");
-  }
+  TFE_RETURN_IF_ERROR(CheckRowSplitsNotEmpty(size, of));
   if (row_splits[0] != 0) {
     return ragged ? InvalidArgument(name, " must start at 0, got ", row_splits[0])
                   : InvalidArgument(name, "[0] must be 0, got ", row_splits[0]);
@@ -35,10 +47,7 @@ Status ValidateRowSplits(const int64_t* row_splits, int64_t size, int64_t num_va
 Status ValidateCsrBatch(const CsrBatch& batch, int64_t vocabulary_size) {
   TFE_RETURN_IF_ERROR(ValidateRowSplits(batch.row_splits, batch.num_row_splits, batch.num_ids,
                                         RowSplitsOf::kCsrBatch));
-  if (batch.num_gains != batch.num_ids) {
-    return InvalidArgument("gains has ", batch.num_gains, " elements but ids has ",
-                           batch.num_ids);
-  }
+  TFE_RETURN_IF_ERROR(CheckGainsCount(batch.num_gains, batch.num_ids));
   // Unsigned comparison folds the two bounds into one test; a negative bound admits every
   // non-negative id.
   const uint64_t bound = vocabulary_size < 0 ? (uint64_t{1} << 63) : vocabulary_size;
@@ -49,6 +58,11 @@ Status ValidateCsrBatch(const CsrBatch& batch, int64_t vocabulary_size) {
     }
   }
   return Status();
+}
+
+Status ValidateCsrBatchSizes(int64_t num_row_splits, int64_t num_ids, int64_t num_gains) {
+  TFE_RETURN_IF_ERROR(CheckRowSplitsNotEmpty(num_row_splits, RowSplitsOf::kCsrBatch));
+  return CheckGainsCount(num_gains, num_ids);
 }
 
 }  // namespace tf_embedding

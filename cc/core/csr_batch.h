@@ -32,6 +32,9 @@ enum class RowSplitsOf {
   kRaggedInput,  // "ragged row_splits" of a ragged feature (the CSR conversion)
 };
 
+// Checks that row_splits has at least one element (the first check of ValidateRowSplits).
+Status CheckRowSplitsNotEmpty(int64_t size, RowSplitsOf of);
+
 // Checks that row_splits[0 .. size) partitions `num_values` values into size - 1 rows: it is
 // non-empty, starts at 0, never decreases and ends at num_values. Messages name no table: the
 // caller adds what the splits belong to.
@@ -42,6 +45,11 @@ Status ValidateRowSplits(const int64_t* row_splits, int64_t size, int64_t num_va
 // one gain per id, and every id in [0, vocabulary_size). A negative vocabulary_size means
 // "unknown": ids are only checked to be non-negative. Messages name no table.
 Status ValidateCsrBatch(const CsrBatch& batch, int64_t vocabulary_size);
+
+// The checks of ValidateCsrBatch that need only the sizes of the arrays: row_splits is not
+// empty and there is one gain per id. The XLA kernels, which compile for shapes and cannot fail
+// at run time, check only these.
+Status ValidateCsrBatchSizes(int64_t num_row_splits, int64_t num_ids, int64_t num_gains);
 
 }  // namespace tf_embedding
 

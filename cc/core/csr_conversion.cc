@@ -45,14 +45,6 @@ class FeatureErrors {
   const std::string& feature_;
 };
 
-// The output rows of one feature: how many it has and where each input lookup goes.
-struct FeatureRows {
-  int64_t count = 0;
-  bool sequence = false;  // one row per (sample, position): no combiner
-  // Local output row of every input lookup, or -1 for positions beyond max_sequence_length;
-  // one element per id, owned by the caller.
-  int64_t* of_lookup = nullptr;
-};
 
 Status CheckRowCount(const FeatureErrors& error, int64_t rows, const char* what) {
   if (rows < 0 || rows > kMaxRows) {
@@ -61,11 +53,10 @@ Status CheckRowCount(const FeatureErrors& error, int64_t rows, const char* what)
   return Status();
 }
 
-Status DenseRows(const FeatureErrors& error, const FeatureTensors& t, FeatureRows* rows) {
-  rows->count = t.ids.size();
-  TFE_RETURN_IF_ERROR(CheckRowCount(error, rows->count, "the number of dense ids"));
-  for (int64_t i = 0; i < rows->count; ++i) rows->of_lookup[i] = i;
-  return Status();
+// The local output row of every input lookup of a feature (one per id, owned by the caller),
+// or -1 for positions beyond max_sequence_length.
+void DenseRows(const FeatureTensors& t, int64_t* row_of_lookup) {
+  for (int64_t i = 0; i < t.ids.size(); ++i) row_of_lookup[i] = i;
 }
 
 // Checks the sparse tensor's structure; element-wise index bounds are checked in SparseRows.
@@ -119,21 +110,27 @@ Status SparseIndexError(const FeatureErrors& error, const FeatureTensors& t, int
                " is out of bounds for dense_shape ", ListToString(t.dense_shape.data, rank));
 }
 
-// Sparse rows: pooled rows are the row-major index of indices[i, :-1]; sequence rows (rank 2
-// with max_sequence_length > 0) are b * msl + p. Rank > 2 ignores max_sequence_length, as stock
+// Rows of a sparse feature: prod(dense_shape[:-1]) pooled rows, or dense_shape[0] * msl sequence
+// rows for rank 2 with max_sequence_length > 0. Rank > 2 ignores max_sequence_length, as stock
 // TF's CPU lookup does.
-Status SparseRows(const FeatureErrors& error, const FeatureSpec& spec, const FeatureTensors& t,
-                  FeatureRows* rows) {
+Status SparseLayout(const FeatureErrors& error, const FeatureSpec& spec, const FeatureTensors& t,
+                    FeatureLayout* layout) {
   TFE_RETURN_IF_ERROR(CheckSparseStructure(error, t));
+  const Span<int64_t>& dense_shape = t.dense_shape;
+  const int64_t msl = spec.max_sequence_length;
+  layout->sequence = msl > 0 && dense_shape.size == 2;
+  layout->num_rows = layout->sequence ? CheckedProduct(dense_shape[0], msl, kMaxRows)
+                                      : PooledSparseRowCount(dense_shape);
+  return CheckRowCount(error, layout->num_rows, "the sparse dense_shape");
+}
+
+// Sparse rows: pooled rows are the row-major index of indices[i, :-1]; sequence rows are
+// b * msl + p.
+Status SparseRows(const FeatureErrors& error, const FeatureSpec& spec, const FeatureTensors& t,
+                  bool sequence, int64_t* row_of_lookup) {
   const Span<int64_t>& dense_shape = t.dense_shape;
   const int64_t rank = dense_shape.size;
   const int64_t msl = spec.max_sequence_length;
-  const bool sequence = msl > 0 && rank == 2;
-  rows->sequence = sequence;
-  rows->count = sequence ? CheckedProduct(dense_shape[0], msl, kMaxRows)
-                         : PooledSparseRowCount(dense_shape);
-  TFE_RETURN_IF_ERROR(CheckRowCount(error, rows->count, "the sparse dense_shape"));
-
   const int64_t nnz = t.ids.size();
   if (rank == 2 && !sequence) {
     // The common case, [batch, ids] indices, in a loop the compiler keeps tight.
@@ -145,7 +142,7 @@ Status SparseRows(const FeatureErrors& error, const FeatureSpec& spec, const Fea
       if (static_cast<uint64_t>(index[0]) >= batch || static_cast<uint64_t>(index[1]) >= width) {
         return SparseIndexError(error, t, i);
       }
-      rows->of_lookup[i] = index[0];
+      row_of_lookup[i] = index[0];
     }
     return Status();
   }
@@ -160,27 +157,34 @@ Status SparseRows(const FeatureErrors& error, const FeatureSpec& spec, const Fea
     } else {
       for (int64_t d = 0; d + 1 < rank; ++d) row = row * dense_shape[d] + index[d];
     }
-    rows->of_lookup[i] = row;
+    row_of_lookup[i] = row;
   }
   return Status();
 }
 
-// Ragged rows: one per batch row when pooled, b * msl + position for sequence features.
+// Rows of a ragged feature: one per batch row when pooled, batch * msl for a sequence.
+Status RaggedLayout(const FeatureErrors& error, const FeatureSpec& spec, const FeatureTensors& t,
+                    FeatureLayout* layout) {
+  const int64_t size = t.row_info.size;
+  TFE_RETURN_IF_ERROR(error.About(CheckRowSplitsNotEmpty(size, RowSplitsOf::kRaggedInput)));
+  const int64_t msl = spec.max_sequence_length;
+  layout->sequence = msl > 0;
+  layout->num_rows = msl > 0 ? CheckedProduct(size - 1, msl, kMaxRows) : size - 1;
+  return CheckRowCount(error, layout->num_rows, "the ragged row_splits");
+}
+
+// Ragged rows: the batch row when pooled, b * msl + position for sequence features.
 Status RaggedRows(const FeatureErrors& error, const FeatureSpec& spec, const FeatureTensors& t,
-                  FeatureRows* rows) {
+                  int64_t* row_of_lookup) {
   const Span<int64_t>& splits = t.row_info;
   TFE_RETURN_IF_ERROR(error.About(
       ValidateRowSplits(splits.data, splits.size, t.ids.size(), RowSplitsOf::kRaggedInput)));
   const int64_t batch = splits.size - 1;
   const int64_t msl = spec.max_sequence_length;
-  rows->sequence = msl > 0;
-  rows->count = msl > 0 ? CheckedProduct(batch, msl, kMaxRows) : batch;
-  TFE_RETURN_IF_ERROR(CheckRowCount(error, rows->count, "the ragged row_splits"));
-
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t i = splits[b]; i < splits[b + 1]; ++i) {
       const int64_t position = i - splits[b];
-      rows->of_lookup[i] = msl == 0 ? b : (position < msl ? b * msl + position : -1);
+      row_of_lookup[i] = msl == 0 ? b : (position < msl ? b * msl + position : -1);
     }
   }
   return Status();
@@ -252,28 +256,50 @@ Status ParseFeatureSpecs(const std::string& table_name, int64_t num_features,
   return Status();
 }
 
-Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) {
-  const FeatureErrors error(table_.name, spec.name);
+Status FeatureLayoutOf(const std::string& table_name, const FeatureSpec& spec,
+                       const FeatureTensors& t, FeatureLayout* layout) {
+  const FeatureErrors error(table_name, spec.name);
   if (spec.has_weights && t.weights.size != t.ids.size()) {
     return error("weights have ", t.weights.size, " elements but there are ", t.ids.size(),
                  " ids");
   }
+  switch (spec.kind) {
+    case InputKind::kDense:
+      *layout = FeatureLayout{t.ids.size(), /*sequence=*/false};
+      return CheckRowCount(error, layout->num_rows, "the number of dense ids");
+    case InputKind::kSparse:
+      return SparseLayout(error, spec, t, layout);
+    case InputKind::kRagged:
+      return RaggedLayout(error, spec, t, layout);
+  }
+  return Status();
+}
+
+Status CheckStackedRows(const std::string& table_name, const FeatureSpec& spec,
+                        int64_t rows_before, int64_t rows) {
+  if (rows <= kMaxRows - rows_before) return Status();
+  return FeatureError(table_name, spec.name, "stacking it after ", rows_before,
+                      " rows gives more than ", kMaxRows, " output rows");
+}
+
+Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) {
+  const FeatureErrors error(table_.name, spec.name);
+  FeatureLayout layout;
+  TFE_RETURN_IF_ERROR(FeatureLayoutOf(table_.name, spec, t, &layout));
   // The feature's lookups get their output rows in place, at the end of lookup_rows_.
   const int64_t first_lookup = static_cast<int64_t>(lookup_rows_.size());
   lookup_rows_.resize(first_lookup + t.ids.size());
-  FeatureRows rows;
-  rows.of_lookup = lookup_rows_.data() + first_lookup;
+  int64_t* const row_of_lookup = lookup_rows_.data() + first_lookup;
   Status status;
   switch (spec.kind) {
-    case InputKind::kDense: status = DenseRows(error, t, &rows); break;
-    case InputKind::kSparse: status = SparseRows(error, spec, t, &rows); break;
-    case InputKind::kRagged: status = RaggedRows(error, spec, t, &rows); break;
+    case InputKind::kDense: DenseRows(t, row_of_lookup); break;
+    case InputKind::kSparse:
+      status = SparseRows(error, spec, t, layout.sequence, row_of_lookup);
+      break;
+    case InputKind::kRagged: status = RaggedRows(error, spec, t, row_of_lookup); break;
   }
   if (!status.ok()) return status;
-  if (rows.count > kMaxRows - num_rows_) {
-    return error("stacking it after ", num_rows_, " rows gives more than ", kMaxRows,
-                 " output rows");
-  }
+  TFE_RETURN_IF_ERROR(CheckStackedRows(table_.name, spec, num_rows_, layout.num_rows));
 
   // Stock safe_embedding_lookup_sparse prunes negative ids always and non-positive weights
   // only when they would feed a mean or sqrtn denominator.
@@ -290,12 +316,12 @@ Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) 
     if (id >= vocabulary_size || (id < 0 && !spec.prune_invalid)) {
       return error(FeatureIdOutOfRange(id, i, vocabulary_size));
     }
-    const int64_t row = rows.of_lookup[i];
+    const int64_t row = row_of_lookup[i];
     if (row < 0 || id < 0 || (prune_weights && !(t.weights[i] > 0))) {
-      rows.of_lookup[i] = -1;
+      row_of_lookup[i] = -1;
       continue;
     }
-    rows.of_lookup[i] = num_rows_ + row;
+    row_of_lookup[i] = num_rows_ + row;
     ++kept;
     in_row_order = in_row_order && num_rows_ + row >= last_row;
     last_row = num_rows_ + row;
@@ -304,9 +330,9 @@ Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) 
   last_row_ = last_row;
   in_row_order_ = in_row_order;
   features_.push_back(AddedFeature{t.ids, spec.has_weights ? t.weights : Span<float>{},
-                                   num_rows_, !rows.sequence});
-  feature_row_counts_.push_back(rows.count);
-  num_rows_ += rows.count;
+                                   num_rows_, !layout.sequence});
+  feature_row_counts_.push_back(layout.num_rows);
+  num_rows_ += layout.num_rows;
   return Status();
 }
 

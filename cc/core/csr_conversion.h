@@ -84,6 +84,23 @@ struct FeatureTensors {
   Span<float> weights;
 };
 
+// How a feature's input maps to output rows: how many it gives, and whether they are sequence
+// rows (one per sample and position, no combiner) or pooled rows.
+struct FeatureLayout {
+  int64_t num_rows = 0;
+  bool sequence = false;
+};
+
+// The feature's layout, after the checks of AddFeature that need only the sizes of its tensors,
+// the shape of row_info and the values of dense_shape: what the XLA kernel, which compiles for
+// shapes, can check. Reads no other data.
+Status FeatureLayoutOf(const std::string& table_name, const FeatureSpec& spec,
+                       const FeatureTensors& t, FeatureLayout* layout);
+
+// Checks that stacking a feature of `rows` rows after `rows_before` stays within kMaxRows.
+Status CheckStackedRows(const std::string& table_name, const FeatureSpec& spec,
+                        int64_t rows_before, int64_t rows);
+
 // Stacks the features of one table into a CSR batch, in two phases so that the caller can
 // allocate the outputs (tensors) once the sizes are known:
 //   AddFeature for each feature in order (validates it and assigns output rows), then

@@ -9,6 +9,12 @@
 // float32, in the order the formulas are written, so a float32 numpy transcription of §2 agrees
 // to rounding: exactly for the rules built from correctly rounded operations (+ - * / sqrt), to
 // ~1 ulp where pow is involved.
+//
+// The math is defined once for both runtimes: `Update` and UpdateElement are templates over the
+// scalar type T they compute with, written in the vocabulary below (operators, Sqrt, Pow,
+// Clamp, ReciprocalSqrt, ScalarLike). With T = float they are the TF kernels' loops; the XLA
+// kernels instantiate them with an elementwise XLA value (cc/xla/xla_math.h), whose functions of
+// the same names build XLA ops over whole arrays of touched rows.
 #ifndef TF_EMBEDDING_CC_CORE_OPTIMIZERS_H_
 #define TF_EMBEDDING_CC_CORE_OPTIMIZERS_H_
 
@@ -23,8 +29,18 @@
 
 namespace tf_embedding {
 
+// The scalar vocabulary of the rules, for float (cc/xla/xla_math.h has the XLA overloads).
 // Clamps x to [lo, hi]; NaN stays NaN, like numpy.clip.
 inline float Clamp(float x, float lo, float hi) { return std::min(std::max(x, lo), hi); }
+inline float Sqrt(float x) { return std::sqrt(x); }
+inline float Pow(float x, float y) { return std::pow(x, y); }
+// 1 / sqrt(x) rounded once: computed in double, whose result rounds to the correctly rounded
+// float (what powf(x, -0.5f) gives) and, unlike powf, vectorises.
+inline float ReciprocalSqrt(float x) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(x)));
+}
+// `value` as a scalar of the type of `like` (an XLA value needs its builder).
+inline float ScalarLike(float /*like*/, float value) { return value; }
 
 // Knobs every optimizer shares; their attrs precede each rule's own.
 struct CommonUpdateParams {
@@ -46,9 +62,11 @@ struct CommonUpdateParams {
               &P::multiply_weight_decay_factor_by_learning_rate}}};
   }
 
-  float WeightDecay(float lr) const {
-    return multiply_weight_decay_factor_by_learning_rate ? weight_decay_factor * lr
-                                                         : weight_decay_factor;
+  template <typename T>
+  T WeightDecay(const T& lr) const {
+    return multiply_weight_decay_factor_by_learning_rate
+               ? weight_decay_factor * lr
+               : ScalarLike(lr, weight_decay_factor);
   }
 };
 
@@ -63,7 +81,10 @@ struct SgdRule : LazyRule {
   static constexpr std::array<const char*, 0> kSlotNames = {};
   static constexpr std::array<Hyperparameter<SgdRule>, 0> Hyperparameters() { return {}; }
 
-  void Update(float lr, float g, float& w, std::array<float, 0>&) const { w = w - lr * g; }
+  template <typename T>
+  void Update(const T& lr, const T& g, T& w, std::array<T, 0>&) const {
+    w = w - lr * g;
+  }
 };
 
 struct AdagradRule : LazyRule {
@@ -73,10 +94,11 @@ struct AdagradRule : LazyRule {
   static constexpr std::array<Hyperparameter<AdagradRule>, 0> Hyperparameters() { return {}; }
 
   // No epsilon: the accumulator starts at initial_accumulator_value > 0.
-  void Update(float lr, float g, float& w, std::array<float, 1>& s) const {
-    float& a = s[0];
+  template <typename T>
+  void Update(const T& lr, const T& g, T& w, std::array<T, 1>& s) const {
+    T& a = s[0];
     a = a + g * g;
-    w = w - lr * g / std::sqrt(a);
+    w = w - lr * g / Sqrt(a);
   }
 };
 
@@ -100,19 +122,20 @@ struct AdagradMomentumRule : LazyRule {
              {"epsilon", &R::epsilon}}};
   }
 
-  // (a + epsilon)^(-1/exponent). The default exponent 2 takes sqrt in double, which rounds to
-  // the correctly rounded float result (what powf gives) and, unlike powf, vectorises.
-  float Preconditioner(float x) const {
-    if (exponent == 2.0f) return static_cast<float>(1.0 / std::sqrt(static_cast<double>(x)));
-    return std::pow(x, -1.0f / exponent);
+  // (a + epsilon)^(-1/exponent); the default exponent 2 is a reciprocal square root.
+  template <typename T>
+  T Preconditioner(const T& x) const {
+    if (exponent == 2.0f) return ReciprocalSqrt(x);
+    return Pow(x, -1.0f / exponent);
   }
 
-  void Update(float lr, float g, float& w, std::array<float, 2>& s) const {
-    float& a = s[0];
-    float& m = s[1];
+  template <typename T>
+  void Update(const T& lr, const T& g, T& w, std::array<T, 2>& s) const {
+    T& a = s[0];
+    T& m = s[1];
     // beta2 == 1 is plain Adagrad accumulation, not an exponential average with weight 0.
     a = beta2 == 1.0f ? a + g * g : beta2 * a + (1.0f - beta2) * g * g;
-    const float scaled = Preconditioner(a + epsilon) * g;
+    const T scaled = Preconditioner(a + epsilon) * g;
     m = momentum * m + scaled;
     w = w - lr * (use_nesterov ? momentum * m + scaled : m);
   }
@@ -141,14 +164,15 @@ struct AdamRule {
   bool UpdatesUntouchedRows() const { return !lazy_adam; }
 
   // No bias correction, as on TPU.
-  void Update(float lr, float g, float& w, std::array<float, 2>& s) const {
-    float& m = s[0];
-    float& v = s[1];
+  template <typename T>
+  void Update(const T& lr, const T& g, T& w, std::array<T, 2>& s) const {
+    T& m = s[0];
+    T& v = s[1];
     m = beta_1 * m + (1.0f - beta_1) * g;
     v = beta_2 * v + (1.0f - beta_2) * g * g;
     const float inside = sum_inside_sqrt ? epsilon * epsilon : 0.0f;
     const float outside = sum_inside_sqrt ? 0.0f : epsilon;
-    w = w - lr * m / (std::sqrt(v + inside) + outside);
+    w = w - lr * m / (Sqrt(v + inside) + outside);
   }
 };
 
@@ -177,20 +201,22 @@ struct FtrlRule : LazyRule {
   }
 
   // a^(-learning_rate_power); the default -0.5 is a (correctly rounded, vectorisable) sqrt.
-  float Power(float a) const {
-    if (learning_rate_power == -0.5f) return std::sqrt(a);
-    return std::pow(a, -learning_rate_power);
+  template <typename T>
+  T Power(const T& a) const {
+    if (learning_rate_power == -0.5f) return Sqrt(a);
+    return Pow(a, -learning_rate_power);
   }
 
-  void Update(float lr, float g, float& w, std::array<float, 2>& s) const {
-    float& a = s[0];
-    float& l = s[1];
+  template <typename T>
+  void Update(const T& lr, const T& g, T& w, std::array<T, 2>& s) const {
+    T& a = s[0];
+    T& l = s[1];
     const float l1 = l1_regularization_strength;
     const float l2 = l2_regularization_strength;
-    const float a_new = a + g * g;
-    const float p_new = Power(a_new);
-    const float dp = p_new - Power(a);
-    float numerator, denominator;
+    const T a_new = a + g * g;
+    const T p_new = Power(a_new);
+    const T dp = p_new - Power(a);
+    T numerator, denominator;
     if (multiply_linear_by_learning_rate) {
       l = l + lr * g - dp * w;
       numerator = l1 == 0.0f ? -l : Clamp(l, -lr * l1, lr * l1) - l;
@@ -205,22 +231,32 @@ struct FtrlRule : LazyRule {
   }
 };
 
-// Applies one optimizer step to a row: g = clip(grad), w -= decay * w, rule, w = clip(w).
-// `grad` is the summed gradient of the row; `slots` point at the row in each slot variable.
+// One optimizer step of one element: g = clip(grad), w -= decay * w, the rule, w = clip(w).
+// `decay` is common.WeightDecay(lr). T is float (UpdateRow) or an XLA value (cc/xla).
+template <typename Rule, typename T>
+void UpdateElement(const Rule& rule, const CommonUpdateParams& common, const T& lr,
+                   const T& decay, const T& grad, T& w, std::array<T, Rule::kNumSlots>& slots) {
+  const T g = Clamp(grad, common.clip_gradient_min, common.clip_gradient_max);
+  // Applied even when zero (exact for finite weights): a select here keeps GCC from
+  // vectorising UpdateRow's loop once it is inlined into the row loops.
+  w = w - decay * w;
+  rule.Update(lr, g, w, slots);
+  w = Clamp(w, common.clip_weight_min, common.clip_weight_max);
+}
+
+// Applies one optimizer step to a row. `grad` is the summed gradient of the row; `slots` point
+// at the row in each slot variable.
 template <typename Rule>
 void UpdateRow(const Rule& rule, const CommonUpdateParams& common, float lr, const float* grad,
                int64_t dim, float* w, const std::array<float*, Rule::kNumSlots>& slots) {
   const float decay = common.WeightDecay(lr);
   for (int64_t j = 0; j < dim; ++j) {
-    const float g = Clamp(grad[j], common.clip_gradient_min, common.clip_gradient_max);
-    // Applied even when zero (exact for finite weights): a select here keeps GCC from
-    // vectorising the loop once it is inlined into the row loops.
-    float wj = w[j] - decay * w[j];
+    float wj = w[j];
     std::array<float, Rule::kNumSlots> s;
     for (int k = 0; k < Rule::kNumSlots; ++k) s[k] = slots[k][j];
-    rule.Update(lr, g, wj, s);
+    UpdateElement(rule, common, lr, decay, grad[j], wj, s);
     for (int k = 0; k < Rule::kNumSlots; ++k) slots[k][j] = s[k];
-    w[j] = Clamp(wj, common.clip_weight_min, common.clip_weight_max);
+    w[j] = wj;
   }
 }
 

@@ -7,41 +7,15 @@
 #include "tensorflow/core/platform/errors.h"
 
 namespace tf_embedding {
-namespace {
-
 using ::tensorflow::OpInputList;
 using ::tensorflow::Tensor;
-
-absl::Status CheckRank(const std::string& table_name, const std::string& context,
-                       const char* what, const Tensor& t, int rank) {
-  if (t.dims() == rank) return absl::OkStatus();
-  return ToAbslStatus(TableError(table_name, context, what, " must be a ",
-                                 rank == 1 ? "vector" : "matrix", ", got shape ",
-                                 t.shape().DebugString()));
-}
-
-// Checks that `gradients` (input `what` of batch `context`) is [rows, dim]; a negative dim
-// is taken from it first.
-absl::Status CheckGradientShape(const std::string& table_name, const std::string& context,
-                                const char* what, const Tensor& gradients, int64_t rows,
-                                const char* rows_are, int64_t* dim) {
-  TF_RETURN_IF_ERROR(CheckRank(table_name, context, what, gradients, 2));
-  if (*dim < 0) *dim = gradients.dim_size(1);
-  if (gradients.dim_size(0) == rows && gradients.dim_size(1) == *dim) return absl::OkStatus();
-  return ToAbslStatus(TableError(table_name, context, what, " has shape ",
-                                 gradients.shape().DebugString(), " but must be [", rows, ",",
-                                 *dim, "] (one row per ", rows_are,
-                                 ", of the embedding dimension)"));
-}
-
-}  // namespace
 
 absl::Status CsrBatchFromTensors(const std::string& table_name, const std::string& context,
                                  const Tensor& row_splits, const Tensor& ids, const Tensor& gains,
                                  CsrBatch* batch) {
-  TF_RETURN_IF_ERROR(CheckRank(table_name, context, "row_splits", row_splits, 1));
-  TF_RETURN_IF_ERROR(CheckRank(table_name, context, "ids", ids, 1));
-  TF_RETURN_IF_ERROR(CheckRank(table_name, context, "gains", gains, 1));
+  TF_RETURN_IF_ERROR(CheckRank(table_name, context, "row_splits", row_splits.shape(), 1));
+  TF_RETURN_IF_ERROR(CheckRank(table_name, context, "ids", ids.shape(), 1));
+  TF_RETURN_IF_ERROR(CheckRank(table_name, context, "gains", gains.shape(), 1));
   batch->row_splits = row_splits.flat<int64_t>().data();
   batch->num_row_splits = row_splits.NumElements();
   batch->ids = ids.flat<int64_t>().data();
@@ -67,7 +41,7 @@ absl::Status ReadGradientBatches(tensorflow::OpKernelContext* ctx, const std::st
     // A row_splits without elements is reported by the CSR validation; count it as no rows.
     const int64_t rows = std::max<int64_t>(batch.csr.num_rows(), 0);
     TF_RETURN_IF_ERROR(CheckGradientShape(table_name, context, "activation_gradients",
-                                          activation_gradients[b], rows,
+                                          activation_gradients[b].shape(), rows,
                                           "row_splits segment", dim));
     batch.activation_gradients = activation_gradients[b].flat<float>().data();
   }
@@ -82,10 +56,11 @@ absl::Status ReadSortedRows(tensorflow::OpKernelContext* ctx, const std::string&
   lists->assign(unique_ids.size(), SortedRows());
   for (int b = 0; b < unique_ids.size(); ++b) {
     const std::string context = BatchContext(b);
-    TF_RETURN_IF_ERROR(CheckRank(table_name, context, "unique_ids", unique_ids[b], 1));
-    const int64_t num_ids = unique_ids[b].NumElements();
     TF_RETURN_IF_ERROR(
-        CheckGradientShape(table_name, context, "rows", rows[b], num_ids, "unique id", dim));
+        CheckRank(table_name, context, "unique_ids", unique_ids[b].shape(), 1));
+    const int64_t num_ids = unique_ids[b].NumElements();
+    TF_RETURN_IF_ERROR(CheckGradientShape(table_name, context, "rows", rows[b].shape(),
+                                          num_ids, "unique id", dim));
     (*lists)[b] = {unique_ids[b].flat<int64_t>().data(), num_ids, rows[b].flat<float>().data()};
   }
   return absl::OkStatus();

@@ -9,6 +9,7 @@
 
 #include "cc/core/csr_batch.h"
 #include "cc/core/gradient_aggregation.h"
+#include "cc/kernels/shape_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 

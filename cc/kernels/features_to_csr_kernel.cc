@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "cc/core/csr_conversion.h"
-#include "cc/core/errors.h"
+#include "cc/kernels/csr_conversion_attrs.h"
 #include "cc/kernels/status.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -12,7 +12,6 @@
 namespace tf_embedding {
 namespace {
 
-using ::tensorflow::DataType;
 using ::tensorflow::OpInputList;
 using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelConstruction;
@@ -42,31 +41,7 @@ T* OutputData(Tensor* tensor) {
 class FeaturesToCsrOp : public OpKernel {
  public:
   explicit FeaturesToCsrOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    std::string table_name, combiner;
-    int64_t vocabulary_size = 0, num_features = 0;
-    std::vector<DataType> id_types;
-    std::vector<std::string> feature_names, input_kinds;
-    std::vector<bool> has_weights, prune_invalid;
-    std::vector<int64_t> max_sequence_lengths;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("table_name", &table_name));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("combiner", &combiner));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("vocabulary_size", &vocabulary_size));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("N", &num_features));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("Tids", &id_types));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("feature_names", &feature_names));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("input_kinds", &input_kinds));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("has_weights", &has_weights));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_sequence_lengths", &max_sequence_lengths));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("prune_invalid", &prune_invalid));
-    OP_REQUIRES(ctx, static_cast<int64_t>(id_types.size()) == num_features,
-                ToAbslStatus(TableError(table_name, id_types.size(), " ids tensors but ",
-                                        num_features, " features")));
-    OP_REQUIRES_OK(ctx,
-                   ToAbslStatus(ParseTableSpec(table_name, vocabulary_size, combiner, &table_)));
-    OP_REQUIRES_OK(ctx, ToAbslStatus(ParseFeatureSpecs(table_name, num_features, feature_names,
-                                                       input_kinds, has_weights,
-                                                       max_sequence_lengths, prune_invalid,
-                                                       &features_)));
+    OP_REQUIRES_OK(ctx, ReadCsrConversionAttrs(ctx, &table_, &features_));
   }
 
   // Single-threaded: conversion is one linear pass over a step's ids, memory-bound and short

@@ -7,7 +7,6 @@
 #include <array>
 #include <cmath>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +14,7 @@
 #include "cc/core/gradient_aggregation.h"
 #include "cc/core/optimizers.h"
 #include "cc/kernels/csr_inputs.h"
+#include "cc/kernels/sparse_apply_checks.h"
 #include "cc/kernels/status.h"
 #include "cc/kernels/variable_access.h"
 #include "cc/ops/sparse_apply_op_names.h"
@@ -34,24 +34,10 @@ using ::tensorflow::Var;
 // Sharding cost of a rule's per-element work, in units of one multiply-add.
 constexpr int64_t kRuleCost = 20;
 
-// Reads every hyperparameter attr of Params (hyperparameters.h) into its member.
-template <typename Params>
-absl::Status ReadHyperparameters(OpKernelConstruction* ctx, Params* params) {
-  for (const auto& hyperparameter : Params::Hyperparameters()) {
-    TF_RETURN_IF_ERROR(std::visit(
-        [&](auto member) { return ctx->GetAttr(hyperparameter.name, &(params->*member)); },
-        hyperparameter.member));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ReadLearningRate(OpKernelContext* ctx, const std::string& table_name, float* lr) {
   const Tensor* t = nullptr;
   TF_RETURN_IF_ERROR(ctx->input("learning_rate", &t));
-  if (t->dims() != 0) {
-    return ToAbslStatus(TableError(table_name, "learning_rate must be a scalar, got shape ",
-                                   t->shape().DebugString()));
-  }
+  TF_RETURN_IF_ERROR(CheckLearningRateShape(table_name, t->shape()));
   *lr = t->scalar<float>()();
   if (!std::isfinite(*lr)) {
     return ToAbslStatus(TableError(table_name, "learning_rate must be finite, got ", *lr));
@@ -132,7 +118,8 @@ class SparseApplyOp : public OpKernel {
     for (int i = 0; i < kNumVariables; ++i) {
       TF_RETURN_IF_ERROR(LookupVariable(ctx, i, &(*refs)[i]));
       if (std::find(vars->begin(), vars->end(), (*refs)[i].get()) != vars->end()) {
-        return ToAbslStatus(TableError(table_name_, VariableName(i), " is the same variable as ",
+        return ToAbslStatus(TableError(table_name_, VariableName<Rule>(i),
+                                       " is the same variable as ",
                                        "another input; each must be distinct"));
       }
       vars->push_back((*refs)[i].get());
@@ -169,30 +156,17 @@ class SparseApplyOp : public OpKernel {
                       });
   }
 
-  static std::string VariableName(int i) {
-    return i == 0 ? "table" : absl::StrCat("slot '", Rule::kSlotNames[i - 1], "'");
-  }
-
-  // Every variable holds a float matrix of the table's shape, whose dim is the gradients'.
+  // Every variable holds an initialized float matrix of the table's shape, whose dim is the
+  // gradients'.
   // REQUIRES: the variables' locks held.
   absl::Status CheckVariables(const std::vector<Var*>& vars, int64_t dim) const {
+    std::vector<tensorflow::TensorShape> shapes;
     for (int i = 0; i < kNumVariables; ++i) {
       TF_RETURN_IF_ERROR(
-          CheckFloatMatrixVariable(vars[i], TableContext(table_name_) + VariableName(i)));
+          CheckFloatMatrixVariable(vars[i], TableContext(table_name_) + VariableName<Rule>(i)));
+      shapes.push_back(vars[i]->tensor()->shape());
     }
-    const tensorflow::TensorShape& shape = vars[0]->tensor()->shape();
-    for (int i = 1; i < kNumVariables; ++i) {
-      if (vars[i]->tensor()->shape() != shape) {
-        return ToAbslStatus(TableError(table_name_, VariableName(i), " has shape ",
-                                       vars[i]->tensor()->shape().DebugString(),
-                                       " but the table has shape ", shape.DebugString()));
-      }
-    }
-    if (shape.dim_size(1) != dim) {
-      return ToAbslStatus(TableError(table_name_, Gradients::kGradients, " have dimension ", dim,
-                                     " but the table has shape ", shape.DebugString()));
-    }
-    return absl::OkStatus();
+    return CheckVariableShapes<Rule>(table_name_, Gradients::kGradients, shapes, dim);
   }
 
   std::string table_name_;

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "cc/core/huge_pages.h"
+#include "cc/kernels/shape_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/resource_var.h"
@@ -39,11 +40,7 @@ inline absl::Status CheckFloatMatrixVariable(tensorflow::Var* var, const std::st
     return absl::InvalidArgumentError(absl::StrCat(what, " variable must hold float32, got ",
                                                    tensorflow::DataTypeString(t.dtype())));
   }
-  if (t.dims() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " variable must be a matrix, got shape ",
-                                                   t.shape().DebugString()));
-  }
-  return absl::OkStatus();
+  return CheckMatrixVariableShape(what, t.shape());
 }
 
 // Backs the variable's buffer with huge pages if it is large (cc/core/huge_pages.h). Call it

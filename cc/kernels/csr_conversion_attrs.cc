@@ -1,0 +1,38 @@
+#include "cc/kernels/csr_conversion_attrs.h"
+
+#include <string>
+
+#include "cc/core/errors.h"
+#include "cc/kernels/status.h"
+
+namespace tf_embedding {
+
+absl::Status ReadCsrConversionAttrs(tensorflow::OpKernelConstruction* ctx, TableSpec* table,
+                                    std::vector<FeatureSpec>* features) {
+  std::string table_name, combiner;
+  int64_t vocabulary_size = 0, num_features = 0;
+  std::vector<tensorflow::DataType> id_types;
+  std::vector<std::string> feature_names, input_kinds;
+  std::vector<bool> has_weights, prune_invalid;
+  std::vector<int64_t> max_sequence_lengths;
+  TF_RETURN_IF_ERROR(ctx->GetAttr("table_name", &table_name));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("combiner", &combiner));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("vocabulary_size", &vocabulary_size));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("N", &num_features));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("Tids", &id_types));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("feature_names", &feature_names));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("input_kinds", &input_kinds));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("has_weights", &has_weights));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("max_sequence_lengths", &max_sequence_lengths));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("prune_invalid", &prune_invalid));
+  if (static_cast<int64_t>(id_types.size()) != num_features) {
+    return ToAbslStatus(
+        TableError(table_name, id_types.size(), " ids tensors but ", num_features, " features"));
+  }
+  TF_RETURN_IF_ERROR(ToAbslStatus(ParseTableSpec(table_name, vocabulary_size, combiner, table)));
+  return ToAbslStatus(ParseFeatureSpecs(table_name, num_features, feature_names, input_kinds,
+                                        has_weights, max_sequence_lengths, prune_invalid,
+                                        features));
+}
+
+}  // namespace tf_embedding
