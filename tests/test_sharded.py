@@ -717,9 +717,9 @@ def test_unbuilt_object_and_unsupported_strategy():
     with pytest.raises(RuntimeError, match="apply_gradients called on unbuilt TPUEmbedding"):
         emb.apply_gradients({"a": None, "b": None})
     with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
-        with pytest.raises(RuntimeError, match="default strategy or "
-                                               "tf.distribute.MirroredStrategy, but was created "
-                                               "under OneDeviceStrategy"):
+        with pytest.raises(RuntimeError, match="default strategy, tf.distribute.MirroredStrategy "
+                                               "or tf.distribute.ParameterServerStrategy, but "
+                                               "was created under OneDeviceStrategy"):
             small_embedding()
 
 
