@@ -16,13 +16,25 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from tf_embedding import server
 
 READY_TIMEOUT = 120.0
 STOP_TIMEOUT = 30.0
 _ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+SERVER = ("-m", "tf_embedding.server")
+# A stock TF server that never loads tf_embedding's op library (what a task started without
+# `python -m tf_embedding.server` is), with the same readiness line.
+PLAIN_SERVER = ("-c", f"""
+import json, os, threading
+import tensorflow as tf
+config = json.loads(os.environ["TF_CONFIG"])
+tf.distribute.Server(tf.train.ClusterSpec(config["cluster"]), job_name=config["task"]["type"],
+                     task_index=config["task"]["index"], start=True)
+print({server.READY_MARKER!r}, flush=True)
+threading.Event().wait()
+""")
 
 
 def free_ports(count: int) -> list[int]:
@@ -54,9 +66,9 @@ def tf_config(cluster: Mapping[str, Sequence[str]], task_type: str, index: int) 
 class ServerProcess:
     """One `python -m tf_embedding.server` subprocess; its output lines arrive in `lines`."""
 
-    def __init__(self, environ: Mapping[str, str], args: Sequence[str] = ()):
+    def __init__(self, environ: Mapping[str, str], args: Sequence[str] = SERVER):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tf_embedding.server", *args], stdout=subprocess.PIPE,
+            [sys.executable, *args], stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, env=dict(os.environ, **_ENV, **environ))
         self.lines: "queue.Queue[str | None]" = queue.Queue()
         self.output: list[str] = []
@@ -108,13 +120,17 @@ class ServerProcess:
 
 
 @contextlib.contextmanager
-def loopback_cluster(num_ps: int, num_workers: int = 1,
-                     attempts: int = 3) -> Iterator[dict[str, list[str]]]:
+def loopback_cluster(
+        num_ps: int, num_workers: int = 1, attempts: int = 3,
+        command: Callable[[str, int], Sequence[str]] = lambda task_type, index: SERVER
+) -> Iterator[dict[str, list[str]]]:
     """Starts the ps and worker tasks of a fresh cluster and yields its spec (the chief's address
-    included, for the chief script's TF_CONFIG); stops every task on exit."""
+    included, for the chief script's TF_CONFIG); stops every task on exit. `command(task_type,
+    index)` is a task's argv after the interpreter."""
     for attempt in range(attempts):
         cluster = cluster_spec(num_ps, num_workers)
-        servers = [ServerProcess({"TF_CONFIG": tf_config(cluster, task_type, index)})
+        servers = [ServerProcess({"TF_CONFIG": tf_config(cluster, task_type, index)},
+                                 command(task_type, index))
                    for task_type in ("ps", "worker") for index in range(len(cluster[task_type]))]
         try:
             ready = [process.wait_ready() for process in servers]

@@ -13,6 +13,7 @@ and writes what it saw to OUTPUT_DIR, where the test compares it with one-proces
 * `restore CHECKPOINT`: restores a one-process checkpoint before `build()` (2 blocks, one per
   PS) and after it (4 blocks over the 2 PS): `restored_2.npz`, `restored_4.npz`.
 * `misuse`: the errors of calls that break the one-function rule: `errors.json`.
+* `build`: the error of `build()` (null if none): `build.json`.
 """
 
 import json
@@ -152,6 +153,20 @@ def misuse(output: str) -> None:
         json.dump(errors, file)
 
 
+def build(output: str) -> None:
+    strategy, _ = connect()
+    with strategy.scope():
+        emb = tf_embedding.TPUEmbedding(feature_config(), tf_embedding.SGD(0.1))
+    try:
+        emb.build()
+        error = None
+    except RuntimeError as raised:
+        error = str(raised)
+    with open(os.path.join(output, "build.json"), "w") as file:
+        json.dump(error, file)
+
+
 if __name__ == "__main__":
     output_dir, scenario, *arguments = sys.argv[1:]
-    {"train": train, "restore": restore, "misuse": misuse}[scenario](output_dir, *arguments)
+    {"train": train, "restore": restore, "misuse": misuse, "build": build}[scenario](
+        output_dir, *arguments)

@@ -17,12 +17,24 @@ import tf_embedding
 
 import ps_chief
 import test_sharded as steps_lib
-from cluster_helpers import loopback_cluster, run_chief
+from cluster_helpers import PLAIN_SERVER, SERVER, loopback_cluster, run_chief
 from sharded_helpers import STRATEGIES, TABLES, feature_config, make_strategy, variable_values
 from test_sharded_checkpoints import assert_same_values, randomize, sharded
 
 stock = tf.tpu.experimental.embedding
 NUM_PS = 2
+
+
+def test_a_ps_task_without_the_op_library_is_named_at_build(tmp_path):
+    # First in the module, before the module's cluster starts: 2 cores run one cluster at a time.
+    with loopback_cluster(num_ps=1, num_workers=1, command=lambda task_type, _: (
+            PLAIN_SERVER if task_type == "ps" else SERVER)) as plain_ps:
+        chief(plain_ps, tmp_path, "build")
+    error = json.loads((tmp_path / "build.json").read_text())
+    assert error.startswith("The task of /job:ps/replica:0/task:0/device:CPU:0 cannot run "
+                            "tf_embedding's ops"), error
+    assert "Start every ps and worker task with `python -m tf_embedding.server`" in error
+    assert "TfeEmbeddingLookupDense" in error  # TF's own message follows
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,8 @@ travels from `enqueue` to `apply_gradients`, and the check that every PS can run
 * **Op library.** A task that did not load the library before its server started cannot run the
   fused ops, and TF cannot load it remotely; `check_ops_on` turns the first step's raw
   "Op type not registered" into an error at `build()` naming the task and the remedy.
+  Workers are not probed: the coordinator tolerates workers that are not up yet, and a worker
+  without the library fails the first step it runs with TF's message.
 """
 
 import dataclasses
@@ -61,7 +63,10 @@ def check_ops_on(devices: Sequence[str | None]) -> None:
                     table=tf.zeros([1, 1]), row_splits=tf.zeros([1], tf.int64),
                     ids=tf.zeros([0], tf.int64), gains=tf.zeros([0]), table_name="probe")
         except tf.errors.NotFoundError as error:
-            if "Op type not registered" not in error.message:
+            # Eagerly TF says "'TfeEmbeddingLookupDense' is neither a type of a primitive
+            # operation nor a name of a function registered in binary"; in a function part,
+            # "Op type not registered 'TfeEmbeddingLookupDense'".
+            if "TfeEmbeddingLookupDense" not in error.message:
                 raise
             raise RuntimeError(
                 f"The task of {device} cannot run tf_embedding's ops: its server did not load "
