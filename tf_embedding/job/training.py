@@ -419,7 +419,7 @@ class _Run:
     optimizer: keras.optimizers.Optimizer
     step: Any  # tf.Variable; for --embedding-api keras, the Keras optimizer's `iterations`
     malformed: tf.Variable
-    metrics: RunningMetrics
+    metrics: RunningMetrics | None  # None for --embedding-api keras
     manager: tf.train.CheckpointManager
     keras_model: KerasRankingModel | None  # for --embedding-api keras, compiled for model.fit
 
@@ -441,10 +441,13 @@ def _build_run(options: TrainOptions, spec: DataSpec, checkpoints: str) -> _Run:
         step = optimizer.iterations
     # Built now so that a restore finds every slot variable to fill.
     optimizer.build((keras_model or model).trainable_variables)
-    metrics = RunningMetrics()
-    checkpoint = tf.train.Checkpoint(
-        step=step, model=model, optimizer=optimizer, malformed=malformed,
-        running_metrics=metrics, **embedding.checkpointed())
+    checkpointed = dict(step=step, model=model, optimizer=optimizer, malformed=malformed,
+                        **embedding.checkpointed())
+    # The custom loop's progress metrics; Keras' fit displays its own.
+    metrics = None
+    if keras_model is None:
+        metrics = checkpointed["running_metrics"] = RunningMetrics()
+    checkpoint = tf.train.Checkpoint(**checkpointed)
     manager = tf.train.CheckpointManager(checkpoint, checkpoints,
                                          max_to_keep=options.keep_checkpoints)
     return _Run(embedding, model, optimizer, step, malformed, metrics, manager, keras_model)
