@@ -26,6 +26,9 @@ namespace tf_embedding {
 // Clamps x to [lo, hi]; NaN stays NaN, like numpy.clip.
 inline float Clamp(float x, float lo, float hi) { return std::min(std::max(x, lo), hi); }
 
+// -1, 0 or 1 by the sign of x, as tf.sign (0 for NaN, where tf.sign gives NaN).
+inline float Sign(float x) { return static_cast<float>((x > 0.0f) - (x < 0.0f)); }
+
 // Knobs every optimizer shares; their attrs precede each rule's own.
 struct CommonUpdateParams {
   float clip_gradient_min = -std::numeric_limits<float>::infinity();
@@ -205,6 +208,142 @@ struct FtrlRule : LazyRule {
   }
 };
 
+// Proximal Adagrad: Adagrad's per-coordinate rate, then the FOBOS proximal step for l1 and l2.
+// optimization_parameters.proto's ProximalAdagradParameters gives TF's CPU kernel as the TPU
+// rule's reference: ApplyProximalAdagrad / SparseApplyProximalAdagrad in
+// tensorflow/core/kernels/training_ops.cc, written here as its scalar path computes it.
+struct ProximalAdagradRule : LazyRule {
+  static constexpr char kName[] = "ProximalAdagrad";
+  static constexpr int kNumSlots = 1;
+  static constexpr std::array<const char*, 1> kSlotNames = {"accumulators"};
+
+  float l1_regularization_strength = 0.0f;
+  float l2_regularization_strength = 0.0f;
+
+  static constexpr std::array<Hyperparameter<ProximalAdagradRule>, 2> Hyperparameters() {
+    using R = ProximalAdagradRule;
+    return {{{"l1_regularization_strength", &R::l1_regularization_strength},
+             {"l2_regularization_strength", &R::l2_regularization_strength}}};
+  }
+
+  // No epsilon: the accumulator starts at initial_accumulator_value > 0, as for Adagrad.
+  void Update(float lr, float g, float& w, std::array<float, 1>& s) const {
+    float& a = s[0];
+    const float l1 = l1_regularization_strength;
+    const float l2 = l2_regularization_strength;
+    a = a + g * g;
+    const float rate = lr / std::sqrt(a);
+    const float prox = w - g * rate;
+    if (l1 > 0.0f) {
+      w = Sign(prox) * std::max(std::abs(prox) - rate * l1, 0.0f) / (1.0f + l2 * rate);
+    } else {
+      w = prox / (1.0f + l2 * rate);
+    }
+  }
+};
+
+// Momentum, TF1's form (the learning rate scales the step, not the accumulated momentum).
+// optimization_parameters.proto's MomentumParameters gives TF's CPU kernel as the TPU rule's
+// reference: ApplyMomentum in tensorflow/core/kernels/training_ops.cc
+// (tf.raw_ops.ResourceApplyMomentum), including its Nesterov variant.
+struct MomentumRule : LazyRule {
+  static constexpr char kName[] = "Momentum";
+  static constexpr int kNumSlots = 1;
+  static constexpr std::array<const char*, 1> kSlotNames = {"momenta"};
+
+  float momentum = 0.0f;
+  bool use_nesterov = false;
+
+  static constexpr std::array<Hyperparameter<MomentumRule>, 2> Hyperparameters() {
+    using R = MomentumRule;
+    return {{{"momentum", &R::momentum}, {"use_nesterov", &R::use_nesterov}}};
+  }
+
+  void Update(float lr, float g, float& w, std::array<float, 1>& s) const {
+    float& m = s[0];
+    m = m * momentum + g;
+    w = use_nesterov ? w - (g * lr + m * momentum * lr) : w - m * lr;
+  }
+};
+
+// RMSProp with momentum (not centered). optimization_parameters.proto's RmsPropParameters gives
+// TF's CPU kernel as the TPU rule's reference: ApplyRMSProp in
+// tensorflow/core/kernels/training_ops.cc (tf.raw_ops.ResourceApplyRMSProp), whose
+// ms + (g^2 - ms) * (1 - rho) is rho * ms + (1 - rho) * g^2 rounded as TF rounds it.
+struct RmsPropRule : LazyRule {
+  static constexpr char kName[] = "RMSProp";
+  static constexpr int kNumSlots = 2;
+  static constexpr std::array<const char*, 2> kSlotNames = {"ms", "mom"};
+
+  float rho = 0.9f;
+  float momentum = 0.0f;
+  float epsilon = 1e-7f;
+
+  static constexpr std::array<Hyperparameter<RmsPropRule>, 3> Hyperparameters() {
+    using R = RmsPropRule;
+    return {{{"rho", &R::rho}, {"momentum", &R::momentum}, {"epsilon", &R::epsilon}}};
+  }
+
+  void Update(float lr, float g, float& w, std::array<float, 2>& s) const {
+    float& ms = s[0];
+    float& mom = s[1];
+    ms = ms + (g * g - ms) * (1.0f - rho);
+    mom = mom * momentum + g * lr / std::sqrt(ms + epsilon);
+    w = w - mom;
+  }
+};
+
+// Proximal Yogi: Yogi's additive second moment (Zaheer et al. 2018, Algorithm 2) with an
+// FTRL-like proximal step for l1 and l2. optimization_parameters.proto's ProximalYogiParameters
+// fixes the TPU rule's shape: lazy, no bias correction (its hyperparameters are not updated;
+// a schedule passes lr * sqrt(1 - beta2^t) / (1 - beta1^t) as the learning rate), the sign
+// activation (tanh was removed). The TPU kernel is not public; the formulas are those of the
+// Yogi optimizer of TensorFlow Addons (tensorflow_addons/optimizers/yogi.py), whose defaults and
+// slots v1's ProximalYogiParameters copies, without its bias correction.
+struct ProximalYogiRule : LazyRule {
+  static constexpr char kName[] = "ProximalYogi";
+  static constexpr int kNumSlots = 2;
+  static constexpr std::array<const char*, 2> kSlotNames = {"v", "m"};
+
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-3f;
+  float l1_regularization_strength = 0.0f;
+  float l2_regularization_strength = 0.0f;
+
+  static constexpr std::array<Hyperparameter<ProximalYogiRule>, 5> Hyperparameters() {
+    using R = ProximalYogiRule;
+    return {{{"beta1", &R::beta1},
+             {"beta2", &R::beta2},
+             {"epsilon", &R::epsilon},
+             {"l1_regularization_strength", &R::l1_regularization_strength},
+             {"l2_regularization_strength", &R::l2_regularization_strength}}};
+  }
+
+  void Update(float lr, float g, float& w, std::array<float, 2>& s) const {
+    float& v = s[0];
+    float& m = s[1];
+    const float l1 = l1_regularization_strength;
+    const float l2 = l2_regularization_strength;
+    m = m * beta1 + g * (1.0f - beta1);
+    const float g2 = g * g;
+    v = v + (1.0f - beta2) * Sign(g2 - v) * g2;
+    const float rate = lr / (std::sqrt(v) + epsilon);
+    const float descended = w - rate * m;
+    if (l1 > 0.0f) {
+      // argmin_x a x^2 / 2 + b x + c |x|: (c sign(b) - b) / a where |b| > c, else 0.
+      const float a = 1.0f + l2 * rate;
+      const float b = -descended;
+      const float c = l1 * rate;
+      w = std::abs(b) > c ? (c * Sign(b) - b) / a : 0.0f;
+    } else if (l2 > 0.0f) {
+      w = descended / (1.0f + l2 * rate);
+    } else {
+      w = descended;
+    }
+  }
+};
+
 // Applies one optimizer step to a row: g = clip(grad), w -= decay * w, rule, w = clip(w).
 // `grad` is the summed gradient of the row; `slots` point at the row in each slot variable.
 template <typename Rule>
@@ -296,7 +435,8 @@ struct RuleList {
 
 // Every optimizer. Adding a rule here registers its ops (cc/ops/optimizer_ops.cc) and kernels
 // (cc/kernels/sparse_apply_kernels.cc).
-using AllRules = RuleList<SgdRule, AdagradRule, AdagradMomentumRule, AdamRule, FtrlRule>;
+using AllRules = RuleList<SgdRule, AdagradRule, AdagradMomentumRule, AdamRule, FtrlRule,
+                          ProximalAdagradRule, MomentumRule, RmsPropRule, ProximalYogiRule>;
 
 }  // namespace tf_embedding
 
