@@ -1,5 +1,6 @@
-// Per-row sparse optimizer updates (the math of tf_tpu_embedding_api.md §2, ordering of
-// docs/internals.md): gradient clip, decoupled weight decay, the optimizer rule, weight clip.
+// Per-row sparse optimizer updates (the math of tf_tpu_embedding_api.md §2; the rules of the TPU
+// optimizers only TF v1 named say where theirs comes from; ordering of docs/internals.md):
+// gradient clip, decoupled weight decay, the optimizer rule, weight clip.
 //
 // Every rule is a small struct that is the whole C++ description of its optimizer: its name in
 // the op names (kName), its slots in input order (kSlotNames), its hyperparameters (members with
