@@ -145,8 +145,9 @@ class KerasTraining(EmbeddingTraining):
                training: bool) -> dict[str, tf.Tensor]:
         return self.layer(ids, weights)
 
-    def sources(self, activations: dict[str, tf.Tensor]) -> list[Any]:
-        return self.layer.trainable_variables
+    def sources(self, activations: dict[str, tf.Tensor]) -> list[tf.Variable]:
+        # The helper: the TensorFlow variable under the Keras one (what tape.watch takes).
+        return [variable.value for variable in self.layer.trainable_variables]
 
     def apply_gradients(self, gradients: list[Any]) -> None:
         """Nothing to do: computing the gradients applied the embedding optimizer."""
