@@ -7,9 +7,10 @@ tf_embedding.server`) through `ParameterServerStrategy` + `ClusterCoordinator`, 
 and writes what it saw to OUTPUT_DIR, where the test compares it with one-process runs:
 
 * `train`: the loop of test_sharded.py (squared loss, a callable learning rate) for every
-  optimizer, one step per `schedule(...).fetch()`: `train_<optimizer>.npz` (each step's
-  activations as `step<k>/<feature>`, then the tables and slots as `<table>/<slot>`), and the
-  Adagrad run's checkpoint `cluster/ckpt`.
+  optimizer with the rows traffic, and two with the partial traffic (`RUNS`), one step per
+  `schedule(...).fetch()`: `train_<optimizer>_<traffic>.npz` (each step's activations as
+  `step<k>/<feature>`, then the tables and slots as `<table>/<slot>`), and the Adagrad rows
+  run's checkpoint `cluster/ckpt`.
 * `restore CHECKPOINT`: restores a one-process checkpoint before `build()` (2 blocks, one per
   PS) and after it (4 blocks over the 2 PS): `restored_2.npz`, `restored_4.npz`.
 * `misuse`: the errors of calls that break the one-function rule: `errors.json`.
@@ -26,9 +27,12 @@ import tensorflow as tf
 import tf_embedding
 
 import test_sharded as steps_lib
-from sharded_helpers import feature_config, variable_values
+from sharded_helpers import TABLES, feature_config, variable_values
 
 NUM_STEPS = 3
+# (optimizer, traffic of every table) of the `train` scenario.
+RUNS = [(name, "rows") for name in steps_lib.OPTIMIZERS] + [("adagrad", "partial"),
+                                                             ("adam", "partial")]
 
 
 def connect() -> tuple[tf.distribute.Strategy, tf.distribute.coordinator.ClusterCoordinator]:
@@ -54,15 +58,20 @@ def input_kind(optimizer: str) -> str:
     return ("sparse", "ragged")[list(steps_lib.OPTIMIZERS).index(optimizer) % 2]
 
 
+def table_traffic(traffic: str) -> dict[str, str]:
+    return {table: traffic for table in TABLES}
+
+
 def train(output: str) -> None:
     strategy, coordinator = connect()
     samples, targets = training_data()
-    for name in steps_lib.OPTIMIZERS:
+    for name, traffic in RUNS:
         kind = input_kind(name)
         with strategy.scope():
             counter = tf.Variable(0.0)
             optimizer = steps_lib.OPTIMIZERS[name](lambda counter=counter: 0.1 / (1.0 + counter))
-            emb = tf_embedding.TPUEmbedding(feature_config(), optimizer)
+            emb = tf_embedding.TPUEmbedding(feature_config(), optimizer,
+                                            traffic=table_traffic(traffic))
         iterator = iter(coordinator.create_per_worker_dataset(
             lambda kind=kind: steps_lib.make_dataset(samples, targets, kind)))
         training_step = steps_lib.make_training_step(strategy, emb, counter)
@@ -71,8 +80,8 @@ def train(output: str) -> None:
             result = coordinator.schedule(training_step, args=(iterator,)).fetch()
             activations.update({f"step{step}/{feature}": value
                                 for feature, value in result.items()})
-        save_values(os.path.join(output, f"train_{name}.npz"), emb, activations)
-        if name == "adagrad":
+        save_values(os.path.join(output, f"train_{name}_{traffic}.npz"), emb, activations)
+        if (name, traffic) == ("adagrad", "rows"):
             tf.train.Checkpoint(embedding=emb).write(os.path.join(output, "cluster", "ckpt"))
 
 

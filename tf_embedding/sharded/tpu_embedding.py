@@ -20,7 +20,7 @@ and checkpoints.
   global batch and the optimizer runs once per touched row, as on a TPU.
 """
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import tensorflow as tf
 from absl import logging
@@ -71,7 +71,8 @@ class TPUEmbedding(tables.EmbeddingBase):
 
     def __init__(self, feature_config: Any, optimizer: Any,
                  pipeline_execution_with_tensor_core: bool = False, *,
-                 table_devices: Sequence[str] | None = None):
+                 table_devices: Sequence[str] | None = None,
+                 traffic: Mapping[str, str] | None = None):
         """Creates the object; variables and queues are made by `build()` or the first `enqueue`.
 
         Args:
@@ -85,12 +86,18 @@ class TPUEmbedding(tables.EmbeddingBase):
             entry (a device may repeat). Default: the replica devices, or every PS task under
             ParameterServerStrategy. One process given as many devices as a cluster has PS
             tasks trains bit-identical tables to that cluster's single worker.
+          traffic: (not in TF) {table name: "rows" or "partial"}, how lookups meet a table's
+            blocks (default "rows"): the unique ids go to the blocks and their rows come back,
+            or each block combines its own lookups and returns partial activations. Partial
+            moves less data when a step's unique ids of the table outnumber blocks x output
+            rows (docs/parameter_server.md). Results agree to float rounding, not bitwise.
 
         Raises:
           RuntimeError: created under a strategy other than the default, MirroredStrategy or
             ParameterServerStrategy.
           ValueError: `table_devices` empty, or naming a non-PS device under
-            ParameterServerStrategy.
+            ParameterServerStrategy; `traffic` naming an unknown table or mode, or "partial"
+            for a table with a QuantizationConfig or with pipelining.
         """
         strategy = tf.distribute.get_strategy()
         parameter_servers = parameter_server.is_parameter_server_strategy(strategy)
@@ -113,6 +120,7 @@ class TPUEmbedding(tables.EmbeddingBase):
             table_devices = parameter_server.ps_devices(strategy) if parameter_servers else devices
         self._table_devices = self._no_dependency(
             _checked_table_devices(table_devices, parameter_servers))
+        self._partial_tables = self._no_dependency(self._checked_traffic(traffic or {}))
         self._feature_paths = self._no_dependency(
             [path for path, _ in nest.flatten_with_joined_string_paths(feature_config)])
         self._warned_paths = self._no_dependency(set())
@@ -149,7 +157,7 @@ class TPUEmbedding(tables.EmbeddingBase):
                        tuple(index for index, feature in enumerate(flat_features)
                              if feature.table is table),
                        ShardLayout(table.vocabulary_size, self._table_devices),
-                       self._variables[table.name])
+                       self._variables[table.name], partial=table.name in self._partial_tables)
             for table in self._table_config)
         self._check_slot_layouts()
         if self._parameter_servers:
@@ -323,6 +331,29 @@ class TPUEmbedding(tables.EmbeddingBase):
                          trainable: bool) -> sharded_variable.ShardedVariable:
         return ShardLayout(shape[0], self._table_devices).create_variable(
             name, shape, dtype, initializer, trainable)
+
+    def _checked_traffic(self, traffic: Mapping[str, str]) -> frozenset[str]:
+        """The names of the tables in the partial mode."""
+        names = [table.name for table in self._table_config]
+        for name, mode in traffic.items():
+            if name not in names:
+                raise ValueError(f"traffic names table {name!r}, which is not a table of this "
+                                 f"TPUEmbedding (tables: {names}).")
+            if mode not in ("rows", "partial"):
+                raise ValueError(f"traffic of table {name!r} must be 'rows' or 'partial', got "
+                                 f"{mode!r}.")
+        partial = frozenset(name for name, mode in traffic.items() if mode == "partial")
+        for table in self._table_config:
+            if table.name in partial and table.quantization_config is not None:
+                raise ValueError(
+                    f"Table {table.name} has a QuantizationConfig: its rows are quantized before "
+                    "they are combined, which its blocks' tasks cannot do, so its traffic must "
+                    "be 'rows'.")
+        if partial and self._pipeline_execution_with_tensor_core:
+            raise ValueError(f"traffic 'partial' (tables {sorted(partial)}) does not combine "
+                             "with pipeline_execution_with_tensor_core=True, which looks rows "
+                             "up at enqueue time; use 'rows' for them.")
+        return partial
 
     def _check_slot_layouts(self) -> None:
         """Slots made by a `slot_variable_creation_fn` must be sharded like their table."""
