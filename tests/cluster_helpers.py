@@ -149,10 +149,11 @@ def loopback_cluster(
 
 
 def run_chief(script: Sequence[str], cluster: Mapping[str, Sequence[str]],
-              timeout: float = 600.0) -> subprocess.CompletedProcess:
-    """Runs `script` (argv after the interpreter) as the cluster's chief; a hang guard, not a
-    speed check, bounds it."""
+              timeout: float = 600.0,
+              environ: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Runs `script` (argv after the interpreter) as the cluster's chief, with `environ` added
+    to this process's; a hang guard, not a speed check, bounds it."""
     return subprocess.run([sys.executable, *script], capture_output=True, text=True,
                           timeout=timeout,
-                          env=dict(os.environ, **_ENV,
+                          env=dict(os.environ, **_ENV, **(environ or {}),
                                    TF_CONFIG=tf_config(cluster, "chief", 0)))

@@ -15,6 +15,8 @@ and writes what it saw to OUTPUT_DIR, where the test compares it with one-proces
   PS) and after it (4 blocks over the 2 PS): `restored_2.npz`, `restored_4.npz`.
 * `misuse`: the errors of calls that break the one-function rule: `errors.json`.
 * `build`: the error of `build()` (null if none): `build.json`.
+* `keras_fit` (with TF_USE_LEGACY_KERAS=1): tf_keras `model.fit` of test_keras_layer.py's model
+  over `tf_embedding.keras.TPUEmbedding`: the engine's tables and slots, `keras.npz`.
 """
 
 import json
@@ -162,6 +164,32 @@ def misuse(output: str) -> None:
         json.dump(errors, file)
 
 
+def keras_fit_data() -> tuple[list, np.ndarray]:
+    """The `keras_fit` scenario's (steps of samples, labels)."""
+    import test_keras_layer  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng(3)
+    steps = test_keras_layer.make_samples(rng, 3)
+    return steps, rng.uniform(-1, 1, (3 * test_keras_layer.BATCH, 1)).astype(np.float32)
+
+
+def keras_fit(output: str) -> None:
+    import test_keras_layer  # pylint: disable=import-outside-toplevel
+    from tf_embedding import keras as embedding_keras  # pylint: disable=import-outside-toplevel
+    assert tf.keras.__name__.startswith("tf_keras"), "set TF_USE_LEGACY_KERAS=1"
+    strategy, _ = connect()
+    steps, labels = keras_fit_data()
+    with strategy.scope():
+        layer = embedding_keras.TPUEmbedding(test_keras_layer.make_feature_config(),
+                                             tf_embedding.Adagrad(0.1))
+        model = test_keras_layer.SumModel(layer)
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse")
+    # model.fit makes its own ClusterCoordinator; one worker takes the steps in order.
+    model.fit(tf.keras.utils.experimental.DatasetCreator(
+        lambda context: test_keras_layer.fit_dataset(steps, labels, "sparse")),
+        epochs=1, steps_per_epoch=len(steps), verbose=0)
+    save_values(os.path.join(output, "keras.npz"), layer._tpu_embedding)  # pylint: disable=protected-access
+
+
 def build(output: str) -> None:
     strategy, _ = connect()
     with strategy.scope():
@@ -177,5 +205,5 @@ def build(output: str) -> None:
 
 if __name__ == "__main__":
     output_dir, scenario, *arguments = sys.argv[1:]
-    {"train": train, "restore": restore, "misuse": misuse, "build": build}[scenario](
-        output_dir, *arguments)
+    {"train": train, "restore": restore, "misuse": misuse, "build": build,
+     "keras_fit": keras_fit}[scenario](output_dir, *arguments)

@@ -14,8 +14,10 @@ import pytest
 import tensorflow as tf
 
 import tf_embedding
+from tf_embedding import keras as embedding_keras
 
 import ps_chief
+import test_keras_layer
 import test_sharded as steps_lib
 from cluster_helpers import PLAIN_SERVER, SERVER, loopback_cluster, run_chief
 from sharded_helpers import STRATEGIES, TABLES, feature_config, make_strategy, variable_values
@@ -43,8 +45,9 @@ def cluster():
         yield spec
 
 
-def chief(cluster, output, scenario: str, *arguments: str) -> None:
-    result = run_chief([ps_chief.__file__, str(output), scenario, *arguments], cluster)
+def chief(cluster, output, scenario: str, *arguments: str, **environ: str) -> None:
+    result = run_chief([ps_chief.__file__, str(output), scenario, *arguments], cluster,
+                       environ=environ)
     assert result.returncode == 0, result.stderr[-20000:]
 
 
@@ -161,3 +164,22 @@ def test_table_devices_place_one_process_blocks():
     assert [block.shape[0] for block in video] == [5, 4, 4]
     with pytest.raises(ValueError, match="table_devices must name at least one device"):
         tf_embedding.TPUEmbedding(feature_config(), tf_embedding.SGD(0.1), table_devices=[])
+
+
+def test_the_keras_layer_trains_under_tf_keras_model_fit(cluster, tmp_path):
+    chief(cluster, tmp_path, "keras_fit", TF_USE_LEGACY_KERAS="1")
+    trained = np.load(tmp_path / "keras.npz")
+
+    # The same fit replayed in numpy from the initial tables of a layer made here.
+    optimizer = tf_embedding.Adagrad(0.1)
+    layer = embedding_keras.TPUEmbedding(test_keras_layer.make_feature_config(), optimizer)
+    model = test_keras_layer.SumModel(layer)
+    steps, labels = ps_chief.keras_fit_data()
+    model(test_keras_layer.inputs(steps[0], "sparse"))
+    reference = test_keras_layer.expected_after_fit(layer, optimizer, steps, labels, model)
+    for table, expected in reference.tables.items():
+        np.testing.assert_allclose(trained[f"{table}/parameters"], expected, rtol=1e-5,
+                                   atol=1e-6, err_msg=table)
+        for slot, value in zip(optimizer._slot_names(), reference.slots[table]):
+            np.testing.assert_allclose(trained[f"{table}/{slot}"], value, rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{table}/{slot}")

@@ -37,8 +37,9 @@ from tf_embedding.sharded.table_state import TableState
 
 _SUPPORTED_STRATEGIES = (tf.distribute.MirroredStrategy, tf.compat.v1.distribute.MirroredStrategy)
 
-# The public methods branch on Python values only; letting AutoGraph convert them (and everything
-# they call) when they are traced in a tf.function would only cost seconds per trace.
+# The public methods, and the Keras layer's entry points (`_convert_tables` ...), branch on Python
+# values only; letting AutoGraph convert them (and everything they call) when they are traced in
+# a tf.function (tf_keras converts a whole train step) would only cost seconds per trace.
 _library_code = tf.autograph.experimental.do_not_convert
 
 
@@ -295,6 +296,7 @@ class TPUEmbedding(tables.EmbeddingBase):
                 pending, [state.activation_gradients(table_batch, flat_gradients)
                           for state, table_batch in zip(self._tables, pending)])
 
+    @_library_code
     def _convert_tables(self, table_inputs: list[list[Any]]) -> list[queues.TableBatch]:
         """This replica's CSR batches without the engine queues (the Keras layer's path).
 
@@ -305,10 +307,12 @@ class TPUEmbedding(tables.EmbeddingBase):
         self._maybe_build()
         return [state.convert(inputs) for state, inputs in zip(self._tables, table_inputs)]
 
+    @_library_code
     def _lookup_batches(self, batches: list[queues.TableBatch]) -> list[tf.Tensor]:
         """Each table's [R, dim] activations of this replica's `batches`."""
         return [state.lookup(batch, None) for state, batch in zip(self._tables, batches)]
 
+    @_library_code
     def _apply_table_gradients(self, batches: list[queues.TableBatch],
                                activation_gradients: list[tf.Tensor]) -> None:
         """Updates every table with this replica's [R, dim] activation gradients of `batches`,
