@@ -107,7 +107,8 @@ def restore(output: str, checkpoint: str) -> None:
 
 
 def misuse(output: str) -> None:
-    """Each misuse's exception type and message (tracing happens in `schedule`)."""
+    """Each misuse's exception type and message (tracing happens in `schedule`); null for the
+    pipelined step, which must run."""
     strategy, coordinator = connect()
     features = {"watched": tf.ragged.constant([[0, 1], [2]], dtype=tf.int64)}
 
@@ -118,8 +119,21 @@ def misuse(output: str) -> None:
                 {"watched": tf_embedding.FeatureConfig(table=table)}, tf_embedding.SGD(0.1),
                 **kwargs)
 
-    emb = make()
-    emb.build(per_replica_input_shapes={"watched": tf.TensorShape([2, None])})
+    shapes = {"watched": tf.TensorShape([2, None])}
+    emb, pipelined = make(), make(pipeline_execution_with_tensor_core=True)
+    emb.build(per_replica_input_shapes=shapes)
+    pipelined.build(per_replica_input_shapes=shapes)
+
+    @tf.function
+    def enqueue_twice():
+        emb.enqueue(features)
+        emb.enqueue(features)
+
+    @tf.function
+    def pipelined_step():
+        pipelined.enqueue(features)
+        strategy.run(lambda: pipelined.apply_gradients(
+            {"watched": pipelined.dequeue()["watched"]}))
 
     @tf.function
     def enqueue_only():
@@ -149,6 +163,8 @@ def misuse(output: str) -> None:
         "dequeue in another function": lambda: (
             coordinator.schedule(enqueue_only).fetch(),
             coordinator.schedule(dequeue_only).fetch()),
+        "enqueue twice": lambda: coordinator.schedule(enqueue_twice).fetch(),
+        "pipelined step": lambda: coordinator.schedule(pipelined_step).fetch(),
         "apply without dequeue": lambda: coordinator.schedule(apply_without_dequeue).fetch(),
         "apply after inference": lambda: coordinator.schedule(apply_after_inference).fetch(),
         "table device not a PS": lambda: make(table_devices=["/job:worker/task:0"]),

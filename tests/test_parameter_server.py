@@ -148,6 +148,9 @@ def test_calls_spanning_functions_raise_clear_errors(cluster, tmp_path):
     assert errors["dequeue in another function"][0] == "RuntimeError"
     assert ("dequeue() called without an enqueue() before it in the same function"
             in errors["dequeue in another function"][1])
+    assert ("enqueue() called twice in one function without a dequeue() between them"
+            in errors["enqueue twice"][1])
+    assert errors["pipelined step"] is None
     assert "apply_gradients() called without a dequeue()" in errors["apply without dequeue"][1]
     assert "apply_gradients() called without a dequeue()" in errors["apply after inference"][1]
     assert errors["table device not a PS"][0] == "ValueError"
