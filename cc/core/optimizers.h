@@ -228,18 +228,17 @@ struct ProximalAdagradRule : LazyRule {
   }
 
   // No epsilon: the accumulator starts at initial_accumulator_value > 0, as for Adagrad.
+  // TF shrinks by l1 only when l1 > 0 and divides prox otherwise; with l1 = 0 the shrinking
+  // formula gives that same value (sign(p) * |p| is p; only a zero's sign may differ), so one
+  // branch-free formula covers both and the row loop vectorises.
   void Update(float lr, float g, float& w, std::array<float, 1>& s) const {
     float& a = s[0];
-    const float l1 = l1_regularization_strength;
+    const float l1 = l1_regularization_strength > 0.0f ? l1_regularization_strength : 0.0f;
     const float l2 = l2_regularization_strength;
     a = a + g * g;
     const float rate = lr / std::sqrt(a);
     const float prox = w - g * rate;
-    if (l1 > 0.0f) {
-      w = Sign(prox) * std::max(std::abs(prox) - rate * l1, 0.0f) / (1.0f + l2 * rate);
-    } else {
-      w = prox / (1.0f + l2 * rate);
-    }
+    w = Sign(prox) * std::max(std::abs(prox) - rate * l1, 0.0f) / (1.0f + l2 * rate);
   }
 };
 
@@ -324,24 +323,23 @@ struct ProximalYogiRule : LazyRule {
   void Update(float lr, float g, float& w, std::array<float, 2>& s) const {
     float& v = s[0];
     float& m = s[1];
-    const float l1 = l1_regularization_strength;
+    const float l1 = l1_regularization_strength > 0.0f ? l1_regularization_strength : 0.0f;
     const float l2 = l2_regularization_strength;
     m = m * beta1 + g * (1.0f - beta1);
     const float g2 = g * g;
     v = v + (1.0f - beta2) * Sign(g2 - v) * g2;
     const float rate = lr / (std::sqrt(v) + epsilon);
     const float descended = w - rate * m;
-    if (l1 > 0.0f) {
-      // argmin_x a x^2 / 2 + b x + c |x|: (c sign(b) - b) / a where |b| > c, else 0.
-      const float a = 1.0f + l2 * rate;
-      const float b = -descended;
-      const float c = l1 * rate;
-      w = std::abs(b) > c ? (c * Sign(b) - b) / a : 0.0f;
-    } else if (l2 > 0.0f) {
-      w = descended / (1.0f + l2 * rate);
-    } else {
-      w = descended;
-    }
+    // TF Addons solves argmin_x a x^2 / 2 + b x + c |x| with a = 1 + l2 rate, b = -descended,
+    // c = l1 rate when l1 > 0: (c sign(b) - b) / a where |b| > c, else 0. That is
+    // sign(descended) max(|descended| - c, 0) / a, rounded the same (the subtraction is one
+    // rounding either way and rounding is symmetric in sign); only a zero's sign may differ.
+    // Without l1 it divides by a if l2 > 0 and keeps `descended` otherwise: the same formula with
+    // c = 0 (and a = 1, an exact division). One branch-free formula lets the row loop
+    // vectorise; a NaN propagates.
+    const float a = 1.0f + l2 * rate;
+    const float c = l1 * rate;
+    w = Sign(descended) * std::max(std::abs(descended) - c, 0.0f) / a;
   }
 };
 
@@ -351,16 +349,20 @@ template <typename Rule>
 void UpdateRow(const Rule& rule, const CommonUpdateParams& common, float lr, const float* grad,
                int64_t dim, float* w, const std::array<float*, Rule::kNumSlots>& slots) {
   const float decay = common.WeightDecay(lr);
+  // Local copies: the row stores below cannot alias them, so GCC keeps them in registers
+  // instead of reloading them per element (which stopped it vectorising some rules).
+  const CommonUpdateParams limits = common;
+  const Rule local_rule = rule;
   for (int64_t j = 0; j < dim; ++j) {
-    const float g = Clamp(grad[j], common.clip_gradient_min, common.clip_gradient_max);
+    const float g = Clamp(grad[j], limits.clip_gradient_min, limits.clip_gradient_max);
     // Applied even when zero (exact for finite weights): a select here keeps GCC from
     // vectorising the loop once it is inlined into the row loops.
     float wj = w[j] - decay * w[j];
     std::array<float, Rule::kNumSlots> s;
     for (int k = 0; k < Rule::kNumSlots; ++k) s[k] = slots[k][j];
-    rule.Update(lr, g, wj, s);
+    local_rule.Update(lr, g, wj, s);
     for (int k = 0; k < Rule::kNumSlots; ++k) slots[k][j] = s[k];
-    w[j] = Clamp(wj, common.clip_weight_min, common.clip_weight_max);
+    w[j] = Clamp(wj, limits.clip_weight_min, limits.clip_weight_max);
   }
 }
 

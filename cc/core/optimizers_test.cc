@@ -137,6 +137,11 @@ TFE_TEST(ProximalAdagrad) {
   rule.l1_regularization_strength = 2.0f;
   slots = {0.75f};
   TFE_EXPECT_EQ(Step(rule, 0.5f, 0.5f, 1.0f, &slots), 0.0f);
+  // A NaN weight stays NaN (the shrinkage does not zero it), with l1 and without.
+  slots = {0.75f};
+  TFE_EXPECT(std::isnan(Step(rule, 0.5f, 0.5f, std::nanf(""), &slots)));
+  slots = {0.75f};
+  TFE_EXPECT(std::isnan(Step(ProximalAdagradRule{}, 0.5f, 0.5f, std::nanf(""), &slots)));
 }
 
 TFE_TEST(Momentum) {
@@ -196,6 +201,11 @@ TFE_TEST(ProximalYogi) {
   rule.l1_regularization_strength = 2.0f;
   slots = {4.5f, 0.0f};
   TFE_EXPECT_EQ(Step(rule, 1.25f, 1.0f, 1.0f, &slots), 0.0f);
+  // A NaN weight or gradient stays NaN (the proximal step does not zero it).
+  slots = {4.5f, 0.0f};
+  TFE_EXPECT(std::isnan(Step(rule, 1.25f, 1.0f, std::nanf(""), &slots)));
+  slots = {4.5f, 0.0f};
+  TFE_EXPECT(std::isnan(Step(ProximalYogiRule{}, 1.25f, std::nanf(""), 1.0f, &slots)));
 }
 
 TFE_TEST(CommonKnobsClipDecayAndClip) {
