@@ -15,6 +15,9 @@ and writes what it saw to OUTPUT_DIR, where the test compares it with one-proces
   PS) and after it (4 blocks over the 2 PS): `restored_2.npz`, `restored_4.npz`.
 * `misuse`: the errors of calls that break the one-function rule: `errors.json`.
 * `build`: the error of `build()` (null if none): `build.json`.
+* `two_workers` (a cluster of 2 workers): Adagrad steps with the batches passed as arguments,
+  first one `schedule(...).fetch()` at a time (`serialized.npz`, as `train` writes), then all
+  scheduled at once and joined (`concurrent.npz`, and its checkpoint `concurrent/ckpt`).
 * `keras_fit` (with TF_USE_LEGACY_KERAS=1): tf_keras `model.fit` of test_keras_layer.py's model
   over `tf_embedding.keras.TPUEmbedding`: the engine's tables and slots, `keras.npz`.
 """
@@ -180,6 +183,45 @@ def misuse(output: str) -> None:
         json.dump(errors, file)
 
 
+def step_with_arguments(strategy, emb):
+    """A training step taking its batch as arguments, so that any worker can run it."""
+    replica_step = steps_lib.squared_loss_step(emb)
+
+    @tf.function
+    def training_step(features, weights, targets):
+        emb.enqueue(features, weights=steps_lib.all_weights(weights), training=True)
+        return strategy.run(replica_step, args=(targets,))
+
+    return training_step
+
+
+def argument_batches() -> list[tuple]:
+    """The `two_workers` scenario's batches: (features, weights, targets) of each step."""
+    samples, targets = training_data()
+    return list(steps_lib.make_dataset(samples, targets, "sparse"))
+
+
+def two_workers(output: str) -> None:
+    strategy, coordinator = connect()
+    batches = argument_batches()
+    for run in ("serialized", "concurrent"):
+        with strategy.scope():
+            emb = tf_embedding.TPUEmbedding(feature_config(), tf_embedding.Adagrad(0.1))
+        training_step = step_with_arguments(strategy, emb)
+        activations = {}
+        if run == "serialized":
+            for step, batch in enumerate(batches):
+                result = coordinator.schedule(training_step, args=batch).fetch()
+                activations.update({f"step{step}/{feature}": value
+                                    for feature, value in result.items()})
+        else:
+            for batch in batches * 2:
+                coordinator.schedule(training_step, args=batch)
+            coordinator.join()
+            tf.train.Checkpoint(embedding=emb).write(os.path.join(output, run, "ckpt"))
+        save_values(os.path.join(output, f"{run}.npz"), emb, activations)
+
+
 def keras_fit_data() -> tuple[list, np.ndarray]:
     """The `keras_fit` scenario's (steps of samples, labels)."""
     import test_keras_layer  # pylint: disable=import-outside-toplevel
@@ -222,4 +264,4 @@ def build(output: str) -> None:
 if __name__ == "__main__":
     output_dir, scenario, *arguments = sys.argv[1:]
     {"train": train, "restore": restore, "misuse": misuse, "build": build,
-     "keras_fit": keras_fit}[scenario](output_dir, *arguments)
+     "keras_fit": keras_fit, "two_workers": two_workers}[scenario](output_dir, *arguments)

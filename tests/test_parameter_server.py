@@ -39,6 +39,37 @@ def test_a_ps_task_without_the_op_library_is_named_at_build(tmp_path):
     assert "TfeEmbeddingLookupDense" in error  # TF's own message follows
 
 
+def test_two_workers_serialized_match_one_process_and_concurrent_ones_stay_valid(tmp_path):
+    # Before the module's cluster starts, as above.
+    with loopback_cluster(num_ps=1, num_workers=2) as two_workers:
+        chief(two_workers, tmp_path, "two_workers")
+
+    # One step at a time: whichever worker runs it, the bits of one process (1 block).
+    emb = tf_embedding.TPUEmbedding(feature_config(), tf_embedding.Adagrad(0.1))
+    training_step = ps_chief.step_with_arguments(tf.distribute.get_strategy(), emb)
+    serialized = np.load(tmp_path / "serialized.npz")
+    for step, batch in enumerate(ps_chief.argument_batches()):
+        for feature, value in training_step(*batch).items():
+            np.testing.assert_array_equal(serialized[f"step{step}/{feature}"], value.numpy())
+    for table, slots in variable_values(emb).items():
+        for slot, value in slots.items():
+            np.testing.assert_array_equal(serialized[f"{table}/{slot}"], value)
+
+    # Concurrent steps interleave (not reproducible), but the tables stay finite, moved, and
+    # their checkpoint restores into one process as they were.
+    concurrent = np.load(tmp_path / "concurrent.npz")
+    restored = sharded("default")
+    status = tf.train.Checkpoint(embedding=restored).read(str(tmp_path / "concurrent" / "ckpt"))
+    restored.build()
+    status.assert_consumed()
+    for table, slots in variable_values(restored).items():
+        assert np.isfinite(concurrent[f"{table}/parameters"]).all()
+        assert not np.array_equal(concurrent[f"{table}/accumulators"],
+                                  np.full_like(slots["accumulators"], 0.1))
+        for slot, value in slots.items():
+            np.testing.assert_array_equal(value, concurrent[f"{table}/{slot}"])
+
+
 @pytest.fixture(scope="module")
 def cluster():
     with loopback_cluster(num_ps=NUM_PS, num_workers=1) as spec:
