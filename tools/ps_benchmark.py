@@ -21,11 +21,12 @@ import re
 import subprocess
 import sys
 import time
+from typing import Any
 
 RESULT = "RESULT "
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--num-ps", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--traffic", nargs="+", default=["rows", "partial"],
@@ -71,7 +72,8 @@ def port_bytes(ps_ports: set[str], worker_ports: set[str]) -> tuple[int, int] | 
     return down, up
 
 
-def make_embedding(args, **options):
+def make_embedding(args: argparse.Namespace, **options: Any) -> tuple[Any, dict[str, Any]]:
+    """(an unbuilt TPUEmbedding, its feature config): `args.tables` tables, one feature each."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     import tf_embedding  # pylint: disable=import-outside-toplevel
     tables = [tf_embedding.TableConfig(args.vocabulary, args.dim, name=f"table_{i}",
@@ -83,7 +85,7 @@ def make_embedding(args, **options):
     return embedding, features
 
 
-def make_dataset(args, features):
+def make_dataset(args: argparse.Namespace, features: dict[str, Any]) -> Any:
     """Uniform ids, `ids_per_sample` per sample and feature, as ragged batches, forever (one
     stateless draw per batch: a per-id pipeline would be slower than the step)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -96,7 +98,8 @@ def make_dataset(args, features):
     return tf.data.Dataset.range(2**62).map(batch).prefetch(2)
 
 
-def make_step(embedding, strategy):
+def make_step(embedding: Any, strategy: Any) -> Any:
+    """The training step (a tf.function of an iterator): enqueue, dequeue, apply_gradients."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     @tf.function
@@ -116,7 +119,7 @@ def make_step(embedding, strategy):
     return step
 
 
-def run_chief(args) -> None:
+def run_chief(args: argparse.Namespace) -> None:
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     cluster = json.loads(os.environ["TF_CONFIG"])["cluster"]
     ps_ports = {address.rsplit(":", 1)[1] for address in cluster["ps"]}
@@ -147,7 +150,7 @@ def run_chief(args) -> None:
         print(RESULT + json.dumps(result), flush=True)
 
 
-def run_one_process(args) -> None:
+def run_one_process(args: argparse.Namespace) -> None:
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     embedding, features = make_embedding(args)
     iterator = iter(make_dataset(args, features))
@@ -174,7 +177,7 @@ def results_of(command: list[str], environ: dict[str, str]) -> list[dict]:
             if line.startswith(RESULT)]
 
 
-def drive(args, argv: list[str]) -> None:
+def drive(args: argparse.Namespace, argv: list[str]) -> None:
     from tf_embedding import local_cluster  # pylint: disable=import-outside-toplevel
     script = [sys.executable, os.path.abspath(__file__), *argv]
     results = results_of(script + ["--role", "one-process"], {})
@@ -194,7 +197,7 @@ def drive(args, argv: list[str]) -> None:
               f"{result.get('up_mb', float('nan')):.2f} |")
 
 
-def main(argv=None) -> None:
+def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     if args.role == "chief":
