@@ -1,142 +1,40 @@
-"""Loopback clusters for the parameter-server tests: `python -m tf_embedding.server` tasks on
-127.0.0.1, each a subprocess started on a free port, awaited until it prints its readiness line,
-and stopped by pid (SIGTERM, then SIGKILL) however the test ends.
+"""Loopback clusters for the parameter-server tests (`tf_embedding.local_cluster`), plus what only
+tests need: a PS task without the op library, and the chief run as a script.
 
 The chief never runs in the pytest process: connecting to a cluster rewires the process-wide eager
 context, which the other tests share. Tests run the chief as a script (`run_chief`).
 """
 
-import contextlib
-import json
-import os
-import queue
-import signal
-import socket
 import subprocess
 import sys
-import threading
-import time
-from typing import Iterator, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from tf_embedding import server
+from tf_embedding.local_cluster import (SERVER, ServerProcess, child_environment, free_ports,
+                                        loopback_cluster, tf_config)
 
-READY_TIMEOUT = 120.0
-STOP_TIMEOUT = 30.0
-_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+__all__ = ["PLAIN_SERVER", "SERVER", "ServerProcess", "free_ports", "loopback_cluster",
+           "run_chief", "tf_config"]
 
-
-def free_ports(count: int) -> list[int]:
-    """Ports free on 127.0.0.1 now. A port can be taken between this and the server's bind (the
-    caller retries on "Could not start gRPC server")."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def cluster_spec(num_ps: int, num_workers: int) -> dict[str, list[str]]:
-    ports = iter(free_ports(1 + num_ps + num_workers))
-    return {"chief": [f"127.0.0.1:{next(ports)}"],
-            "ps": [f"127.0.0.1:{next(ports)}" for _ in range(num_ps)],
-            "worker": [f"127.0.0.1:{next(ports)}" for _ in range(num_workers)]}
-
-
-def tf_config(cluster: Mapping[str, Sequence[str]], task_type: str, index: int) -> str:
-    return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
-
-
-class ServerProcess:
-    """One `python -m tf_embedding.server` subprocess; its output lines arrive in `lines`."""
-
-    def __init__(self, environ: Mapping[str, str], args: Sequence[str] = ()):
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tf_embedding.server", *args], stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, env=dict(os.environ, **_ENV, **environ))
-        self.lines: "queue.Queue[str | None]" = queue.Queue()
-        self.output: list[str] = []
-        self._ended = False  # the reader's end marker was taken from `lines`
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def wait_ready(self, timeout: float = READY_TIMEOUT) -> bool:
-        """True once the readiness line is printed; False if the process ends first."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise TimeoutError(f"no readiness line within {timeout} s:\n"
-                                   + "".join(self.output)) from None
-            if line is None:
-                self._ended = True
-                return False
-            self.output.append(line)
-            if line.startswith(server.READY_MARKER):
-                return True
-
-    def stop(self) -> int:
-        """SIGTERM, then SIGKILL after STOP_TIMEOUT; returns the exit status."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
-
-    def remaining_output(self) -> str:
-        """Everything printed so far (call after the process ended)."""
-        self.process.wait()
-        while not self._ended:
-            line = self.lines.get()
-            if line is None:
-                self._ended = True
-            else:
-                self.output.append(line)
-        return "".join(self.output)
-
-
-@contextlib.contextmanager
-def loopback_cluster(num_ps: int, num_workers: int = 1,
-                     attempts: int = 3) -> Iterator[dict[str, list[str]]]:
-    """Starts the ps and worker tasks of a fresh cluster and yields its spec (the chief's address
-    included, for the chief script's TF_CONFIG); stops every task on exit."""
-    for attempt in range(attempts):
-        cluster = cluster_spec(num_ps, num_workers)
-        servers = [ServerProcess({"TF_CONFIG": tf_config(cluster, task_type, index)})
-                   for task_type in ("ps", "worker") for index in range(len(cluster[task_type]))]
-        try:
-            ready = [process.wait_ready() for process in servers]
-            if all(ready):
-                yield cluster
-                return
-            outputs = [process.remaining_output() for process, ok in zip(servers, ready)
-                       if not ok]
-            # A port taken between picking and binding: pick again.
-            if attempt + 1 == attempts or not all("Could not start gRPC server" in output
-                                                  for output in outputs):
-                raise RuntimeError("a cluster task exited early:\n" + "\n".join(outputs))
-        finally:
-            for process in servers:
-                process.stop()
+# A stock TF server that never loads tf_embedding's op library (what a task started without
+# `python -m tf_embedding.server` is), with the same readiness line.
+PLAIN_SERVER = ("-c", f"""
+import json, os, threading
+import tensorflow as tf
+config = json.loads(os.environ["TF_CONFIG"])
+tf.distribute.Server(tf.train.ClusterSpec(config["cluster"]), job_name=config["task"]["type"],
+                     task_index=config["task"]["index"], start=True)
+print({server.READY_MARKER!r}, flush=True)
+threading.Event().wait()
+""")
 
 
 def run_chief(script: Sequence[str], cluster: Mapping[str, Sequence[str]],
-              timeout: float = 600.0) -> subprocess.CompletedProcess:
-    """Runs `script` (argv after the interpreter) as the cluster's chief; a hang guard, not a
-    speed check, bounds it."""
+              timeout: float = 600.0,
+              environ: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Runs `script` (argv after the interpreter) as the cluster's chief, with `environ` added
+    to this process's; a hang guard, not a speed check, bounds it."""
     return subprocess.run([sys.executable, *script], capture_output=True, text=True,
                           timeout=timeout,
-                          env=dict(os.environ, **_ENV,
-                                   TF_CONFIG=tf_config(cluster, "chief", 0)))
+                          env=child_environment(
+                              {**(environ or {}), "TF_CONFIG": tf_config(cluster, "chief", 0)}))

@@ -201,8 +201,62 @@ def ftrl(a, lr, g, w, slots):
     return numerator / denominator, [acc_new, linear]
 
 
+def proximal_adagrad(a, lr, g, w, slots):
+    """TF's ApplyProximalAdagrad (scalar path): Adagrad's rate, then FOBOS for l1 and l2."""
+    (acc,) = slots
+    l1, l2 = F(a["l1_regularization_strength"]), F(a["l2_regularization_strength"])
+    acc = acc + g * g
+    rate = lr / np.sqrt(acc)
+    prox = w - g * rate
+    if l1 > 0:
+        w = np.sign(prox) * np.maximum(np.abs(prox) - rate * l1, F(0)) / (1 + l2 * rate)
+    else:
+        w = prox / (1 + l2 * rate)
+    return w, [acc]
+
+
+def momentum(a, lr, g, w, slots):
+    """TF's ApplyMomentum: the learning rate scales the step, not the momentum."""
+    (m,) = slots
+    mu = F(a["momentum"])
+    m = m * mu + g
+    w = w - (g * lr + m * mu * lr) if a["use_nesterov"] else w - m * lr
+    return w, [m]
+
+
+def rms_prop(a, lr, g, w, slots):
+    """TF's ApplyRMSProp (not centered)."""
+    ms, mom = slots
+    rho, mu, eps = F(a["rho"]), F(a["momentum"]), F(a["epsilon"])
+    ms = ms + (g * g - ms) * (1 - rho)
+    mom = mom * mu + g * lr / np.sqrt(ms + eps)
+    return w - mom, [ms, mom]
+
+
+def proximal_yogi(a, lr, g, w, slots):
+    """Yogi's additive second moment (sign activation), no bias correction, then TF Addons'
+    proximal step: argmin_x a x^2 / 2 + b x + c |x|."""
+    v, m = slots
+    beta1, beta2, eps = F(a["beta1"]), F(a["beta2"]), F(a["epsilon"])
+    l1, l2 = F(a["l1_regularization_strength"]), F(a["l2_regularization_strength"])
+    m = m * beta1 + g * (1 - beta1)
+    g2 = g * g
+    v = v + (1 - beta2) * np.sign(g2 - v) * g2
+    rate = lr / (np.sqrt(v) + eps)
+    descended = w - rate * m
+    if l1 > 0:
+        b, c = -descended, l1 * rate
+        w = np.where(np.abs(b) > c, (c * np.sign(b) - b) / (1 + l2 * rate), F(0))
+    elif l2 > 0:
+        w = descended / (1 + l2 * rate)
+    else:
+        w = descended
+    return w, [v, m]
+
+
 RULES = {opt.SGD: sgd, opt.Adagrad: adagrad, opt.AdagradMomentum: adagrad_momentum,
-         opt.Adam: adam, opt.FTRL: ftrl}
+         opt.Adam: adam, opt.FTRL: ftrl, opt.ProximalAdagrad: proximal_adagrad,
+         opt.Momentum: momentum, opt.RMSProp: rms_prop, opt.ProximalYogi: proximal_yogi}
 
 
 def reference_step(optimizer, table, slots, batches, lr):

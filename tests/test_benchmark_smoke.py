@@ -34,3 +34,18 @@ def test_quick_run_prints_every_variant():
         assert names == expected
     assert "FAILED" not in out and "DIFF" not in out
     assert "Targets:" in out
+
+
+def test_ps_benchmark_prints_samples_and_bytes_for_each_traffic():
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "tools", "ps_benchmark.py"), "--num-ps", "2",
+         "--tables", "1", "--vocabulary", "1000", "--dim", "16", "--batch", "256",
+         "--ids-per-sample", "4", "--steps", "2", "--warmup", "1"],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)  # a hang guard
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [line.split("|")[1:-1] for line in result.stdout.splitlines()
+            if line.startswith("| ") and "samples/s" not in line]
+    assert [(row[0].strip(), row[1].strip()) for row in rows] == [
+        ("one process", "-"), ("2", "rows"), ("2", "partial")]
+    for row in rows[1:]:
+        assert float(row[3]) > 0 and float(row[4]) > 0  # bytes down and up per step

@@ -1,6 +1,8 @@
 """`tf-embedding` end to end on a small synthetic log: train, interrupt, resume, evaluate,
 export, and score the export with `predict` and with plain TensorFlow. Runs use the default
-(sharded) embedding unless they say otherwise; one straight run uses the replicated one."""
+(sharded) embedding unless they say otherwise; one straight run uses the replicated one, and a
+straight run and an interrupted-then-resumed run use the Keras layer with `model.fit`
+(`--embedding-api keras`)."""
 
 import json
 import os
@@ -12,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_embedding.job import cli
+from tf_embedding.job import cli, training
 
 CONFIG = {
     "batch_size": 512, "steps": 160, "checkpoint_every": 50, "eval_examples": 16384,
@@ -52,13 +54,15 @@ def checkpoint_values(model_dir: str) -> dict[str, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A straight run, a run stopped at STOP_AT then resumed, and a straight run with
-    `--embedding-api replicated`; all to CONFIG's steps."""
+    """A straight run, a run stopped at STOP_AT then resumed, a straight run with
+    `--embedding-api replicated`, and a straight and a stopped-then-resumed run with
+    `--embedding-api keras`; all to CONFIG's steps."""
     root = tmp_path_factory.mktemp("runs")
     config = root / "config.json"
     config.write_text(json.dumps(CONFIG))
-    straight, resumed, replicated = (str(root / name)
-                                     for name in ("straight", "resumed", "replicated"))
+    straight, resumed, replicated, keras, keras_resumed = (
+        str(root / name)
+        for name in ("straight", "resumed", "replicated", "keras", "keras_resumed"))
     common = ["train", "--config", str(config), "--model-dir"]
     # In a fresh interpreter, to see what the default path imports (this session imports
     # tf_keras for other tests).
@@ -73,9 +77,19 @@ def runs(tmp_path_factory):
                "exported": os.path.exists(os.path.join(resumed, "export"))}
     assert cli.main(common + [resumed, "--resume"]) == 0
     assert cli.main(common + [replicated, "--embedding-api", "replicated"]) == 0
+    # In a fresh interpreter, to see Keras' progress output.
+    keras_output = run_python(f"""
+        from tf_embedding.job import cli
+        assert cli.main({common + [keras, "--embedding-api", "keras", "--progress", "lines"]!r}) == 0
+    """)
+    keras_common = common + [keras_resumed, "--embedding-api", "keras"]
+    assert cli.main(keras_common + ["--stop-at-step", str(STOP_AT)]) == 0
+    keras_stopped = tf.train.latest_checkpoint(os.path.join(keras_resumed, "checkpoints"))
+    assert cli.main(keras_common + ["--resume"]) == 0
     return {"config": str(config), "straight": straight, "resumed": resumed,
-            "replicated": replicated, "root": root, "stopped": stopped,
-            "straight_modules": modules}
+            "replicated": replicated, "keras": keras, "keras_resumed": keras_resumed,
+            "root": root, "stopped": stopped, "straight_modules": modules,
+            "keras_output": keras_output, "keras_stopped": keras_stopped}
 
 
 def test_default_run_does_not_import_tf_keras(runs):
@@ -101,7 +115,7 @@ def test_resumed_run_matches_the_straight_run(runs):
     assert metrics[0]["steps"] == CONFIG["steps"]
 
 
-@pytest.mark.parametrize("run", ["straight", "replicated"])
+@pytest.mark.parametrize("run", ["straight", "replicated", "keras"])
 def test_evaluation_is_close_to_bayes(runs, run):
     metrics = json.load(open(os.path.join(runs[run], "metrics.json")))
     assert metrics["examples"] == CONFIG["eval_examples"]
@@ -129,6 +143,74 @@ def test_export_holds_the_trained_tables_and_no_slots(runs, run):
                       for t in CONFIG["tables"]}
     for name in tables:
         np.testing.assert_array_equal(exported.get_tensor(name), trained[name], err_msg=name)
+
+
+def test_keras_run_shows_keras_progress_and_resumes_exactly(runs):
+    # --progress lines: Keras' one-line epoch summary (verbose=2) over the whole run.
+    summary = [line for line in runs["keras_output"].splitlines()
+               if line.startswith(f"{CONFIG['steps']}/{CONFIG['steps']} - ")]
+    assert len(summary) == 1 and " - auc: " in summary[0] and " - loss: " in summary[0]
+    assert runs["keras_stopped"].endswith(f"ckpt-{STOP_AT}")
+    straight = checkpoint_values(runs["keras"])
+    resumed = checkpoint_values(runs["keras_resumed"])
+    assert straight.keys() == resumed.keys()
+    assert straight["step/.ATTRIBUTES/VARIABLE_VALUE"] == CONFIG["steps"]
+    for key in straight:
+        np.testing.assert_array_equal(straight[key], resumed[key], err_msg=key)
+
+
+def test_keras_run_trains_what_the_custom_loop_trains(runs):
+    """The layer runs the sharded engine's fused Adagrad on the same gradients, and Keras' Adam
+    the same dense updates: the same tables, accumulators and test metrics (bit for bit when
+    measured; a tolerance for float noise)."""
+    sharded, keras = (checkpoint_values(runs[k]) for k in ("straight", "keras"))
+    for table in CONFIG["tables"]:
+        for suffix in ("", ".Saccumulators"):
+            key = f"{table['name']}{suffix}/.ATTRIBUTES/VARIABLE_VALUE"
+            np.testing.assert_allclose(keras[f"embedding/_tpu_embedding/{key}"],
+                                       sharded[f"embedding/{key}"], rtol=0, atol=1e-6,
+                                       err_msg=key)
+    metrics = [json.load(open(os.path.join(runs[k], "metrics.json")))
+               for k in ("straight", "keras")]
+    assert abs(metrics[0]["auc"] - metrics[1]["auc"]) < 1e-4
+    assert abs(metrics[0]["log_loss"] - metrics[1]["log_loss"]) < 1e-5
+
+
+def test_keras_export_holds_the_trained_tables_and_scores_like_the_model(runs):
+    trained = checkpoint_values(runs["keras"])
+    export = os.path.join(runs["keras"], "export")
+    exported = tf.train.load_checkpoint(os.path.join(export, "variables", "variables"))
+    tables = {name for name in exported.get_variable_to_shape_map()
+              if name.startswith("embedding/")}
+    # Stock keys and no slots, as the other APIs export.
+    assert tables == {f"embedding/{t['name']}/.ATTRIBUTES/VARIABLE_VALUE"
+                      for t in CONFIG["tables"]}
+    for name in tables:
+        np.testing.assert_array_equal(
+            exported.get_tensor(name),
+            trained[name.replace("embedding/", "embedding/_tpu_embedding/", 1)], err_msg=name)
+    # The held-out examples the run evaluated its model on, scored by plain TensorFlow.
+    records = str(runs["root"] / "keras_eval.tfrecord")
+    assert cli.main(["generate", "--config", runs["config"], "--output", records,
+                     "--format", "tfrecord", "--examples", str(CONFIG["eval_examples"])]) == 0
+    scored = json.loads(run_python(f"""
+        import json, sys
+        import tensorflow as tf
+        model = tf.saved_model.load({export!r})
+        examples = tf.constant([r.numpy() for r in tf.data.TFRecordDataset({records!r})])
+        labels = tf.io.parse_example(
+            examples, {{"label": tf.io.FixedLenFeature([], tf.int64)}})["label"]
+        out = model.signatures["serving_default"](examples=examples)
+        assert not any(m.split(".")[0] == "tf_embedding" for m in sys.modules)
+        print(json.dumps({{"labels": labels.numpy().tolist(),
+                          "probability": out["probability"].numpy().tolist(),
+                          "valid": out["valid"].numpy().tolist()}}))
+    """).splitlines()[-1])
+    assert len(scored["labels"]) == CONFIG["eval_examples"] and all(scored["valid"])
+    metrics = json.load(open(os.path.join(runs["keras"], "metrics.json")))
+    assert abs(training.roc_auc(scored["labels"], scored["probability"]) - metrics["auc"]) < 1e-4
+    assert abs(training.log_loss(scored["labels"], scored["probability"])
+               - metrics["log_loss"]) < 1e-5
 
 
 def test_resume_refuses_changed_options_and_fresh_runs_refuse_used_dirs(runs, capsys):

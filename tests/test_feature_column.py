@@ -9,8 +9,9 @@ import tf_keras
 
 import tf_embedding
 from tf_embedding import feature_column as efc
+from tf_embedding import optimizers
 
-from references import combined_gains, reference_step
+from references import combined_gains, csr, reference_step
 
 F = np.float32
 DIM = 4
@@ -96,7 +97,10 @@ class NumpyTables:
         self.optimizer = optimizer
         self.tables = {n: tf.convert_to_tensor(v).numpy()
                        for n, v in layer.embedding_tables.items()}
-        self.slots = {n: [np.full_like(t, 0.1)] for n, t in self.tables.items()}
+        # Each slot at its optimizer's initial value (Adagrad: accumulators at 0.1).
+        self.slots = {n: [initializer(t.shape, tf.float32).numpy()
+                          for initializer in optimizer(n)._slot_initializers()]
+                      for n, t in self.tables.items()}
 
     def step(self, layer, features, targets, lr):
         # Row layout of one column: its ids and gains per sample (the conversion's contract).
@@ -157,6 +161,113 @@ def test_training_applies_the_tpu_rule_with_multiplier_clipping_and_learning_rat
                 rtol=1e-5, atol=1e-6, err_msg=name)
 
 
+# The Parameter classes v1 had beyond SGD, Adagrad, Adam and FTRL, each trained by its fused
+# kernel: every element of the rule in play (l1/l2, Nesterov, momentum), with clipping_limit and
+# the gradient multiplier.
+V1_ONLY_PARAMETERS = {
+    "ProximalAdagradParameters": (
+        lambda: efc.ProximalAdagradParameters(0.1, initial_accumulator=0.2,
+                                              l1_regularization_strength=0.01,
+                                              l2_regularization_strength=0.05),
+        optimizers.ProximalAdagrad),
+    "MomentumParameters": (
+        lambda: efc.MomentumParameters(0.1, momentum=0.9, use_nesterov=True),
+        optimizers.Momentum),
+    "RMSPropParameters": (
+        lambda: efc.RMSPropParameters(0.1, rho=0.9, momentum=0.5, epsilon=1e-3),
+        optimizers.RMSProp),
+}
+
+
+@pytest.mark.parametrize("name", sorted(V1_ONLY_PARAMETERS))
+def test_training_applies_the_tpu_rule_of_each_v1_only_parameter_class(name):
+    make_parameters, optimizer_class = V1_ONLY_PARAMETERS[name]
+    spec = efc.EmbeddingConfigSpec(
+        feature_columns=columns(), optimization_parameters=make_parameters(),
+        clipping_limit=0.3, experimental_gradient_multiplier_fn=lambda step: 2.0)
+    layer = efc.EmbeddingFeatures(spec)
+    rng = np.random.default_rng(7)
+    layer(raw_features(rng))
+    table_optimizers = {t.name: t.optimizer for t in layer._tpu_embedding._table_config}
+    for optimizer in table_optimizers.values():
+        assert type(optimizer) is optimizer_class
+        assert (optimizer.clip_gradient_min, optimizer.clip_gradient_max) == (-0.3, 0.3)
+    reference = NumpyTables(layer, table_optimizers.__getitem__)
+    names = sorted(c.name for c in columns())
+
+    @tf.function
+    def train(features, targets):
+        with tf.GradientTape() as tape:
+            out = layer(features)
+            loss = tf.reduce_sum(out * targets)
+        return tape.gradient(loss, layer.trainable_variables)
+
+    for step in range(3):
+        features = raw_features(rng)
+        targets = rng.uniform(-1, 1, (4, DIM * len(names))).astype(F)
+        train(features, targets)
+        per_column = {n: 2.0 * targets[:, i * DIM:(i + 1) * DIM] for i, n in enumerate(names)}
+        reference.step(layer, features, per_column, 0.1)
+        assert int(layer.global_step.numpy()) == step + 1
+        for table_name, table in reference.tables.items():
+            np.testing.assert_allclose(
+                tf.convert_to_tensor(layer.embedding_tables[table_name]).numpy(), table,
+                rtol=1e-5, atol=1e-6, err_msg=table_name)
+
+
+def test_proximal_yogi_trains_through_the_v1_config_dicts():
+    """The estimator accepts ProximalYogiParameters only as a table's own optimizer in the config
+    dicts, not as a spec's with feature columns (so not in EmbeddingFeatures): the dict spec's
+    mid-level configs train it, with its slots at v1's initial values and clipping_limit."""
+    with pytest.raises(ValueError, match="optimization_parameters must be an instance of type"):
+        efc.EmbeddingConfigSpec(feature_columns=columns(),
+                                optimization_parameters=efc.ProximalYogiParameters())
+    parameters = efc.ProximalYogiParameters(
+        0.1, beta1=0.8, beta2=0.9, epsilon=0.01, l1_regularization_strength=0.001,
+        l2_regularization_strength=0.1, initial_accumulator_value=0.01)
+    table = efc.TableConfig(10, DIM, initializer=initializer(10, 8), combiner="sum",
+                            optimization_parameters=parameters)
+    spec = efc.EmbeddingConfigSpec(
+        feature_to_config_dict={"watched": efc.FeatureConfig("video"),
+                                "favorited": efc.FeatureConfig("video")},
+        table_to_config_dict={"video": table}, clipping_limit=0.3)
+    mid = tf_embedding.TPUEmbedding(efc.mid_level_configs(spec), optimizer=None)
+    mid.build()
+    [config] = mid._table_config
+    optimizer = config.optimizer
+    assert type(optimizer) is optimizers.ProximalYogi
+    assert (optimizer.clip_gradient_min, optimizer.clip_gradient_max) == (-0.3, 0.3)
+    slots = mid._variables["video"]
+    np.testing.assert_array_equal(tf.convert_to_tensor(slots["v"]).numpy(),
+                                  np.full((10, DIM), 0.01, F))
+    np.testing.assert_array_equal(tf.convert_to_tensor(slots["m"]).numpy(),
+                                  np.zeros((10, DIM), F))
+    expected = tf.convert_to_tensor(slots["parameters"]).numpy()
+    expected_slots = [np.full((10, DIM), 0.01, F), np.zeros((10, DIM), F)]
+    rng = np.random.default_rng(8)
+    for _ in range(3):
+        id_lists = {key: [list(rng.integers(0, 10, rng.integers(1, 4))) for _ in range(4)]
+                    for key in ("favorited", "watched")}
+        features = {key: tf.ragged.constant(ids, tf.int64).to_sparse()
+                    for key, ids in id_lists.items()}
+        targets = {key: rng.uniform(-1, 1, (4, DIM)).astype(F) for key in id_lists}
+        mid.enqueue(features)
+        with tf.GradientTape() as tape:
+            activations = mid.dequeue()
+            tape.watch(activations)
+            loss = tf.add_n([tf.reduce_sum(activations[k] * targets[k]) for k in targets])
+        mid.apply_gradients(tape.gradient(loss, activations))
+        # Both features' lookups (gain 1, sum combiner) feed the one table's update.
+        batches = [(*csr([[(int(i), 1.0) for i in row] for row in id_lists[key]]), targets[key])
+                   for key in sorted(id_lists)]
+        reference_step(optimizer, expected, expected_slots, batches, 0.1)
+        np.testing.assert_allclose(tf.convert_to_tensor(slots["parameters"]).numpy(), expected,
+                                   rtol=1e-5, atol=1e-6)
+    for name, value in zip(["v", "m"], expected_slots):
+        np.testing.assert_allclose(tf.convert_to_tensor(slots[name]).numpy(), value,
+                                   rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def test_learning_rate_fn_reads_the_global_step():
     watched = tf.feature_column.categorical_column_with_identity("watched", 10)
     column = efc.embedding_column(watched, DIM, combiner="sum", initializer=initializer(10, 0),
@@ -207,6 +318,21 @@ def test_mid_level_configs_train_the_mid_level_api_identically():
         np.testing.assert_allclose(tf.convert_to_tensor(variable).numpy(),
                                    tf.convert_to_tensor(layer.embedding_tables[table.name]),
                                    rtol=1e-6, atol=1e-7, err_msg=table.name)
+
+
+@pytest.mark.parametrize("parameters, slots", [
+    (efc.ProximalAdagradParameters(0.1), {"ProximalAdagrad": "accumulators"}),
+    (efc.MomentumParameters(0.1, 0.9), {"Momentum": "momenta"}),
+    (efc.RMSPropParameters(0.1, 0.9, 0.0, 1e-3), {"RMSProp/ms": "ms", "RMSProp/mom": "mom"}),
+])
+def test_checkpoint_name_map_names_tf1_slots_of_the_v1_only_optimizers(parameters, slots):
+    spec = efc.EmbeddingConfigSpec(feature_columns=columns()[:1],
+                                   optimization_parameters=parameters)
+    mapping = efc.checkpoint_name_map(spec)
+    variable = "dense_features/watched_embedding/embedding_weights"
+    assert mapping == {variable: "tbl_watched",
+                       **{f"{variable}/{suffix}": f"tbl_watched/{slot}"
+                          for suffix, slot in slots.items()}}
 
 
 def config_key(column):
@@ -312,3 +438,27 @@ def test_v1_defaults_map_onto_the_v2_optimizers():
     assert sgd.embedding_optimizer().clip_gradient_min == -1.0
     clipped = efc.AdagradParameters(0.1).embedding_optimizer(clip_limit=0.5)
     assert (clipped.clip_gradient_min, clipped.clip_gradient_max) == (-0.5, 0.5)
+
+
+def test_v1_only_parameter_classes_map_onto_their_fused_optimizers():
+    proximal = efc.ProximalAdagradParameters(0.2, initial_accumulator=0.3,
+                                             l1_regularization_strength=0.1,
+                                             clip_gradient_max=2.0).embedding_optimizer()
+    assert type(proximal) is optimizers.ProximalAdagrad
+    assert (proximal.learning_rate, proximal.initial_accumulator_value,
+            proximal.l1_regularization_strength, proximal.clip_gradient_max) == (0.2, 0.3, 0.1,
+                                                                                  2.0)
+    momentum = efc.MomentumParameters(0.2, 0.9, use_nesterov=True).embedding_optimizer()
+    assert (type(momentum), momentum.momentum, momentum.use_nesterov) == (
+        optimizers.Momentum, 0.9, True)
+    rms = efc.RMSPropParameters(0.2, 0.8, 0.5, 1e-3, weight_decay_factor=0.1).embedding_optimizer()
+    assert (type(rms), rms.rho, rms.momentum, rms.epsilon, rms.weight_decay_factor) == (
+        optimizers.RMSProp, 0.8, 0.5, 1e-3, 0.1)
+    yogi = efc.ProximalYogiParameters().embedding_optimizer(learning_rate=0.5)
+    assert type(yogi) is optimizers.ProximalYogi
+    assert (yogi.learning_rate, yogi.beta1, yogi.beta2, yogi.epsilon,
+            yogi.initial_accumulator_value) == (0.5, 0.9, 0.999, 1e-3, 1e-6)
+    for parameters in (efc.ProximalAdagradParameters(0.1), efc.MomentumParameters(0.1, 0.9),
+                       efc.RMSPropParameters(0.1, 0.9, 0.0, 1e-3), efc.ProximalYogiParameters()):
+        # A Parameter class can no longer lack an optimizer: the base method is abstract.
+        assert isinstance(parameters.embedding_optimizer(), optimizers._Optimizer)

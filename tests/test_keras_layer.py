@@ -302,7 +302,10 @@ def test_model_fit_with_jit_compile_auto_trains():
 def test_mirrored_strategy_custom_loop_sums_gradients_over_the_global_batch():
     # The seed's loop: strategy.run, tape.gradient over model.trainable_variables and the
     # model's optimizer. (Keras 3's fit cannot distribute sparse or ragged inputs.)
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    # ReductionToOneDevice: collective all-reduces of strategies with other device counts,
+    # made earlier in the same process, share group keys and abort (a TF limitation).
+    strategy = tf.distribute.MirroredStrategy(
+        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice())
     optimizer = tf_embedding.Adagrad(0.1)
     with strategy.scope():
         layer = embedding_keras.TPUEmbedding(make_feature_config(), optimizer)

@@ -1,5 +1,6 @@
-"""TfeSparseApply{Sgd,Adagrad,AdagradMomentum,Adam,Ftrl} against a numpy transcription of the
-optimizer math (tf_tpu_embedding_api.md §2, ordering of docs/internals.md).
+"""TfeSparseApply{Sgd,Adagrad,AdagradMomentum,Adam,Ftrl,ProximalAdagrad,Momentum,RMSProp,
+ProximalYogi} against a numpy transcription of the optimizer math (tf_tpu_embedding_api.md §2
+and docs/feature_columns.md's rule table, ordering of docs/internals.md).
 
 The reference (references.py) works in float32 in the order the formulas are written and sums
 gradients in batch order, then lookup order, as the kernels do; rules made of correctly rounded
@@ -80,6 +81,32 @@ OPTIMIZERS = {
     "adam_non_lazy_all_common_knobs": lambda: opt.Adam(
         lazy_adam=False, clipvalue=(0.1, 0.2), clip_weight_max=0.5, weight_decay_factor=0.5,
         multiply_weight_decay_factor_by_learning_rate=True),
+    "proximal_adagrad": lambda: opt.ProximalAdagrad(initial_accumulator_value=0.1),
+    "proximal_adagrad_l2": lambda: opt.ProximalAdagrad(l2_regularization_strength=0.5),
+    "proximal_adagrad_l1_l2": lambda: opt.ProximalAdagrad(
+        initial_accumulator_value=0.5, l1_regularization_strength=0.5,
+        l2_regularization_strength=0.1),
+    "proximal_adagrad_clip_gradient": lambda: opt.ProximalAdagrad(
+        clipvalue=0.3, l1_regularization_strength=0.2),
+    "momentum": lambda: opt.Momentum(momentum=0.9),
+    "momentum_nesterov": lambda: opt.Momentum(momentum=0.5, use_nesterov=True),
+    "momentum_clip_weight_and_decay": lambda: opt.Momentum(
+        momentum=0.9, clip_weight_min=-0.3, clip_weight_max=0.4, weight_decay_factor=0.1),
+    "rms_prop": lambda: opt.RMSProp(),
+    "rms_prop_momentum": lambda: opt.RMSProp(rho=0.8, momentum=0.9, epsilon=1e-3),
+    "rms_prop_all_common_knobs": lambda: opt.RMSProp(
+        momentum=0.5, clipvalue=(-0.5, 0.25), clip_weight_min=-0.5, clip_weight_max=0.5,
+        weight_decay_factor=0.5, multiply_weight_decay_factor_by_learning_rate=True),
+    "proximal_yogi": lambda: opt.ProximalYogi(),
+    "proximal_yogi_beta1_zero": lambda: opt.ProximalYogi(beta1=0.0, beta2=0.5),
+    "proximal_yogi_l2": lambda: opt.ProximalYogi(l2_regularization_strength=0.5,
+                                                initial_accumulator_value=0.5),
+    # v starts above most g^2, so it also decreases.
+    "proximal_yogi_l1_l2": lambda: opt.ProximalYogi(
+        beta2=0.9, epsilon=0.1, l1_regularization_strength=1.0, l2_regularization_strength=0.1,
+        initial_accumulator_value=0.5),
+    "proximal_yogi_clip_gradient": lambda: opt.ProximalYogi(
+        clipvalue=0.5, l1_regularization_strength=0.01, clip_weight_max=0.3),
 }
 
 # Rules that use pow may differ from numpy's pow by an ulp or so (the kernel's x^-0.5 is a
@@ -123,7 +150,9 @@ def test_three_steps_match_numpy(case):
     assert_matches(actual, expected, case)
 
 
-@pytest.mark.parametrize("case", ["adagrad", "adam_lazy", "ftrl", "adam_non_lazy"])
+@pytest.mark.parametrize("case", ["adagrad", "adam_lazy", "ftrl", "adam_non_lazy",
+                                  "proximal_adagrad_l1_l2", "momentum_nesterov",
+                                  "rms_prop_momentum", "proximal_yogi_l1_l2"])
 def test_in_tf_function(case):
     table = random_table(1)
     batches = [step_batches(step) for step in range(2)]
@@ -172,7 +201,8 @@ def test_lazy_updates_only_touched_rows_and_non_lazy_adam_updates_all():
 def test_batch_without_lookups_changes_nothing_for_lazy_rules():
     table = random_table(3)
     empty = [(*csr([]), np.zeros([0, DIM], F)), (*csr([[], []]), np.zeros([2, DIM], F))]
-    for case in ("sgd", "adagrad", "ftrl", "adam_lazy"):
+    for case in ("sgd", "adagrad", "ftrl", "adam_lazy", "proximal_adagrad_l1_l2", "momentum",
+                 "rms_prop_momentum", "proximal_yogi_l1_l2"):
         actual, _ = run_apply(OPTIMIZERS[case](), table, [empty], [0.1])
         np.testing.assert_array_equal(actual, table)
 
@@ -220,7 +250,9 @@ _DETERMINISM_SCRIPT = textwrap.dedent("""
     for part in ops.embedding_gradient(batches):
         digest.update(part.numpy().tobytes())
     for optimizer in (opt.Adagrad(), opt.Adam(lazy_adam=False), opt.FTRL(beta=0.1),
-                      opt.AdagradMomentum(momentum=0.9, use_nesterov=True)):
+                      opt.AdagradMomentum(momentum=0.9, use_nesterov=True),
+                      opt.RMSProp(momentum=0.9),
+                      opt.ProximalYogi(l1_regularization_strength=0.01)):
         variable = tf.Variable(table)
         slots = optimizer._create_slots(
             variable, lambda name, init: tf.Variable(init(table.shape, tf.float32)))

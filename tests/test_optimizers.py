@@ -245,6 +245,11 @@ def test_slots_match_tf(name, defaults):
     ("AdagradMomentum", {"accumulators": 0.0, "momenta": 0.0}),
     ("Adam", {"momenta": 0.0, "velocities": 0.0}),
     ("FTRL", {"accumulators": 0.1, "linears": 0.0}),
+    # The TPU optimizers only v1 named (no stock counterpart): v1's slots and initial values.
+    ("ProximalAdagrad", {"accumulators": 0.1}),
+    ("Momentum", {"momenta": 0.0}),
+    ("RMSProp", {"ms": 0.0, "mom": 0.0}),
+    ("ProximalYogi", {"v": 1e-6, "m": 0.0}),
 ])
 def test_slot_names_and_initial_values(name, slots):
     optimizer = getattr(optimizers, name)()
@@ -400,3 +405,49 @@ def test_kernel_attrs_types():
     assert optimizers.SGD(clipvalue=(None, 0.5))._kernel_attrs()["clip_gradient_min"] == -math.inf
     # A weight decay factor of 0 and None both mean no decay.
     assert optimizers.SGD(weight_decay_factor=0)._kernel_attrs()["weight_decay_factor"] == 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# The TPU optimizers only TF v1 named: not public names (tf_embedding mirrors TF's namespace),
+# validated like their v2 siblings.
+
+V1_ONLY = ["ProximalAdagrad", "Momentum", "RMSProp", "ProximalYogi"]
+
+
+@pytest.mark.parametrize("name", V1_ONLY)
+def test_v1_only_optimizers_are_not_public(name):
+    import tf_embedding  # pylint: disable=import-outside-toplevel
+    assert not hasattr(stock, name)
+    assert name not in tf_embedding.__all__
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: optimizers.ProximalAdagrad(initial_accumulator_value=0.0),
+     "Argument `initial_accumulator_value` must be a positive float. Received: 0.0"),
+    (lambda: optimizers.ProximalAdagrad(l1_regularization_strength=-1.0),
+     "Argument `l1_regularization_strength` must be >= 0. Received: -1.0."),
+    (lambda: optimizers.ProximalAdagrad(l2_regularization_strength=-0.5),
+     "Argument `l2_regularization_strength` must be >= 0. Received: -0.5."),
+    (lambda: optimizers.ProximalYogi(beta1=1.0),
+     "Argument `beta1` must be >= 0 and < 1. Received: 1.0."),
+    (lambda: optimizers.ProximalYogi(beta2=-0.1),
+     "Argument `beta2` must be >= 0 and < 1. Received: -0.1."),
+    (lambda: optimizers.ProximalYogi(epsilon=0.0), "epsilon must be positive; got 0.0."),
+    (lambda: optimizers.ProximalYogi(initial_accumulator_value=-1.0),
+     "Argument `initial_accumulator_value` must be >= 0. Received: -1.0."),
+    (lambda: optimizers.Momentum(use_gradient_accumulation=False, clipvalue=1.0),
+     "When `use_gradient_accumulation` is False, gradient clipping cannot be used"),
+])
+def test_v1_only_optimizer_validation(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make()
+
+
+def test_v1_only_optimizer_kernel_attrs():
+    attrs = optimizers.ProximalYogi(beta1=0, l1_regularization_strength=1, clipvalue=2,
+                                    initial_accumulator_value=0.5)._kernel_attrs()
+    assert attrs["beta1"] == 0.0 and type(attrs["beta1"]) is float
+    assert attrs["l1_regularization_strength"] == 1.0 and attrs["clip_gradient_min"] == -2.0
+    assert "initial_accumulator_value" not in attrs  # a slot initial value, not an attr
+    assert optimizers.Momentum(momentum=0.9, use_nesterov=1)._kernel_attrs()["use_nesterov"] is True
+    assert optimizers.RMSProp(rho=0.5)._kernel_attrs()["rho"] == 0.5

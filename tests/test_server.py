@@ -10,7 +10,7 @@ import pytest
 
 from tf_embedding import server
 
-from cluster_helpers import ServerProcess, free_ports, tf_config
+from cluster_helpers import SERVER, ServerProcess, free_ports, tf_config
 
 CLUSTER = {"chief": ["10.0.0.1:2222"], "ps": ["10.0.0.2:2222", "10.0.0.3:2222"],
            "worker": ["10.0.0.4:2222"]}
@@ -76,7 +76,7 @@ def test_server_loads_the_ops_prints_ready_and_stops_on_sigterm():
     ports = free_ports(2)
     cluster = {"ps": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{ports[1]}"]}
     process = ServerProcess({"TF_CONFIG": tf_config(cluster, "ps", 0)},
-                            ["--intra-op-threads", "1"])
+                            [*SERVER, "--intra-op-threads", "1"])
     try:
         assert process.wait_ready(), process.remaining_output()
         assert f"ps 0 at 127.0.0.1:{ports[0]}" in process.output[-1]
@@ -84,7 +84,7 @@ def test_server_loads_the_ops_prints_ready_and_stops_on_sigterm():
     finally:
         status = process.stop()
     assert status == 0, process.remaining_output()
-    assert "ps 0 stopping" in process.remaining_output()
+    assert "ps 0 stopping on SIGTERM" in process.remaining_output()
 
 
 def test_a_port_already_taken_exits_with_status_1():

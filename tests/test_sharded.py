@@ -219,18 +219,18 @@ def local(strategy, structure) -> list[dict[str, np.ndarray]]:
 
 
 def train_and_check(strategy_name: str, kind: str, optimizer_factory, num_steps: int = 3,
-                    seed: int = 0, pipelined: bool = False):
+                    seed: int = 0, pipelined: bool = False, **options):
     """Trains with the docstring's loop and checks activations and variables against numpy.
 
     The optimizer's learning rate is a callable of a step counter, so every apply_gradients
-    must evaluate it anew.
+    must evaluate it anew. `options` go to TPUEmbedding (table_devices, traffic).
     """
     strategy = make_strategy(strategy_name)
     counter = tf.Variable(0.0)
     optimizer = optimizer_factory(lambda: 0.1 / (1.0 + counter))
     with strategy.scope():
         emb = tf_embedding.TPUEmbedding(feature_config(), optimizer,
-                                        pipeline_execution_with_tensor_core=pipelined)
+                                        pipeline_execution_with_tensor_core=pipelined, **options)
     emb.build()
     slots = {name: [variables[slot] for slot in optimizer._slot_names()]
              for name, variables in variable_values(emb).items()}
@@ -717,9 +717,9 @@ def test_unbuilt_object_and_unsupported_strategy():
     with pytest.raises(RuntimeError, match="apply_gradients called on unbuilt TPUEmbedding"):
         emb.apply_gradients({"a": None, "b": None})
     with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
-        with pytest.raises(RuntimeError, match="default strategy or "
-                                               "tf.distribute.MirroredStrategy, but was created "
-                                               "under OneDeviceStrategy"):
+        with pytest.raises(RuntimeError, match="default strategy, tf.distribute.MirroredStrategy "
+                                               "or tf.distribute.ParameterServerStrategy, but "
+                                               "was created under OneDeviceStrategy"):
             small_embedding()
 
 

@@ -36,6 +36,15 @@ OPTIMIZERS = {
         l1_regularization_strength=0.05, l2_regularization_strength=0.1, beta=0.2,
         multiply_linear_by_learning_rate=True),
     "ftrl_power": lambda: opt.FTRL(learning_rate_power=-0.3),
+    "proximal_adagrad_l1_l2": lambda: opt.ProximalAdagrad(
+        initial_accumulator_value=0.5, l1_regularization_strength=0.5,
+        l2_regularization_strength=0.1),
+    "momentum_nesterov_clip": lambda: opt.Momentum(momentum=0.9, use_nesterov=True,
+                                                   clipvalue=0.5),
+    "rms_prop_momentum": lambda: opt.RMSProp(rho=0.8, momentum=0.9, epsilon=1e-3),
+    "proximal_yogi_l1_l2": lambda: opt.ProximalYogi(
+        beta2=0.9, epsilon=0.1, l1_regularization_strength=1.0, l2_regularization_strength=0.1,
+        initial_accumulator_value=0.5),
 }
 
 # Rules whose pow may differ from numpy's by an ulp or so; the others are bit-exact.
@@ -104,7 +113,9 @@ def test_two_steps_match_numpy(case, id_lists):
     assert_matches(actual, expected, case)
 
 
-@pytest.mark.parametrize("case", ["adagrad", "adam_non_lazy", "ftrl", "adagrad_momentum"])
+@pytest.mark.parametrize("case", ["adagrad", "adam_non_lazy", "ftrl", "adagrad_momentum",
+                                  "proximal_adagrad_l1_l2", "momentum_nesterov_clip",
+                                  "rms_prop_momentum", "proximal_yogi_l1_l2"])
 def test_same_bits_as_the_equivalent_csr_batches(case):
     """What the sharded engine computed before this op: the pairs as CSR batches of gain 1."""
     table = random_table(1)
@@ -135,7 +146,8 @@ def test_in_tf_function():
 def test_empty_pairs_change_nothing_for_lazy_rules():
     table = random_table(3)
     empty = [(np.zeros([0], np.int64), np.zeros([0, DIM], F))] * 2
-    for case in ("sgd", "adagrad", "ftrl", "adam_lazy"):
+    for case in ("sgd", "adagrad", "ftrl", "adam_lazy", "proximal_adagrad_l1_l2",
+                 "momentum_nesterov_clip", "rms_prop_momentum", "proximal_yogi_l1_l2"):
         actual, _ = run(OPTIMIZERS[case](), table, [empty])
         np.testing.assert_array_equal(actual, table)
 

@@ -88,13 +88,13 @@ def sparse_apply_rows(optimizer, table_variable, slot_variables: Mapping[str, An
     `id_row_pairs` holds N >= 1 pairs `(unique_ids, rows)`: int64 [U_i] ids, strictly
     ascending, and their float32 [U_i, dim] gradient rows. An id may appear in several pairs;
     its rows are summed in pair order, then each id's row is updated once, as `sparse_apply`
-    does (same optimizer attrs and slots). Runs the op `optimizer._description.op + "Rows"`
+    does (same optimizer attrs and slots). Runs the op `optimizer._description.rows_op`
     (e.g. TfeSparseApplyAdagradRows). Returns the op (None when executing eagerly).
     """
     if not id_row_pairs:
         raise ValueError("id_row_pairs must hold at least one (unique_ids, rows) pair.")
     unique_ids, rows = (list(column) for column in zip(*id_row_pairs))
-    return _apply(optimizer, optimizer._description.op + "Rows",  # pylint: disable=protected-access
+    return _apply(optimizer, optimizer._description.rows_op,  # pylint: disable=protected-access
                   table_variable, slot_variables, learning_rate, table_name,
                   unique_ids=unique_ids, rows=rows)
 

@@ -1,4 +1,5 @@
-"""Embedding optimizers: SGD, Adagrad, AdagradMomentum, Adam, FTRL.
+"""Embedding optimizers: SGD, Adagrad, AdagradMomentum, Adam, FTRL, and the TPU optimizers only
+TF v1 named (ProximalAdagrad, Momentum, RMSProp, ProximalYogi; not public names of tf_embedding).
 
 Arguments, defaults, slot names, slot initial values, validation and equality are those of
 `tf.tpu.experimental.embedding` in TensorFlow 2.21, so checkpoints and configs carry over. Instead
@@ -425,3 +426,203 @@ class Adam(_Optimizer):
         self.epsilon = epsilon
         self.lazy_adam = lazy_adam
         self.sum_inside_sqrt = sum_inside_sqrt
+
+
+# ---------------------------------------------------------------------------------------------
+# The TPU optimizers of TF v1's `tpu_embedding.py` that `tf.tpu.experimental.embedding` never
+# exposed. They train the v1 Parameter classes (tf_embedding.feature_column); they are not
+# public names of `tf_embedding`, whose namespace mirrors TF's. Arguments follow the v2 classes'
+# conventions (`initial_accumulator_value`, `clipvalue`, common arguments in the same order);
+# hyperparameter defaults are those of the rules' CPU references (docs/feature_columns.md).
+
+
+def _check_non_negative(name: str, value: float) -> None:
+    if value < 0.0:
+        raise ValueError(f"Argument `{name}` must be >= 0. Received: {value}.")
+
+
+class ProximalAdagrad(_Optimizer):
+    """Adagrad's rate, then a proximal step for l1/l2 (TF's `ApplyProximalAdagrad`).
+
+    Slot `accumulators`, starting at `initial_accumulator_value`.
+    """
+
+    _description = _Description(
+        "TfeSparseApplyProximalAdagrad", slot_names=("accumulators",),
+        hyperparameters=(("l1_regularization_strength", float),
+                         ("l2_regularization_strength", float)))
+
+    def __init__(
+        self,
+        learning_rate: LearningRate = 0.001,
+        initial_accumulator_value: float = 0.1,
+        l1_regularization_strength: float = 0.0,
+        l2_regularization_strength: float = 0.0,
+        use_gradient_accumulation: bool = True,
+        clip_weight_min: Optional[float] = None,
+        clip_weight_max: Optional[float] = None,
+        weight_decay_factor: Optional[float] = None,
+        multiply_weight_decay_factor_by_learning_rate: Optional[bool] = None,
+        slot_variable_creation_fn: Optional[SlotVariableCreationFn] = None,
+        clipvalue: Optional[ClipValueType] = None,
+        low_dimensional_packing_status: bool = False,
+    ):
+        super().__init__(
+            learning_rate,
+            use_gradient_accumulation,
+            clip_weight_min,
+            clip_weight_max,
+            weight_decay_factor,
+            multiply_weight_decay_factor_by_learning_rate,
+            clipvalue,
+            slot_variable_creation_fn,
+            low_dimensional_packing_status,
+        )
+        _check_initial_accumulator_value(initial_accumulator_value)
+        _check_non_negative("l1_regularization_strength", l1_regularization_strength)
+        _check_non_negative("l2_regularization_strength", l2_regularization_strength)
+        self.initial_accumulator_value = initial_accumulator_value
+        self.l1_regularization_strength = l1_regularization_strength
+        self.l2_regularization_strength = l2_regularization_strength
+
+    def _slot_initializers(self) -> List[init_ops_v2.Initializer]:
+        return [_constant_slot_initializer(self.initial_accumulator_value)]
+
+
+class Momentum(_Optimizer):
+    """TF1 momentum: `m = momentum * m + g; w -= lr * m` (Nesterov: `w -= lr * (g + momentum *
+    m)`), TF's `ApplyMomentum`. Slot `momenta`, starting at 0."""
+
+    _description = _Description(
+        "TfeSparseApplyMomentum", slot_names=("momenta",),
+        hyperparameters=(("momentum", float), ("use_nesterov", bool)))
+
+    def __init__(
+        self,
+        learning_rate: LearningRate = 0.001,
+        momentum: float = 0.0,
+        use_nesterov: bool = False,
+        use_gradient_accumulation: bool = True,
+        clip_weight_min: Optional[float] = None,
+        clip_weight_max: Optional[float] = None,
+        weight_decay_factor: Optional[float] = None,
+        multiply_weight_decay_factor_by_learning_rate: Optional[bool] = None,
+        slot_variable_creation_fn: Optional[SlotVariableCreationFn] = None,
+        clipvalue: Optional[ClipValueType] = None,
+        low_dimensional_packing_status: bool = False,
+    ):
+        super().__init__(
+            learning_rate,
+            use_gradient_accumulation,
+            clip_weight_min,
+            clip_weight_max,
+            weight_decay_factor,
+            multiply_weight_decay_factor_by_learning_rate,
+            clipvalue,
+            slot_variable_creation_fn,
+            low_dimensional_packing_status,
+        )
+        self.momentum = momentum
+        self.use_nesterov = use_nesterov
+
+
+class RMSProp(_Optimizer):
+    """RMSProp with momentum, not centered (TF's `ApplyRMSProp`): `ms = rho * ms + (1 - rho) *
+    g^2; mom = momentum * mom + lr * g / sqrt(ms + epsilon); w -= mom`. Slots `ms`, `mom`, both
+    starting at 0 (as v1's TPU slots do; TF1's CPU `RMSPropOptimizer` starts `ms` at 1)."""
+
+    _description = _Description(
+        "TfeSparseApplyRMSProp", slot_names=("ms", "mom"),
+        hyperparameters=(("rho", float), ("momentum", float), ("epsilon", float)))
+
+    def __init__(
+        self,
+        learning_rate: LearningRate = 0.001,
+        rho: float = 0.9,
+        momentum: float = 0.0,
+        epsilon: float = 1e-07,
+        use_gradient_accumulation: bool = True,
+        clip_weight_min: Optional[float] = None,
+        clip_weight_max: Optional[float] = None,
+        weight_decay_factor: Optional[float] = None,
+        multiply_weight_decay_factor_by_learning_rate: Optional[bool] = None,
+        slot_variable_creation_fn: Optional[SlotVariableCreationFn] = None,
+        clipvalue: Optional[ClipValueType] = None,
+        low_dimensional_packing_status: bool = False,
+    ):
+        super().__init__(
+            learning_rate,
+            use_gradient_accumulation,
+            clip_weight_min,
+            clip_weight_max,
+            weight_decay_factor,
+            multiply_weight_decay_factor_by_learning_rate,
+            clipvalue,
+            slot_variable_creation_fn,
+            low_dimensional_packing_status,
+        )
+        self.rho = rho
+        self.momentum = momentum
+        self.epsilon = epsilon
+
+
+class ProximalYogi(_Optimizer):
+    """Yogi (additive second moment) with a proximal l1/l2 step, lazy, without bias correction
+    (pass a bias-corrected learning rate to get it). Slots `v`, starting at
+    `initial_accumulator_value`, and `m`, starting at 0."""
+
+    _description = _Description(
+        "TfeSparseApplyProximalYogi", slot_names=("v", "m"),
+        hyperparameters=(("beta1", float), ("beta2", float), ("epsilon", float),
+                         ("l1_regularization_strength", float),
+                         ("l2_regularization_strength", float)))
+
+    def __init__(
+        self,
+        learning_rate: LearningRate = 0.01,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-3,
+        l1_regularization_strength: float = 0.0,
+        l2_regularization_strength: float = 0.0,
+        initial_accumulator_value: float = 1e-6,
+        use_gradient_accumulation: bool = True,
+        clip_weight_min: Optional[float] = None,
+        clip_weight_max: Optional[float] = None,
+        weight_decay_factor: Optional[float] = None,
+        multiply_weight_decay_factor_by_learning_rate: Optional[bool] = None,
+        slot_variable_creation_fn: Optional[SlotVariableCreationFn] = None,
+        clipvalue: Optional[ClipValueType] = None,
+        low_dimensional_packing_status: bool = False,
+    ):
+        """Defaults are v1's `ProximalYogiParameters`' (and TF Addons' `Yogi`'s)."""
+        super().__init__(
+            learning_rate,
+            use_gradient_accumulation,
+            clip_weight_min,
+            clip_weight_max,
+            weight_decay_factor,
+            multiply_weight_decay_factor_by_learning_rate,
+            clipvalue,
+            slot_variable_creation_fn,
+            low_dimensional_packing_status,
+        )
+        if beta1 < 0. or beta1 >= 1.:
+            raise ValueError(f"Argument `beta1` must be >= 0 and < 1. Received: {beta1}.")
+        if beta2 < 0. or beta2 >= 1.:
+            raise ValueError(f"Argument `beta2` must be >= 0 and < 1. Received: {beta2}.")
+        if epsilon <= 0.:
+            raise ValueError(f"epsilon must be positive; got {epsilon}.")
+        _check_non_negative("l1_regularization_strength", l1_regularization_strength)
+        _check_non_negative("l2_regularization_strength", l2_regularization_strength)
+        _check_non_negative("initial_accumulator_value", initial_accumulator_value)
+        self.beta1 = beta1
+        self.beta2 = beta2
+        self.epsilon = epsilon
+        self.l1_regularization_strength = l1_regularization_strength
+        self.l2_regularization_strength = l2_regularization_strength
+        self.initial_accumulator_value = initial_accumulator_value
+
+    def _slot_initializers(self) -> List[init_ops_v2.Initializer]:
+        return [_constant_slot_initializer(self.initial_accumulator_value),
+                _constant_slot_initializer()]

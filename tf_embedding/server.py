@@ -21,7 +21,6 @@ import json
 import os
 import signal
 import sys
-import threading
 from typing import Any, Mapping, Sequence
 
 READY_MARKER = "tf_embedding.server ready:"
@@ -161,11 +160,12 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
     intra, inter = thread_counts(task, _available_cpus())
     intra, inter = args.intra_op_threads or intra, args.inter_op_threads or inter
 
-    # Installed before TensorFlow loads (seconds), so that a stop request during startup is
-    # honoured as soon as the server is up rather than killing the process mid-import.
-    stop = threading.Event()
-    for signal_number in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signal_number, lambda *_: stop.set())
+    # Blocked before TensorFlow starts its threads, which inherit the mask: a Python handler
+    # would run only when the kernel happened to deliver the signal to the main thread, which
+    # otherwise sleeps on in C. The main thread takes the signals with sigwait once the server is
+    # up; one that arrives during startup waits until then.
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
 
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
@@ -188,10 +188,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
         return 1
     print(f"{READY_MARKER} {task.task_type} {task.task_index} at {task.address} "
           f"(pid {os.getpid()}, intra-op threads {intra}, inter-op threads {inter})", flush=True)
-    # Server.join() would block in C++ where Python signal handlers never run; an Event wait is
-    # interrupted by them.
-    stop.wait()
-    print(f"tf_embedding.server: {task.task_type} {task.task_index} stopping", flush=True)
+    received = signal.sigwait(stop_signals)
+    print(f"tf_embedding.server: {task.task_type} {task.task_index} stopping on "
+          f"{signal.Signals(received).name}", flush=True)
     sys.stdout.flush()
     sys.stderr.flush()
     # TF cannot stop a running gRPC server, and its destructors at interpreter exit may block on

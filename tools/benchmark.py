@@ -562,7 +562,9 @@ def run_workers(args: argparse.Namespace, workload: bv.Workload,
                 print(f"  {result['variant']}/{result['distribution']} failed:\n"
                       f"{result['error']}", file=sys.stderr, flush=True)
         results += done
-    return results
+    # In the jobs' order, whichever process ran them.
+    order = {(job["variant"], job["distribution"]): n for n, job in enumerate(jobs)}
+    return sorted(results, key=lambda r: order[(r["variant"], r["distribution"])])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

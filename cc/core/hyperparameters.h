@@ -25,7 +25,9 @@ struct Hyperparameter {
 // that reads back as the same float, so the registered default is exactly the member's.
 template <typename Params>
 std::string AttrDeclaration(const Hyperparameter<Params>& hyperparameter) {
-  const Params defaults{};
+  // Static: GCC cannot see that a rule with float hyperparameters only never reads a bool
+  // member of an automatic `defaults` (a -Wmaybe-uninitialized false positive).
+  static const Params defaults{};
   const std::string name = hyperparameter.name;
   if (const auto* member = std::get_if<bool Params::*>(&hyperparameter.member)) {
     return name + ": bool = " + (defaults.**member ? "true" : "false");

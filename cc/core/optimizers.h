@@ -1,5 +1,6 @@
-// Per-row sparse optimizer updates (the math of tf_tpu_embedding_api.md §2, ordering of
-// docs/internals.md): gradient clip, decoupled weight decay, the optimizer rule, weight clip.
+// Per-row sparse optimizer updates (the math of tf_tpu_embedding_api.md §2; the rules of the TPU
+// optimizers only TF v1 named say where theirs comes from; ordering of docs/internals.md):
+// gradient clip, decoupled weight decay, the optimizer rule, weight clip.
 //
 // Every rule is a small struct that is the whole C++ description of its optimizer: its name in
 // the op names (kName), its slots in input order (kSlotNames), its hyperparameters (members with
@@ -39,6 +40,11 @@ inline float Pow(float x, float y) { return std::pow(x, y); }
 inline float ReciprocalSqrt(float x) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(x)));
 }
+// -1, 0 or 1 by the sign of x, as tf.sign (0 for NaN, where tf.sign gives NaN).
+inline float Sign(float x) { return static_cast<float>((x > 0.0f) - (x < 0.0f)); }
+inline float Abs(float x) { return std::abs(x); }
+// max(x, y) as std::max computes it: y only when x < y, so a NaN x stays.
+inline float Max(float x, float y) { return std::max(x, y); }
 // `value` as a scalar of the type of `like` (an XLA value needs its builder).
 inline float ScalarLike(float /*like*/, float value) { return value; }
 
@@ -231,6 +237,144 @@ struct FtrlRule : LazyRule {
   }
 };
 
+// Proximal Adagrad: Adagrad's per-coordinate rate, then the FOBOS proximal step for l1 and l2.
+// optimization_parameters.proto's ProximalAdagradParameters gives TF's CPU kernel as the TPU
+// rule's reference: ApplyProximalAdagrad / SparseApplyProximalAdagrad in
+// tensorflow/core/kernels/training_ops.cc, written here as its scalar path computes it.
+struct ProximalAdagradRule : LazyRule {
+  static constexpr char kName[] = "ProximalAdagrad";
+  static constexpr int kNumSlots = 1;
+  static constexpr std::array<const char*, 1> kSlotNames = {"accumulators"};
+
+  float l1_regularization_strength = 0.0f;
+  float l2_regularization_strength = 0.0f;
+
+  static constexpr std::array<Hyperparameter<ProximalAdagradRule>, 2> Hyperparameters() {
+    using R = ProximalAdagradRule;
+    return {{{"l1_regularization_strength", &R::l1_regularization_strength},
+             {"l2_regularization_strength", &R::l2_regularization_strength}}};
+  }
+
+  // No epsilon: the accumulator starts at initial_accumulator_value > 0, as for Adagrad.
+  // TF shrinks by l1 only when l1 > 0 and divides prox otherwise; with l1 = 0 the shrinking
+  // formula gives that same value (sign(p) * |p| is p; only a zero's sign may differ), so one
+  // branch-free formula covers both and the row loop vectorises.
+  template <typename T>
+  void Update(const T& lr, const T& g, T& w, std::array<T, 1>& s) const {
+    T& a = s[0];
+    const float l1 = l1_regularization_strength > 0.0f ? l1_regularization_strength : 0.0f;
+    const float l2 = l2_regularization_strength;
+    a = a + g * g;
+    const T rate = lr / Sqrt(a);
+    const T prox = w - g * rate;
+    w = Sign(prox) * Max(Abs(prox) - rate * l1, 0.0f) / (1.0f + l2 * rate);
+  }
+};
+
+// Momentum, TF1's form (the learning rate scales the step, not the accumulated momentum).
+// optimization_parameters.proto's MomentumParameters gives TF's CPU kernel as the TPU rule's
+// reference: ApplyMomentum in tensorflow/core/kernels/training_ops.cc
+// (tf.raw_ops.ResourceApplyMomentum), including its Nesterov variant.
+struct MomentumRule : LazyRule {
+  static constexpr char kName[] = "Momentum";
+  static constexpr int kNumSlots = 1;
+  static constexpr std::array<const char*, 1> kSlotNames = {"momenta"};
+
+  float momentum = 0.0f;
+  bool use_nesterov = false;
+
+  static constexpr std::array<Hyperparameter<MomentumRule>, 2> Hyperparameters() {
+    using R = MomentumRule;
+    return {{{"momentum", &R::momentum}, {"use_nesterov", &R::use_nesterov}}};
+  }
+
+  template <typename T>
+  void Update(const T& lr, const T& g, T& w, std::array<T, 1>& s) const {
+    T& m = s[0];
+    m = m * momentum + g;
+    w = use_nesterov ? w - (g * lr + m * momentum * lr) : w - m * lr;
+  }
+};
+
+// RMSProp with momentum (not centered). optimization_parameters.proto's RmsPropParameters gives
+// TF's CPU kernel as the TPU rule's reference: ApplyRMSProp in
+// tensorflow/core/kernels/training_ops.cc (tf.raw_ops.ResourceApplyRMSProp), whose
+// ms + (g^2 - ms) * (1 - rho) is rho * ms + (1 - rho) * g^2 rounded as TF rounds it.
+struct RmsPropRule : LazyRule {
+  static constexpr char kName[] = "RMSProp";
+  static constexpr int kNumSlots = 2;
+  static constexpr std::array<const char*, 2> kSlotNames = {"ms", "mom"};
+
+  float rho = 0.9f;
+  float momentum = 0.0f;
+  float epsilon = 1e-7f;
+
+  static constexpr std::array<Hyperparameter<RmsPropRule>, 3> Hyperparameters() {
+    using R = RmsPropRule;
+    return {{{"rho", &R::rho}, {"momentum", &R::momentum}, {"epsilon", &R::epsilon}}};
+  }
+
+  template <typename T>
+  void Update(const T& lr, const T& g, T& w, std::array<T, 2>& s) const {
+    T& ms = s[0];
+    T& mom = s[1];
+    ms = ms + (g * g - ms) * (1.0f - rho);
+    mom = mom * momentum + g * lr / Sqrt(ms + epsilon);
+    w = w - mom;
+  }
+};
+
+// Proximal Yogi: Yogi's additive second moment (Zaheer et al. 2018, Algorithm 2) with an
+// FTRL-like proximal step for l1 and l2. optimization_parameters.proto's ProximalYogiParameters
+// fixes the TPU rule's shape: lazy, no bias correction (its hyperparameters are not updated;
+// a schedule passes lr * sqrt(1 - beta2^t) / (1 - beta1^t) as the learning rate), the sign
+// activation (tanh was removed). The TPU kernel is not public; the formulas are those of the
+// Yogi optimizer of TensorFlow Addons (tensorflow_addons/optimizers/yogi.py), whose defaults and
+// slots v1's ProximalYogiParameters copies, without its bias correction.
+struct ProximalYogiRule : LazyRule {
+  static constexpr char kName[] = "ProximalYogi";
+  static constexpr int kNumSlots = 2;
+  static constexpr std::array<const char*, 2> kSlotNames = {"v", "m"};
+
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-3f;
+  float l1_regularization_strength = 0.0f;
+  float l2_regularization_strength = 0.0f;
+
+  static constexpr std::array<Hyperparameter<ProximalYogiRule>, 5> Hyperparameters() {
+    using R = ProximalYogiRule;
+    return {{{"beta1", &R::beta1},
+             {"beta2", &R::beta2},
+             {"epsilon", &R::epsilon},
+             {"l1_regularization_strength", &R::l1_regularization_strength},
+             {"l2_regularization_strength", &R::l2_regularization_strength}}};
+  }
+
+  template <typename T>
+  void Update(const T& lr, const T& g, T& w, std::array<T, 2>& s) const {
+    T& v = s[0];
+    T& m = s[1];
+    const float l1 = l1_regularization_strength > 0.0f ? l1_regularization_strength : 0.0f;
+    const float l2 = l2_regularization_strength;
+    m = m * beta1 + g * (1.0f - beta1);
+    const T g2 = g * g;
+    v = v + (1.0f - beta2) * Sign(g2 - v) * g2;
+    const T rate = lr / (Sqrt(v) + epsilon);
+    const T descended = w - rate * m;
+    // TF Addons solves argmin_x a x^2 / 2 + b x + c |x| with a = 1 + l2 rate, b = -descended,
+    // c = l1 rate when l1 > 0: (c sign(b) - b) / a where |b| > c, else 0. That is
+    // sign(descended) max(|descended| - c, 0) / a, rounded the same (the subtraction is one
+    // rounding either way and rounding is symmetric in sign); only a zero's sign may differ.
+    // Without l1 it divides by a if l2 > 0 and keeps `descended` otherwise: the same formula with
+    // c = 0 (and a = 1, an exact division). One branch-free formula lets the row loop
+    // vectorise; a NaN propagates.
+    const T a = 1.0f + l2 * rate;
+    const T c = l1 * rate;
+    w = Sign(descended) * Max(Abs(descended) - c, 0.0f) / a;
+  }
+};
+
 // One optimizer step of one element: g = clip(grad), w -= decay * w, the rule, w = clip(w).
 // `decay` is common.WeightDecay(lr). T is float (UpdateRow) or an XLA value (cc/xla).
 template <typename Rule, typename T>
@@ -250,11 +394,15 @@ template <typename Rule>
 void UpdateRow(const Rule& rule, const CommonUpdateParams& common, float lr, const float* grad,
                int64_t dim, float* w, const std::array<float*, Rule::kNumSlots>& slots) {
   const float decay = common.WeightDecay(lr);
+  // Local copies: the row stores below cannot alias them, so GCC keeps them in registers
+  // instead of reloading them per element (which stopped it vectorising some rules).
+  const CommonUpdateParams limits = common;
+  const Rule local_rule = rule;
   for (int64_t j = 0; j < dim; ++j) {
     float wj = w[j];
     std::array<float, Rule::kNumSlots> s;
     for (int k = 0; k < Rule::kNumSlots; ++k) s[k] = slots[k][j];
-    UpdateElement(rule, common, lr, decay, grad[j], wj, s);
+    UpdateElement(local_rule, limits, lr, decay, grad[j], wj, s);
     for (int k = 0; k < Rule::kNumSlots; ++k) slots[k][j] = s[k];
     w[j] = wj;
   }
@@ -332,7 +480,8 @@ struct RuleList {
 
 // Every optimizer. Adding a rule here registers its ops (cc/ops/optimizer_ops.cc) and kernels
 // (cc/kernels/sparse_apply_kernels.cc).
-using AllRules = RuleList<SgdRule, AdagradRule, AdagradMomentumRule, AdamRule, FtrlRule>;
+using AllRules = RuleList<SgdRule, AdagradRule, AdagradMomentumRule, AdamRule, FtrlRule,
+                          ProximalAdagradRule, MomentumRule, RmsPropRule, ProximalYogiRule>;
 
 }  // namespace tf_embedding
 

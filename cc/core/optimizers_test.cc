@@ -117,6 +117,97 @@ TFE_TEST(Ftrl) {
   TFE_EXPECT_EQ(slots, (std::array<float, 2>{16.0f, 3.0f}));
 }
 
+TFE_TEST(ProximalAdagrad) {
+  // a = 0.75 + 0.25 = 1, rate = 0.5 / sqrt(1); prox = 1 - 0.5 * 0.5 = 0.75; no l1, l2: w = prox.
+  ProximalAdagradRule rule;
+  std::array<float, 1> slots = {0.75f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 0.5f, 1.0f, &slots), 0.75f);
+  TFE_EXPECT_EQ(slots[0], 1.0f);
+  // l2 = 2: prox / (1 + 2 * 0.5).
+  rule.l2_regularization_strength = 2.0f;
+  slots = {0.75f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 0.5f, 1.0f, &slots), 0.375f);
+  // l1 = 0.5: sign(prox) * (|prox| - 0.5 * 0.5) / 2, on both sides of zero.
+  rule.l1_regularization_strength = 0.5f;
+  slots = {0.75f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 0.5f, 1.0f, &slots), 0.25f);
+  slots = {0.75f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, -0.5f, -1.0f, &slots), -0.25f);
+  // l1 = 2: |prox| <= rate * l1 shrinks the weight to 0.
+  rule.l1_regularization_strength = 2.0f;
+  slots = {0.75f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 0.5f, 1.0f, &slots), 0.0f);
+  // A NaN weight stays NaN (the shrinkage does not zero it), with l1 and without.
+  slots = {0.75f};
+  TFE_EXPECT(std::isnan(Step(rule, 0.5f, 0.5f, std::nanf(""), &slots)));
+  slots = {0.75f};
+  TFE_EXPECT(std::isnan(Step(ProximalAdagradRule{}, 0.5f, 0.5f, std::nanf(""), &slots)));
+}
+
+TFE_TEST(Momentum) {
+  MomentumRule rule;
+  rule.momentum = 0.5f;
+  // m = 3 * 0.5 + 0.5 = 2; w = 1 - 2 * 0.5.
+  std::array<float, 1> slots = {3.0f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 0.5f, 1.0f, &slots), 0.0f);
+  TFE_EXPECT_EQ(slots[0], 2.0f);
+  // Nesterov: w = 1 - (0.5 * 0.5 + 2 * 0.5 * 0.5).
+  rule.use_nesterov = true;
+  slots = {3.0f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 0.5f, 1.0f, &slots), 0.25f);
+  TFE_EXPECT_EQ(slots[0], 2.0f);
+}
+
+TFE_TEST(RmsProp) {
+  RmsPropRule rule;
+  rule.rho = 0.5f;
+  rule.momentum = 0.5f;
+  rule.epsilon = 0.25f;
+  // ms = 0.5 + (1 - 0.5) * 0.5 = 0.75; mom = 1 * 0.5 + 1 * 0.5 / sqrt(1); w = 1 - mom.
+  std::array<float, 2> slots = {0.5f, 1.0f};
+  TFE_EXPECT_EQ(Step(rule, 0.5f, 1.0f, 1.0f, &slots), 0.0f);
+  TFE_EXPECT_EQ(slots, (std::array<float, 2>{0.75f, 1.0f}));
+}
+
+TFE_TEST(ProximalYogi) {
+  ProximalYogiRule rule;
+  rule.beta1 = 0.5f;
+  rule.beta2 = 0.5f;
+  rule.epsilon = 0.5f;
+  // m = 0 * 0.5 + 1 * 0.5; g^2 = 1 > v: v = 0.5 + 0.5 * 1 * 1 = 1; rate = 0.75 / (1 + 0.5);
+  // w = 1 - 0.5 * 0.5.
+  std::array<float, 2> slots = {0.5f, 0.0f};
+  TFE_EXPECT_EQ(Step(rule, 0.75f, 1.0f, 1.0f, &slots), 0.75f);
+  TFE_EXPECT_EQ(slots, (std::array<float, 2>{1.0f, 0.5f}));
+  // g^2 < v lowers v additively: v = 4.5 - 0.5 * 1 = 4; rate = 1.25 / (2 + 0.5) = 0.5.
+  slots = {4.5f, 0.0f};
+  TFE_EXPECT_EQ(Step(rule, 1.25f, 1.0f, 1.0f, &slots), 0.75f);
+  TFE_EXPECT_EQ(slots, (std::array<float, 2>{4.0f, 0.5f}));
+  // g^2 == v leaves v as it is.
+  slots = {1.0f, 0.0f};
+  Step(rule, 1.25f, 1.0f, 1.0f, &slots);
+  TFE_EXPECT_EQ(slots[0], 1.0f);
+  // l2 = 2: 0.75 / (1 + 2 * 0.5).
+  rule.l2_regularization_strength = 2.0f;
+  slots = {4.5f, 0.0f};
+  TFE_EXPECT_EQ(Step(rule, 1.25f, 1.0f, 1.0f, &slots), 0.375f);
+  // l1 = 0.5: b = -0.75, c = 0.25: (0.25 * -1 + 0.75) / 2; mirrored for a negative weight.
+  rule.l1_regularization_strength = 0.5f;
+  slots = {4.5f, 0.0f};
+  TFE_EXPECT_EQ(Step(rule, 1.25f, 1.0f, 1.0f, &slots), 0.25f);
+  slots = {4.5f, 0.0f};
+  TFE_EXPECT_EQ(Step(rule, 1.25f, -1.0f, -1.0f, &slots), -0.25f);
+  // l1 = 2: |b| <= c = 1 shrinks the weight to 0.
+  rule.l1_regularization_strength = 2.0f;
+  slots = {4.5f, 0.0f};
+  TFE_EXPECT_EQ(Step(rule, 1.25f, 1.0f, 1.0f, &slots), 0.0f);
+  // A NaN weight or gradient stays NaN (the proximal step does not zero it).
+  slots = {4.5f, 0.0f};
+  TFE_EXPECT(std::isnan(Step(rule, 1.25f, 1.0f, std::nanf(""), &slots)));
+  slots = {4.5f, 0.0f};
+  TFE_EXPECT(std::isnan(Step(ProximalYogiRule{}, 1.25f, std::nanf(""), 1.0f, &slots)));
+}
+
 TFE_TEST(CommonKnobsClipDecayAndClip) {
   CommonUpdateParams common;
   common.clip_gradient_max = 0.25f;
@@ -196,8 +287,9 @@ TFE_TEST(UpdateAllRowsGivesUntouchedRowsAZeroGradient) {
   }
 }
 
-// The attr declarations of every optimizer op, as TensorFlow registered them before the rules
-// described themselves (tf.raw_ops op defs).
+// The attr declarations of every optimizer op: for the first five rules as TensorFlow registered
+// them before the rules described themselves (tf.raw_ops op defs); for the later ones, the
+// defaults of their Python classes.
 TFE_TEST(AttrDeclarationsComeFromTheRules) {
   const auto declarations = [](auto params) {
     std::vector<std::string> out;
@@ -231,6 +323,19 @@ TFE_TEST(AttrDeclarationsComeFromTheRules) {
                                           "beta: float = 0",
                                           "multiply_linear_by_learning_rate: bool = false",
                                           "allow_zero_accumulator: bool = false"}));
+  TFE_EXPECT_EQ(declarations(ProximalAdagradRule{}),
+                (std::vector<std::string>{"l1_regularization_strength: float = 0",
+                                          "l2_regularization_strength: float = 0"}));
+  TFE_EXPECT_EQ(declarations(MomentumRule{}),
+                (std::vector<std::string>{"momentum: float = 0", "use_nesterov: bool = false"}));
+  TFE_EXPECT_EQ(declarations(RmsPropRule{}),
+                (std::vector<std::string>{"rho: float = 0.9", "momentum: float = 0",
+                                          "epsilon: float = 1e-07"}));
+  TFE_EXPECT_EQ(declarations(ProximalYogiRule{}),
+                (std::vector<std::string>{"beta1: float = 0.9", "beta2: float = 0.999",
+                                          "epsilon: float = 0.001",
+                                          "l1_regularization_strength: float = 0",
+                                          "l2_regularization_strength: float = 0"}));
 }
 
 TFE_TEST(EveryRuleHasDistinctNamesAndAttrs) {
@@ -248,7 +353,7 @@ TFE_TEST(EveryRuleHasDistinctNamesAndAttrs) {
     std::set<std::string> slots;
     for (const char* slot : Rule::kSlotNames) TFE_EXPECT(slots.insert(slot).second);
   });
-  TFE_EXPECT_EQ(rule_names.size(), size_t{5});
+  TFE_EXPECT_EQ(rule_names.size(), size_t{9});
 }
 
 }  // namespace

@@ -45,31 +45,28 @@ absl::Status ReadLearningRate(OpKernelContext* ctx, const std::string& table_nam
   return absl::OkStatus();
 }
 
-// The two gradient forms. Each reads and validates its inputs and groups them by id, before the
-// kernel takes any lock; kGradients names the input that holds the gradient rows.
-struct CsrGradients {
-  static constexpr char kGradients[] = "activation_gradients";
+// A form of the gradient inputs: kRead views and checks the tensors, kGroup validates the views
+// and groups them by id, all before the kernel takes any lock. kGradients names the input that
+// holds the gradient rows, for messages.
+template <typename View, auto kRead, auto kGroup, const char* kGradientsInput>
+struct GradientForm {
+  static constexpr const char* kGradients = kGradientsInput;
 
   static absl::Status Group(OpKernelContext* ctx, const std::string& table_name, int64_t* dim,
                             GradientGroups* groups) {
-    std::vector<GradientBatch> batches;
-    TF_RETURN_IF_ERROR(ReadGradientBatches(ctx, table_name, dim, &batches));
-    return ToAbslStatus(
-        GroupLookupsById(batches, *dim, groups).WithContext(TableContext(table_name)));
+    std::vector<View> views;
+    TF_RETURN_IF_ERROR(kRead(ctx, table_name, dim, &views));
+    return ToAbslStatus(kGroup(views, *dim, groups).WithContext(TableContext(table_name)));
   }
 };
 
-struct RowGradients {
-  static constexpr char kGradients[] = "rows";
-
-  static absl::Status Group(OpKernelContext* ctx, const std::string& table_name, int64_t* dim,
-                            GradientGroups* groups) {
-    std::vector<SortedRows> lists;
-    TF_RETURN_IF_ERROR(ReadSortedRows(ctx, table_name, dim, &lists));
-    return ToAbslStatus(
-        GroupSortedRows(lists, *dim, groups).WithContext(TableContext(table_name)));
-  }
-};
+constexpr char kActivationGradients[] = "activation_gradients";
+constexpr char kRows[] = "rows";
+// TfeSparseApply<Rule>: N CSR batches with their activation gradients.
+using CsrGradients =
+    GradientForm<GradientBatch, ReadGradientBatches, GroupLookupsById, kActivationGradients>;
+// TfeSparseApply<Rule>Rows: N lists of unique ids with their summed rows.
+using RowGradients = GradientForm<SortedRows, ReadSortedRows, GroupSortedRows, kRows>;
 
 template <typename Rule, typename Gradients>
 class SparseApplyOp : public OpKernel {

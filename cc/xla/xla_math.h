@@ -54,6 +54,18 @@ inline XlaValue operator-(const XlaValue& a) { return XlaValue(xla::Neg(a.op()))
 
 inline XlaValue Sqrt(const XlaValue& x) { return XlaValue(xla::Sqrt(x.op())); }
 
+inline XlaValue Abs(const XlaValue& x) { return XlaValue(xla::Abs(x.op())); }
+
+// -1, 0 or 1, and 0 for NaN: (x > 0) - (x < 0) as the float Sign (xla::Sign gives NaN).
+inline XlaValue Sign(const XlaValue& x) {
+  const xla::XlaOp zero = x.Constant(0.0f);
+  return XlaValue(xla::ConvertElementType(xla::Gt(x.op(), zero), xla::F32) -
+                  xla::ConvertElementType(xla::Lt(x.op(), zero), xla::F32));
+}
+
+// XLA's max propagates NaN, as the float Max does for a NaN x.
+inline XlaValue Max(const XlaValue& x, float y) { return XlaValue(xla::Max(x.op(), x.Constant(y))); }
+
 inline XlaValue Pow(const XlaValue& x, float y) { return XlaValue(xla::Pow(x.op(), x.Constant(y))); }
 
 // Like the float Clamp: NaN stays NaN (XLA's min and max propagate NaN).

@@ -46,7 +46,7 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
 
         Raises:
           ValueError: a spec without feature columns, a column that is not an embedding column,
-            sequence and non-sequence columns together, or a Parameter class without a kernel.
+            or sequence and non-sequence columns together.
         """
         super().__init__(name=name)
         # Keras 3's jit_compile="auto" must not compile the step: XLA cannot run the fused ops.

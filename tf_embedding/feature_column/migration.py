@@ -16,11 +16,16 @@ from tf_embedding.feature_column import spec as spec_lib
 
 _TABLE_NAME_PREFIX = "tbl_"
 
-# v1 slot variable names (TF1 optimizers' conventions) -> the mid-level slot names.
+# v1 slot variable names (TF1 optimizers' conventions, as TPUEstimator's
+# `_get_slot_variable_names` infers them) -> the mid-level slot names. TPUEstimator infers none
+# for Proximal Yogi (the spec rejects it with columns).
 _V1_SLOT_SUFFIXES = {
     "Adagrad": {"accumulators": "Adagrad"},
     "Adam": {"momenta": "Adam/m", "velocities": "Adam/v"},
     "FTRL": {"accumulators": "Ftrl", "linears": "Ftrl_1"},
+    "ProximalAdagrad": {"accumulators": "ProximalAdagrad"},
+    "Momentum": {"momenta": "Momentum"},
+    "RMSProp": {"ms": "RMSProp/ms", "mom": "RMSProp/mom"},
 }
 
 

@@ -7,9 +7,12 @@ and their sources: docs/feature_columns.md).
 
 v1 -> v2 naming: `initial_accumulator` -> `initial_accumulator_value`, `beta1/beta2` ->
 `beta_1/beta_2`, `clip_gradient_min/max` -> `clipvalue`. Adam's v1 default epsilon is 1e-8
-(v2: 1e-7), and v1 FTRL allows a zero initial accumulator.
+(v2: 1e-7), and v1 FTRL allows a zero initial accumulator. Proximal Adagrad, Momentum, RMSProp
+and Proximal Yogi have no v2 class in TF; they train through tf_embedding.optimizers' classes of
+those names, which are not public names of `tf_embedding`.
 """
 
+import abc
 from typing import Any, Callable, Optional, Union
 
 from tf_embedding import optimizers
@@ -17,8 +20,8 @@ from tf_embedding import optimizers
 LearningRate = Union[float, Callable[[], Any]]
 
 
-class _OptimizationParameters:
-    """Parameters every v1 optimizer shares."""
+class _OptimizationParameters(metaclass=abc.ABCMeta):
+    """Parameters every v1 optimizer shares; each subclass gives its `embedding_optimizer()`."""
 
     def __init__(self, learning_rate: float, use_gradient_accumulation: bool,
                  clip_weight_min: Optional[float], clip_weight_max: Optional[float],
@@ -60,9 +63,10 @@ class _OptimizationParameters:
             "clipvalue": clipvalue,
         }
 
+    @abc.abstractmethod
     def embedding_optimizer(self, learning_rate: Optional[LearningRate] = None,
                             clip_limit: Optional[float] = None) -> optimizers._Optimizer:
-        """The tf_embedding optimizer with these parameters.
+        """The tf_embedding optimizer with these parameters: the same TPU rule, fused.
 
         Args:
           learning_rate: overrides `self.learning_rate` (e.g. a column's `learning_rate_fn`
@@ -70,7 +74,6 @@ class _OptimizationParameters:
           clip_limit: bounds the gradient to [-clip_limit, clip_limit] where these parameters set
             no gradient clip (EmbeddingConfigSpec's `clipping_limit`).
         """
-        raise NotImplementedError(f"{type(self).__name__} has no embedding optimizer.")
 
 
 def _check_initial_accumulator(initial_accumulator: float) -> None:
@@ -245,6 +248,15 @@ class ProximalAdagradParameters(_OptimizationParameters):
         self.l1_regularization_strength = l1_regularization_strength
         self.l2_regularization_strength = l2_regularization_strength
 
+    def embedding_optimizer(self, learning_rate: Optional[LearningRate] = None,
+                            clip_limit: Optional[float] = None) -> optimizers._Optimizer:
+        return optimizers.ProximalAdagrad(
+            learning_rate=learning_rate or self.learning_rate,
+            initial_accumulator_value=self.initial_accumulator,
+            l1_regularization_strength=self.l1_regularization_strength,
+            l2_regularization_strength=self.l2_regularization_strength,
+            **self._common_arguments(clip_limit))
+
 
 class MomentumParameters(_OptimizationParameters):
     """SGD with (Nesterov) momentum."""
@@ -263,6 +275,12 @@ class MomentumParameters(_OptimizationParameters):
                          clip_gradient_max)
         self.momentum = momentum
         self.use_nesterov = use_nesterov
+
+    def embedding_optimizer(self, learning_rate: Optional[LearningRate] = None,
+                            clip_limit: Optional[float] = None) -> optimizers._Optimizer:
+        return optimizers.Momentum(learning_rate=learning_rate or self.learning_rate,
+                                   momentum=self.momentum, use_nesterov=self.use_nesterov,
+                                   **self._common_arguments(clip_limit))
 
 
 class RMSPropParameters(_OptimizationParameters):
@@ -283,6 +301,12 @@ class RMSPropParameters(_OptimizationParameters):
         self.rho = rho
         self.momentum = momentum
         self.epsilon = epsilon
+
+    def embedding_optimizer(self, learning_rate: Optional[LearningRate] = None,
+                            clip_limit: Optional[float] = None) -> optimizers._Optimizer:
+        return optimizers.RMSProp(learning_rate=learning_rate or self.learning_rate,
+                                  rho=self.rho, momentum=self.momentum, epsilon=self.epsilon,
+                                  **self._common_arguments(clip_limit))
 
 
 class ProximalYogiParameters(_OptimizationParameters):
@@ -315,3 +339,13 @@ class ProximalYogiParameters(_OptimizationParameters):
         self.l1_regularization_strength = l1_regularization_strength
         self.l2_regularization_strength = l2_regularization_strength
         self.initial_accumulator_value = initial_accumulator_value
+
+    def embedding_optimizer(self, learning_rate: Optional[LearningRate] = None,
+                            clip_limit: Optional[float] = None) -> optimizers._Optimizer:
+        return optimizers.ProximalYogi(
+            learning_rate=learning_rate or self.learning_rate, beta1=self.beta1,
+            beta2=self.beta2, epsilon=self.epsilon,
+            l1_regularization_strength=self.l1_regularization_strength,
+            l2_regularization_strength=self.l2_regularization_strength,
+            initial_accumulator_value=self.initial_accumulator_value,
+            **self._common_arguments(clip_limit))

@@ -60,17 +60,22 @@ def _signature(method: Any, name: str) -> Any:
 
 
 def export(path: str, model: Any, checkpoint: str, feature_config: dict[str, Any],
-           spec: DataSpec, api: ModuleType) -> None:
-    """Writes the SavedModel with the tables of `checkpoint` (saved under "embedding" by any
-    embedding class: the keys are stock TF's); `api` provides
+           spec: DataSpec, api: ModuleType, tables_at: str = "embedding") -> None:
+    """Writes the SavedModel with the tables of `checkpoint`; `api` provides
     TPUEmbeddingForServing/serving_embedding_lookup.
 
-    `feature_config`'s tables must have no optimizer, so that the export holds no slots.
+    `tables_at` is the checkpoint path of the object whose children are the tables under stock
+    TF's keys: "embedding" for the embedding classes, "embedding/_tpu_embedding" for the Keras
+    layer saved as "embedding" (TFRS's layout). `feature_config`'s tables must have no
+    optimizer, so that the export holds no slots.
     """
     serving = api.TPUEmbeddingForServing(feature_config, None)
+    root = serving
+    for name in reversed(tables_at.split("/")):
+        root = tf.train.Checkpoint(**{name: root})
     # Restored before the tables exist, so they are created from the checkpoint's values
     # without running their initializers. The rest of the checkpoint is not needed here.
-    status = tf.train.Checkpoint(embedding=serving).restore(checkpoint).expect_partial()
+    status = root.restore(checkpoint).expect_partial()
     serving.build()
     status.assert_existing_objects_matched()
     module = _ServingModule(model, serving, api.serving_embedding_lookup, feature_config, spec)

@@ -45,9 +45,12 @@ class TrainOptions(DataOptions):
     steps: int = option(2500, "training steps")
     embedding_dim: int = option(16, "width of every embedding table")
     embedding_api: str = option("sharded", "embedding training object: the sharded "
-                                           "TPUEmbedding with its fused Adagrad, or the "
-                                           "replicated TPUEmbeddingV0 with tf_keras' Adagrad",
-                                ("sharded", "replicated"))
+                                           "TPUEmbedding with its fused Adagrad, the "
+                                           "replicated TPUEmbeddingV0 with tf_keras' Adagrad, "
+                                           "or the Keras layer tf_embedding.keras.TPUEmbedding "
+                                           "(fused Adagrad) in a Keras model trained by "
+                                           "model.fit",
+                                ("sharded", "replicated", "keras"))
     embedding_learning_rate: float = option(2.0, "Adagrad learning rate of the tables")
     learning_rate: float = option(0.002, "Adam learning rate of the MLPs")
     bottom_mlp: str = option("64", "hidden layer sizes of the bottom (dense) MLP; it ends in "

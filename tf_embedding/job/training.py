@@ -1,9 +1,12 @@
-"""The custom training loop of `tf-embedding train`: steps, checkpoints, resume, evaluation.
+"""Training for `tf-embedding train`: steps, checkpoints, resume, evaluation.
 
 Everything that names an embedding implementation is in `EMBEDDING_API` and the
 `EmbeddingTraining` adapters (`--embedding-api`): the sharded `TPUEmbedding` with its fused
-Adagrad (the default), or the replicated `TPUEmbeddingV0` with tf_keras' Adagrad. The loop only
-uses the adapter, so another implementation changes only these places.
+Adagrad (the default), the replicated `TPUEmbeddingV0` with tf_keras' Adagrad, or the Keras layer
+`tf_embedding.keras.TPUEmbedding` (fused Adagrad). The first two train in the custom loop
+(`_fit`), which only uses the adapter; the Keras layer trains inside one Keras model
+(`KerasRankingModel`) with `model.fit` (`_fit_keras`). Both share the checkpoints, resume,
+evaluation and export.
 """
 
 import abc
@@ -42,6 +45,9 @@ class EmbeddingTraining(abc.ABC):
     """The embedding as the loop sees it: a lookup (run under the gradient tape when
     training), what the loss is differentiated against, and the update with those gradients."""
 
+    # The checkpoint path of the object that holds the tables under stock TF's keys.
+    tables_at = "embedding"
+
     @abc.abstractmethod
     def lookup(self, ids: dict[str, Any], weights: dict[str, Any],
                training: bool) -> dict[str, tf.Tensor]:
@@ -67,9 +73,7 @@ class ShardedTraining(EmbeddingTraining):
     in place. Tables and accumulators are both in the embedding object."""
 
     def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
-        self.embedding = EMBEDDING_API.TPUEmbedding(
-            feature_config, EMBEDDING_API.Adagrad(
-                options.embedding_learning_rate, initial_accumulator_value=_INITIAL_ACCUMULATOR))
+        self.embedding = EMBEDDING_API.TPUEmbedding(feature_config, _embedding_optimizer(options))
         # Batches have no static size (malformed records are dropped from them), so the output
         # shapes come from the batch size, and `dequeue(partial=True)` takes smaller batches.
         self.embedding.build(per_replica_input_shapes={
@@ -121,8 +125,46 @@ class ReplicatedTraining(EmbeddingTraining):
         return {"embedding": self.embedding, "embedding_optimizer": self.optimizer}
 
 
+class KerasTraining(EmbeddingTraining):
+    """The Keras layer `tf_embedding.keras.TPUEmbedding` (TFRS's layer), trained by `model.fit`
+    inside `KerasRankingModel`. As on a TPU, its tables are not trainable variables; a helper
+    variable is, and differentiating the loss against it (as Keras does with the model's
+    trainable variables) runs the layer's fused Adagrad on the looked-up rows, in place. So the
+    update happens in `tape.gradient`, and `apply_gradients` has nothing left to do."""
+
+    # The layer holds its engine under TFRS's attribute name.
+    tables_at = "embedding/_tpu_embedding"
+
+    def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
+        from tf_embedding import keras as embedding_keras  # pylint: disable=import-outside-toplevel
+        self.layer = embedding_keras.TPUEmbedding(feature_config, _embedding_optimizer(options))
+        # Creates the tables and the helper now, so the optimizer can be built before a restore.
+        self.layer.build()
+
+    def lookup(self, ids: dict[str, Any], weights: dict[str, Any],
+               training: bool) -> dict[str, tf.Tensor]:
+        return self.layer(ids, weights)
+
+    def sources(self, activations: dict[str, tf.Tensor]) -> list[tf.Variable]:
+        # The helper: the TensorFlow variable under the Keras one (what tape.watch takes).
+        return [variable.value for variable in self.layer.trainable_variables]
+
+    def apply_gradients(self, gradients: list[Any]) -> None:
+        """Nothing to do: computing the gradients applied the embedding optimizer."""
+
+    def checkpointed(self) -> dict[str, Any]:
+        # The tables and accumulators under `embedding/_tpu_embedding/`, TFRS's layout.
+        return {"embedding": self.layer}
+
+
 _EMBEDDING_APIS: dict[str, type[EmbeddingTraining]] = {
-    "sharded": ShardedTraining, "replicated": ReplicatedTraining}
+    "sharded": ShardedTraining, "replicated": ReplicatedTraining, "keras": KerasTraining}
+
+
+def _embedding_optimizer(options: TrainOptions) -> Any:
+    """The tables' Adagrad for the sharded engine and the Keras layer."""
+    return EMBEDDING_API.Adagrad(options.embedding_learning_rate,
+                                 initial_accumulator_value=_INITIAL_ACCUMULATOR)
 
 
 def feature_config(spec: DataSpec, dim: int, seed: int) -> dict[str, Any]:
@@ -141,6 +183,13 @@ def lookup_weights(spec: DataSpec, batch: common.Batch) -> dict[str, Any]:
     return {f.name: batch["weights"].get(f.name) for f in spec.features}
 
 
+def batch_loss(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+    """The loss both training paths minimise: the batch's mean sigmoid cross-entropy. An
+    all-malformed window gives an empty batch: a zero loss, not 0 / 0."""
+    losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+    return tf.math.divide_no_nan(tf.reduce_sum(losses), tf.cast(tf.size(losses), tf.float32))
+
+
 def build_model(options: TrainOptions, spec: DataSpec) -> model_lib.RankingModel:
     """The ranking model with its variables created."""
     model = model_lib.RankingModel(spec, options.embedding_dim, mlp_sizes(options.bottom_mlp),
@@ -148,6 +197,36 @@ def build_model(options: TrainOptions, spec: DataSpec) -> model_lib.RankingModel
     model((tf.zeros([1, spec.num_dense]),
            {f.name: tf.zeros([1, options.embedding_dim]) for f in spec.features}))
     return model
+
+
+# The batch entries a KerasRankingModel takes; the label is the target of `model.fit`.
+_KERAS_INPUTS = ("dense", "ids", "weights", "malformed")
+
+
+class KerasRankingModel(keras.Model):
+    """The ranking model around the Keras embedding layer, as one Keras model for `model.fit`.
+
+    call(batch) looks up the batch's ids and weights in the layer and runs the RankingModel on
+    the dense features and the activations: the logits [B]. `batch` holds `_KERAS_INPUTS`. A
+    training call also counts the batch's examples and malformed records, as the custom loop's
+    step does.
+    """
+
+    def __init__(self, embedding: KerasTraining, ranking: model_lib.RankingModel,
+                 spec: DataSpec, malformed: tf.Variable):
+        super().__init__()
+        self.embedding = embedding.layer
+        self.ranking = ranking
+        self._spec = spec
+        self._malformed = malformed
+        self.examples = tf.Variable(0, dtype=tf.int64, trainable=False)
+
+    def call(self, batch: common.Batch, training: bool = False) -> tf.Tensor:
+        activations = self.embedding(batch["ids"], lookup_weights(self._spec, batch))
+        if training:
+            self.examples.assign_add(tf.shape(batch["dense"], out_type=tf.int64)[0])
+            self._malformed.assign_add(batch["malformed"])
+        return self.ranking((batch["dense"], activations))
 
 
 class RunningMetrics(tf.Module):
@@ -192,9 +271,7 @@ class Progress:
     """Steps, examples/s, loss and running AUC as a carriage-return bar or as plain lines."""
 
     def __init__(self, mode: str, first_step: int, last_step: int, stream: TextIO):
-        if mode == "auto":
-            mode = "bar" if stream.isatty() else "lines"
-        self._mode = mode
+        self._mode = _progress_mode(mode, stream)
         self._stream = stream
         self._first_step = first_step
         self._last_step = last_step
@@ -243,6 +320,13 @@ class Progress:
         if self._mode == "bar":
             self._stream.write("\n")
             self._stream.flush()
+
+
+def _progress_mode(mode: str, stream: TextIO) -> str:
+    """--progress with auto resolved: a bar on a terminal, lines otherwise."""
+    if mode == "auto":
+        return "bar" if stream.isatty() else "lines"
+    return mode
 
 
 def _duration(seconds: float) -> str:
@@ -334,10 +418,11 @@ class _Run:
     embedding: EmbeddingTraining
     model: model_lib.RankingModel
     optimizer: keras.optimizers.Optimizer
-    step: tf.Variable
+    step: Any  # tf.Variable; for --embedding-api keras, the Keras optimizer's `iterations`
     malformed: tf.Variable
-    metrics: RunningMetrics
+    metrics: RunningMetrics | None  # None for --embedding-api keras
     manager: tf.train.CheckpointManager
+    keras_model: KerasRankingModel | None  # for --embedding-api keras, compiled for model.fit
 
 
 def _build_run(options: TrainOptions, spec: DataSpec, checkpoints: str) -> _Run:
@@ -346,23 +431,60 @@ def _build_run(options: TrainOptions, spec: DataSpec, checkpoints: str) -> _Run:
         feature_config(spec, options.embedding_dim, options.seed), options)
     model = build_model(options, spec)
     optimizer = keras.optimizers.Adam(options.learning_rate)
-    # Built now so that a restore finds every slot variable to fill.
-    optimizer.build(model.trainable_variables)
     step = tf.Variable(0, dtype=tf.int64, trainable=False)
     malformed = tf.Variable(0, dtype=tf.int64, trainable=False)
-    metrics = RunningMetrics()
-    checkpoint = tf.train.Checkpoint(
-        step=step, model=model, optimizer=optimizer, malformed=malformed,
-        running_metrics=metrics, **embedding.checkpointed())
+    keras_model = None
+    if isinstance(embedding, KerasTraining):
+        keras_model = KerasRankingModel(embedding, model, spec, malformed)
+        keras_model.compile(optimizer=optimizer, loss=batch_loss,
+                            metrics=[keras.metrics.AUC(from_logits=True, name="auc")])
+        # Keras counts the steps it applies, in the same function as the update.
+        step = optimizer.iterations
+    # Built now so that a restore finds every slot variable to fill.
+    optimizer.build((keras_model or model).trainable_variables)
+    checkpointed = dict(step=step, model=model, optimizer=optimizer, malformed=malformed,
+                        **embedding.checkpointed())
+    # The custom loop's progress metrics; Keras' fit displays its own.
+    metrics = None
+    if keras_model is None:
+        metrics = checkpointed["running_metrics"] = RunningMetrics()
+    checkpoint = tf.train.Checkpoint(**checkpointed)
     manager = tf.train.CheckpointManager(checkpoint, checkpoints,
                                          max_to_keep=options.keep_checkpoints)
-    return _Run(embedding, model, optimizer, step, malformed, metrics, manager)
+    return _Run(embedding, model, optimizer, step, malformed, metrics, manager, keras_model)
+
+
+class _Checkpoints:
+    """Saves the run every `every` steps and where training stopped."""
+
+    def __init__(self, run: _Run, every: int):
+        self._run = run
+        self._every = every
+        self.first_step = self._saved_at = int(run.step)
+
+    def after_step(self) -> int:
+        """Saves when the step just done is due; returns that step."""
+        step = int(self._run.step)
+        if step % self._every == 0:
+            self._run.manager.save(checkpoint_number=step)
+            self._saved_at = step
+        return step
+
+    def finish(self, examples: int) -> None:
+        """Saves the step training stopped at, unless saved there already. Steps trained
+        without one example mean the input holds none (all malformed): an error."""
+        step = int(self._run.step)
+        if step > self.first_step and not examples:
+            raise ValueError(f"the training input holds no examples ({int(self._run.malformed)} "
+                             "malformed records)")
+        if self._saved_at != step:
+            self._run.manager.save(checkpoint_number=step)
 
 
 def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Dataset,
          last_step: int, stream: TextIO) -> bool:
-    """Trains from the current step to last_step, checkpointing on the way and at the end;
-    returns False when interrupted (Ctrl-C) before last_step."""
+    """Trains from the current step to last_step in the custom loop, checkpointing on the way
+    and at the end; returns False when interrupted (Ctrl-C) before last_step."""
     embedding, model, optimizer = run.embedding, run.model, run.optimizer
 
     @tf.function(input_signature=[dataset.element_spec], autograph=False)
@@ -375,10 +497,7 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
             sources = embedding.sources(activations)
             tape.watch(sources)
             logits = model((batch["dense"], activations))
-            losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
-            # An all-malformed window gives an empty batch: a zero loss, not 0 / 0.
-            loss = tf.math.divide_no_nan(tf.reduce_sum(losses),
-                                         tf.cast(tf.size(losses), tf.float32))
+            loss = batch_loss(labels, logits)
         dense_variables = model.trainable_variables
         dense_gradients, embedding_gradients = tape.gradient(loss, (dense_variables, sources))
         optimizer.apply_gradients(zip(dense_gradients, dense_variables))
@@ -387,8 +506,8 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
         run.malformed.assign_add(batch["malformed"])
         run.metrics.update(labels, tf.sigmoid(logits), loss)
 
-    first_step = saved_at = int(run.step)
-    progress = Progress(options.progress, first_step, last_step, stream)
+    checkpoints = _Checkpoints(run, options.checkpoint_every)
+    progress = Progress(options.progress, checkpoints.first_step, last_step, stream)
     batches = iter(dataset)
     examples = 0
     interrupted = False
@@ -400,22 +519,49 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
                 raise ValueError("the training input holds no examples") from None
             train_step(batch)
             examples += int(tf.shape(batch["label"])[0])
-            step = int(run.step)
-            if step % options.checkpoint_every == 0:
-                run.manager.save(checkpoint_number=step)
-                saved_at = step
+            step = checkpoints.after_step()
             progress.update(step, examples, run.metrics, int(run.malformed),
                             force=step == last_step)
     except KeyboardInterrupt:
         interrupted = True  # The checkpoint below keeps the work; --resume continues from it.
     finally:
         progress.close()
-    if int(run.step) > first_step and not examples:
-        raise ValueError(f"the training input holds no examples ({int(run.malformed)} "
-                         "malformed records)")
-    if saved_at != int(run.step):
-        run.manager.save(checkpoint_number=int(run.step))
+    checkpoints.finish(examples)
     return not interrupted
+
+
+def _fit_keras(run: _Run, options: TrainOptions, dataset: tf.data.Dataset, last_step: int,
+               stream: TextIO) -> bool:
+    """Trains from the current step to last_step with `model.fit` and Keras' progress bar,
+    checkpointing on the way (through a Keras callback) and at the end; returns False when
+    interrupted (Ctrl-C) before last_step.
+
+    The run is one Keras epoch of the remaining steps (the stream is endless, so an epoch is
+    only a unit of display). Keras' ModelCheckpoint and BackupAndRestore save `save_weights`
+    files, which hold Keras variables only: not the layer's tables and accumulators, nor a
+    position inside an epoch. The run's `tf.train.Checkpoint` holds everything, so a
+    `LambdaCallback` saves that one, at the same steps as the custom loop.
+    """
+    checkpoints = _Checkpoints(run, options.checkpoint_every)
+    interrupted = False
+    if last_step > checkpoints.first_step:
+        inputs = dataset.map(lambda batch: ({key: batch[key] for key in _KERAS_INPUTS},
+                                            batch["label"]))
+        try:
+            run.keras_model.fit(
+                inputs, epochs=1, steps_per_epoch=last_step - checkpoints.first_step,
+                shuffle=False, verbose=_KERAS_VERBOSITY[_progress_mode(options.progress, stream)],
+                callbacks=[keras.callbacks.LambdaCallback(
+                    on_train_batch_end=lambda batch, logs: checkpoints.after_step())])
+        except KeyboardInterrupt:
+            interrupted = True  # As in the custom loop: saved below, --resume continues.
+    checkpoints.finish(int(run.keras_model.examples))
+    return not interrupted
+
+
+# Keras' `verbose` for each --progress mode: Keras' bar; one line at the end of the epoch (the
+# run); nothing.
+_KERAS_VERBOSITY = {"bar": 1, "lines": 2, "none": 0}
 
 
 def train(options: TrainOptions, spec: DataSpec,
@@ -438,7 +584,11 @@ def train(options: TrainOptions, spec: DataSpec,
             json.dump(_resolved_config(options, spec), f, indent=2)
 
     last_step = min(options.steps, options.stop_at_step or options.steps)
-    finished = _fit(run, options, spec, source.train(int(run.step)), last_step, stream)
+    dataset = source.train(int(run.step))
+    if run.keras_model is not None:
+        finished = _fit_keras(run, options, dataset, last_step, stream)
+    else:
+        finished = _fit(run, options, spec, dataset, last_step, stream)
     if int(run.step) < options.steps:
         stream.write(f"stopped at step {int(run.step)} with a checkpoint in "
                      f"{options.model_dir}; run again with --resume to continue\n")
@@ -460,7 +610,8 @@ def train(options: TrainOptions, spec: DataSpec,
     # A fresh config: training wrote its optimizer into the TableConfigs, and the serving
     # tables must come without optimizer slots.
     export.export(export_dir, run.model, run.manager.latest_checkpoint,
-                  feature_config(spec, options.embedding_dim, options.seed), spec, EMBEDDING_API)
+                  feature_config(spec, options.embedding_dim, options.seed), spec, EMBEDDING_API,
+                  tables_at=run.embedding.tables_at)
     result["export_dir"] = export_dir
     with open(os.path.join(options.model_dir, "metrics.json"), "w") as f:
         json.dump(result, f, indent=2)

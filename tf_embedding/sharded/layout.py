@@ -88,6 +88,43 @@ class ShardLayout:
         return [(sorted_ids[start:end] - offset, [tensor[start:end] for tensor in aligned])
                 for start, end, offset in zip(bounds[:-1], bounds[1:], self.offsets)]
 
+    def group_by_block(self, row_splits: tf.Tensor, ids: tf.Tensor,
+                       gains: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """A CSR batch of R output rows with its lookups regrouped block by block.
+
+        Returns (row_splits, ids, gains) over `len(rows) * R` rows: row `s * R + r` holds block
+        `s`'s lookups of output row r, in their original order, so each block's lookups are a
+        contiguous CSR batch of their own (`block_batches`). One block: the batch unchanged.
+        """
+        if len(self.rows) == 1:
+            return row_splits, ids, gains
+        num_rows = tf.size(row_splits, out_type=tf.int64) - 1
+        lookup_rows = tf.repeat(tf.range(num_rows), row_splits[1:] - row_splits[:-1])
+        blocks = tf.searchsorted(tf.constant(self.offsets[1:-1], tf.int64), ids, side="right",
+                                 out_type=tf.int32)
+        # A stable partition by block keeps each block's lookups in row order.
+        order = tf.concat(tf.dynamic_partition(tf.range(tf.size(ids)), blocks, len(self.rows)),
+                          axis=0)
+        grouped_rows = tf.gather(tf.cast(blocks, tf.int64) * num_rows + lookup_rows, order)
+        grouped_splits = tf.searchsorted(
+            grouped_rows, tf.range(len(self.rows) * num_rows + 1), side="left",
+            out_type=tf.int64)
+        return grouped_splits, tf.gather(ids, order), tf.gather(gains, order)
+
+    def block_batches(self, row_splits: tf.Tensor, ids: tf.Tensor,
+                      gains: tf.Tensor) -> list[tuple[tf.Tensor, tf.Tensor, tf.Tensor]]:
+        """Per block, the CSR batch (row_splits over R rows, block-local ids, gains) of a batch
+        grouped by `group_by_block`."""
+        if len(self.rows) == 1:
+            return [(row_splits, ids, gains)]
+        num_rows = (tf.size(row_splits, out_type=tf.int64) - 1) // len(self.rows)
+        batches = []
+        for block, offset in enumerate(self.offsets[:-1]):
+            splits = row_splits[block * num_rows:(block + 1) * num_rows + 1]
+            start, end = splits[0], splits[-1]
+            batches.append((splits - start, ids[start:end] - offset, gains[start:end]))
+        return batches
+
     def gather(self, variable: sharded_variable.ShardedVariable, sorted_ids: tf.Tensor,
                table_name: str) -> tf.Tensor:
         """The rows `sorted_ids` (ascending) of `variable`, float `[len(sorted_ids), dim]`.

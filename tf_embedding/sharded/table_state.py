@@ -5,12 +5,20 @@ look it up, its row layout and its variables. The three steps of a batch (conver
 look up, turn activation gradients into block updates and apply them) are methods here, so
 `tpu_embedding.py` only routes features, replicas and strategies.
 
-A table of one block is read and updated straight from its lookups' ids; a table of several
-blocks deduplicates its ids once at enqueue time and reuses the unique ids through lookup and
-apply.
+How a table's lookups meet its blocks (the traffic between a worker and the PS tasks under
+ParameterServerStrategy, docs/parameter_server.md):
+
+* **rows** (tables of several blocks, by default): the ids are deduplicated once at enqueue time;
+  each block receives its unique ids and returns their rows, which are combined where the step
+  runs; `apply` sends each block its ids' summed gradient rows.
+* **partial** (`partial=True`, and every table of one block): the lookups are grouped by block
+  at enqueue time; each block combines its own lookups into partial activations [R, dim], summed
+  in block order where the step runs; `apply` sends each block its lookups and the activation
+  gradients, and the fused optimizer sums them per row on the block's task.
 """
 
 import dataclasses
+import functools
 from typing import Any, Sequence
 
 import tensorflow as tf
@@ -36,6 +44,7 @@ class TableState:
     feature_indices: tuple[int, ...]  # into the flattened feature_config, in order
     layout: ShardLayout
     variables: dict[str, Any]
+    partial: bool = False  # combine lookups on each block's device (see the module docstring)
 
     @property
     def name(self) -> str:
@@ -45,21 +54,29 @@ class TableState:
     def is_single_block(self) -> bool:
         return len(self.layout.rows) == 1
 
+    @property
+    def combines_on_owner(self) -> bool:
+        """Whether each block combines its own lookups (the partial mode; a lone block always
+        does)."""
+        return self.partial or self.is_single_block
+
     def convert(self, feature_inputs: Sequence[inputs_lib.FeatureInput]) -> queues.TableBatch:
-        """One replica's features of this table -> its CSR batch, deduplicated if sharded."""
+        """One replica's features of this table -> its CSR batch: grouped by block in the
+        partial mode, deduplicated in the rows mode."""
         table = self.config
         batch = inputs_lib.features_to_csr(table.name, table.vocabulary_size, table.combiner,
                                            feature_inputs)
-        if self.is_single_block:
-            # Read and updated straight from the lookups' ids (`lookup`, `block_updates`), so
-            # deduplicating them would be wasted work.
-            ids = batch.ids
+        if self.combines_on_owner:
+            # Each block reads and updates straight from its lookups' ids (`lookup`,
+            # `block_updates`), so deduplicating them would be wasted work.
+            row_splits, ids, gains = self.layout.group_by_block(batch.row_splits, batch.ids,
+                                                                batch.gains)
             inverse = tf.range(tf.size(ids, out_type=tf.int64))
         else:
+            row_splits, gains = batch.row_splits, batch.gains
             unique = inputs_lib.dedup(batch.ids, num_shards=1, table_name=table.name)
             ids, inverse = unique.unique_ids, tf.cast(unique.inverse, tf.int64)
-        return queues.TableBatch(batch.row_splits, ids, inverse, batch.gains,
-                                 batch.feature_row_counts)
+        return queues.TableBatch(row_splits, ids, inverse, gains, batch.feature_row_counts)
 
     def gather(self, unique_ids: tf.Tensor) -> tf.Tensor:
         """The rows `unique_ids` (ascending) of the table, read on each block's device."""
@@ -68,17 +85,31 @@ class TableState:
     def lookup(self, batch: queues.TableBatch, rows: tf.Tensor | None) -> tf.Tensor:
         """One replica's [R, dim] activations (`rows`: the batch's unique rows, if pipelined)."""
         quantization = self.config.quantization_config
-        if rows is None and quantization is None and self.is_single_block:
-            # The fused lookup reads the one block in place, without first gathering the
-            # unique rows; `unique_ids` are the lookups' ids in order (`convert`).
-            return ops.embedding_lookup(list(self.variables["parameters"])[0], batch.row_splits,
-                                        batch.unique_ids, batch.gains, table_name=self.name)
+        if rows is None and quantization is None and self.combines_on_owner:
+            return self._partial_lookup(batch)
+        # (A partial table of several blocks has neither rows nor quantization: TPUEmbedding
+        # rejects those combinations.)
         if rows is None:
             rows = self.gather(batch.unique_ids)
         if quantization is not None:
             rows = quantization.quantize(rows)
         return ops.embedding_lookup_dense(rows, batch.row_splits, batch.inverse, batch.gains,
                                           table_name=self.name)
+
+    def _partial_lookup(self, batch: queues.TableBatch) -> tf.Tensor:
+        """Each block's fused lookup reads it in place and combines its own lookups, on its
+        device; the [R, dim] partial activations are summed here in block order (a fixed order,
+        so the result does not depend on where the blocks are)."""
+        parts = []
+        for (row_splits, ids, gains), block, device in zip(
+                self._block_batches(batch), self.variables["parameters"], self.layout.devices):
+            with tf.device(device):
+                parts.append(ops.embedding_lookup(block, row_splits, ids, gains,
+                                                  table_name=self.name))
+        return functools.reduce(tf.add, parts)
+
+    def _block_batches(self, batch: queues.TableBatch) -> list[tuple[tf.Tensor, ...]]:
+        return self.layout.block_batches(batch.row_splits, batch.unique_ids, batch.gains)
 
     def activation_gradients(self, batch: queues.TableBatch,
                              flat_gradients: Sequence[tf.Tensor | None]) -> tf.Tensor:
@@ -94,12 +125,14 @@ class TableState:
                       activation_gradients: tf.Tensor) -> list[Any]:
         """This replica's share of the update of each block.
 
-        One block: the CSR batch with its activation gradients (`ops.GradientBatch`), which the
-        fused optimizer sums per row itself. Several blocks: per block, the block-local unique
-        ids and their summed gradient rows (`BlockUpdate`), reduced once here.
+        Partial mode (and one block): per block, its lookups' CSR batch with the activation
+        gradients (`ops.GradientBatch`), which the fused optimizer sums per row itself. Rows
+        mode: per block, the block-local unique ids and their summed gradient rows
+        (`BlockUpdate`), reduced once here.
         """
-        if self.is_single_block:
-            return [(batch.row_splits, batch.unique_ids, batch.gains, activation_gradients)]
+        if self.combines_on_owner:
+            return [(row_splits, ids, gains, activation_gradients)
+                    for row_splits, ids, gains in self._block_batches(batch)]
         positions, values = ops.embedding_gradient(
             [(batch.row_splits, batch.inverse, batch.gains, activation_gradients)],
             table_name=self.name)
@@ -118,7 +151,7 @@ class TableState:
         for block, device in enumerate(self.layout.devices):
             updates = [per_replica[block] for per_replica in replica_updates]
             slots = {slot: blocks[slot][block] for slot in optimizer._slot_names()}
-            apply = ops.sparse_apply if self.is_single_block else ops.sparse_apply_rows
+            apply = ops.sparse_apply if self.combines_on_owner else ops.sparse_apply_rows
             with tf.device(device):
                 apply(optimizer, blocks["parameters"][block], slots, updates, learning_rate,
                       table_name=self.name)

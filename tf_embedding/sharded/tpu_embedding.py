@@ -1,11 +1,13 @@
 """TPUEmbedding: TF 2.21's `tf.tpu.experimental.embedding.TPUEmbedding`, run without a TPU.
 
-Stock TF only runs this class under a TPUStrategy; here it runs under the default strategy and
-`tf.distribute.MirroredStrategy`, with the TPU path's behaviour: the same `enqueue` / `dequeue` /
-`apply_gradients` protocol, output shapes, messages and checkpoints.
+Stock TF only runs this class under a TPUStrategy; here it runs under the default strategy,
+`tf.distribute.MirroredStrategy` and `tf.distribute.ParameterServerStrategy`, with the TPU path's
+behaviour: the same `enqueue` / `dequeue` / `apply_gradients` protocol, output shapes, messages
+and checkpoints.
 
-* Tables and slots are split into contiguous row blocks, one per replica device
-  (`layout`), and are not trainable variables: only `apply_gradients` updates them.
+* Tables and slots are split into contiguous row blocks, one per replica device, or per PS task
+  under ParameterServerStrategy (`layout`, `parameter_server`), and are not trainable variables:
+  only `apply_gradients` updates them.
 * `enqueue` (host side, cross-replica context) validates the features, converts each replica's
   features into one deduplicated CSR batch per table and puts it in the replica's engine queue
   (`queues`). With `pipeline_execution_with_tensor_core` it also looks the rows up.
@@ -18,7 +20,7 @@ Stock TF only runs this class under a TPUStrategy; here it runs under the defaul
   global batch and the optimizer runs once per touched row, as on a TPU.
 """
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import tensorflow as tf
 from absl import logging
@@ -28,14 +30,16 @@ from tensorflow.python.util import nest
 
 from tf_embedding import features as features_lib
 from tf_embedding import tables
+from tf_embedding.sharded import parameter_server
 from tf_embedding.sharded import queues
 from tf_embedding.sharded.layout import ShardLayout
 from tf_embedding.sharded.table_state import TableState
 
 _SUPPORTED_STRATEGIES = (tf.distribute.MirroredStrategy, tf.compat.v1.distribute.MirroredStrategy)
 
-# The public methods branch on Python values only; letting AutoGraph convert them (and everything
-# they call) when they are traced in a tf.function would only cost seconds per trace.
+# The public methods, and the Keras layer's entry points (`_convert_tables` ...), branch on Python
+# values only; letting AutoGraph convert them (and everything they call) when they are traced in
+# a tf.function (tf_keras converts a whole train step) would only cost seconds per trace.
 _library_code = tf.autograph.experimental.do_not_convert
 
 
@@ -67,7 +71,9 @@ class TPUEmbedding(tables.EmbeddingBase):
     """
 
     def __init__(self, feature_config: Any, optimizer: Any,
-                 pipeline_execution_with_tensor_core: bool = False):
+                 pipeline_execution_with_tensor_core: bool = False, *,
+                 table_devices: Sequence[str] | None = None,
+                 traffic: Mapping[str, str] | None = None):
         """Creates the object; variables and queues are made by `build()` or the first `enqueue`.
 
         Args:
@@ -77,15 +83,31 @@ class TPUEmbedding(tables.EmbeddingBase):
           pipeline_execution_with_tensor_core: look rows up at `enqueue` time, so a batch
             enqueued before the previous step's `apply_gradients` sees the table as it was then
             (activations one step stale, as on a TPU).
+          table_devices: (not in TF) the devices of each table's row blocks, one block per
+            entry (a device may repeat). Default: the replica devices, or every PS task under
+            ParameterServerStrategy. One process given as many devices as a cluster has PS
+            tasks trains bit-identical tables to that cluster's single worker.
+          traffic: (not in TF) {table name: "rows" or "partial"}, how lookups meet a table's
+            blocks (default "rows"): the unique ids go to the blocks and their rows come back,
+            or each block combines its own lookups and returns partial activations. Partial
+            moves less data when a step's unique ids of the table outnumber blocks x output
+            rows (docs/parameter_server.md). Results agree to float rounding, not bitwise.
 
         Raises:
-          RuntimeError: created under a strategy other than the default or MirroredStrategy.
+          RuntimeError: created under a strategy other than the default, MirroredStrategy or
+            ParameterServerStrategy.
+          ValueError: `table_devices` empty, or naming a non-PS device under
+            ParameterServerStrategy; `traffic` naming an unknown table or mode, or "partial"
+            for a table with a QuantizationConfig or with pipelining.
         """
         strategy = tf.distribute.get_strategy()
-        if tf.distribute.has_strategy() and not isinstance(strategy, _SUPPORTED_STRATEGIES):
+        parameter_servers = parameter_server.is_parameter_server_strategy(strategy)
+        if tf.distribute.has_strategy() and not (
+                isinstance(strategy, _SUPPORTED_STRATEGIES) or parameter_servers):
             raise RuntimeError(
-                "TPUEmbedding runs under the default strategy or tf.distribute.MirroredStrategy, "
-                f"but was created under {type(strategy).__name__}.")
+                "TPUEmbedding runs under the default strategy, tf.distribute.MirroredStrategy or "
+                "tf.distribute.ParameterServerStrategy, but was created under "
+                f"{type(strategy).__name__}.")
         self._strategy = strategy
         self._pipeline_execution_with_tensor_core = pipeline_execution_with_tensor_core
         super().__init__(feature_config, optimizer)
@@ -94,6 +116,12 @@ class TPUEmbedding(tables.EmbeddingBase):
         devices = (tuple(strategy.extended.worker_devices) if tf.distribute.has_strategy()
                    else (None,))
         self._replica_devices = self._no_dependency(devices)
+        self._parameter_servers = parameter_servers
+        if table_devices is None:
+            table_devices = parameter_server.ps_devices(strategy) if parameter_servers else devices
+        self._table_devices = self._no_dependency(
+            _checked_table_devices(table_devices, parameter_servers))
+        self._partial_tables = self._no_dependency(self._checked_traffic(traffic or {}))
         self._feature_paths = self._no_dependency(
             [path for path, _ in nest.flatten_with_joined_string_paths(feature_config)])
         self._warned_paths = self._no_dependency(set())
@@ -129,10 +157,15 @@ class TPUEmbedding(tables.EmbeddingBase):
             TableState(table,
                        tuple(index for index, feature in enumerate(flat_features)
                              if feature.table is table),
-                       ShardLayout(table.vocabulary_size, self._replica_devices),
-                       self._variables[table.name])
+                       ShardLayout(table.vocabulary_size, self._table_devices),
+                       self._variables[table.name], partial=table.name in self._partial_tables)
             for table in self._table_config)
         self._check_slot_layouts()
+        if self._parameter_servers:
+            parameter_server.check_ops_on(self._table_devices)
+            # A worker runs one replica; its batch stays inside the scheduled function.
+            self._queues = self._no_dependency([parameter_server.FunctionHandoff()])
+            return
         specs = [queues.TableSpec(len(state.feature_indices), state.config.dim)
                  for state in self._tables]
         self._queues = self._no_dependency([
@@ -263,6 +296,7 @@ class TPUEmbedding(tables.EmbeddingBase):
                 pending, [state.activation_gradients(table_batch, flat_gradients)
                           for state, table_batch in zip(self._tables, pending)])
 
+    @_library_code
     def _convert_tables(self, table_inputs: list[list[Any]]) -> list[queues.TableBatch]:
         """This replica's CSR batches without the engine queues (the Keras layer's path).
 
@@ -273,10 +307,12 @@ class TPUEmbedding(tables.EmbeddingBase):
         self._maybe_build()
         return [state.convert(inputs) for state, inputs in zip(self._tables, table_inputs)]
 
+    @_library_code
     def _lookup_batches(self, batches: list[queues.TableBatch]) -> list[tf.Tensor]:
         """Each table's [R, dim] activations of this replica's `batches`."""
         return [state.lookup(batch, None) for state, batch in zip(self._tables, batches)]
 
+    @_library_code
     def _apply_table_gradients(self, batches: list[queues.TableBatch],
                                activation_gradients: list[tf.Tensor]) -> None:
         """Updates every table with this replica's [R, dim] activation gradients of `batches`,
@@ -297,8 +333,31 @@ class TPUEmbedding(tables.EmbeddingBase):
     def _create_variable(self, name: str, shape: tuple[int, int], dtype: tf.DType,
                          initializer: tables.Initializer,
                          trainable: bool) -> sharded_variable.ShardedVariable:
-        return ShardLayout(shape[0], self._replica_devices).create_variable(
+        return ShardLayout(shape[0], self._table_devices).create_variable(
             name, shape, dtype, initializer, trainable)
+
+    def _checked_traffic(self, traffic: Mapping[str, str]) -> frozenset[str]:
+        """The names of the tables in the partial mode."""
+        names = [table.name for table in self._table_config]
+        for name, mode in traffic.items():
+            if name not in names:
+                raise ValueError(f"traffic names table {name!r}, which is not a table of this "
+                                 f"TPUEmbedding (tables: {names}).")
+            if mode not in ("rows", "partial"):
+                raise ValueError(f"traffic of table {name!r} must be 'rows' or 'partial', got "
+                                 f"{mode!r}.")
+        partial = frozenset(name for name, mode in traffic.items() if mode == "partial")
+        for table in self._table_config:
+            if table.name in partial and table.quantization_config is not None:
+                raise ValueError(
+                    f"Table {table.name} has a QuantizationConfig: its rows are quantized before "
+                    "they are combined, which its blocks' tasks cannot do, so its traffic must "
+                    "be 'rows'.")
+        if partial and self._pipeline_execution_with_tensor_core:
+            raise ValueError(f"traffic 'partial' (tables {sorted(partial)}) does not combine "
+                             "with pipeline_execution_with_tensor_core=True, which looks rows "
+                             "up at enqueue time; use 'rows' for them.")
+        return partial
 
     def _check_slot_layouts(self) -> None:
         """Slots made by a `slot_variable_creation_fn` must be sharded like their table."""
@@ -461,6 +520,23 @@ class TPUEmbedding(tables.EmbeddingBase):
                  for update in block_updates]
                 for replica in range(len(self._replica_devices))]
             state.apply(replica_updates, learning_rates[id(optimizer)])
+
+
+def _checked_table_devices(devices: Sequence[str | None],
+                           parameter_servers: bool) -> tuple[str | None, ...]:
+    """`table_devices` as a tuple; under ParameterServerStrategy a block elsewhere than on a PS
+    task would live on the coordinator or a worker, which scheduled functions cannot share."""
+    devices = tuple(devices)
+    if not devices:
+        raise ValueError("table_devices must name at least one device.")
+    if parameter_servers:
+        for device in devices:
+            if device is None or tf.DeviceSpec.from_string(device).job != "ps":
+                raise ValueError(
+                    f"table_devices entry {device!r} is not a parameter-server device: under "
+                    "ParameterServerStrategy every block lives on a PS task "
+                    "('/job:ps/replica:0/task:<i>/device:CPU:0').")
+    return devices
 
 
 def _batch_shape_matches(shape: tf.TensorShape, expected: list[int]) -> bool:
