@@ -13,6 +13,7 @@ import tensorflow as tf
 # without reading the variable, and tell automatic control dependencies that the lookup only
 # reads its table (so lookups of one table in a tf.function need not run one after another).
 from tensorflow.python.framework import auto_control_deps_utils
+from tensorflow.python.ops import control_flow_util
 from tensorflow.python.ops import resource_variable_ops
 
 from tf_embedding import _loader
@@ -22,6 +23,13 @@ auto_control_deps_utils.register_read_only_resource_op("TfeEmbeddingLookup")
 # One CSR batch with the gradient of its activations: (row_splits, ids, gains,
 # activation_gradients).
 GradientBatch = tuple[Any, Any, Any, Any]
+
+
+def compiling_with_xla() -> bool:
+    """Whether the graph being built is compiled by XLA: tf.function(jit_compile=True) traces its
+    body (and every function it first traces) inside an XLA control flow context. The ops run
+    there through their XLA kernels (cc/xla); what has none (the engine's queues) must not."""
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
 def _table_name(table_variable, table_name: str | None) -> str:

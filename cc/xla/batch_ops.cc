@@ -146,4 +146,50 @@ CompactGroups Compact(const IdGroups& groups, int64_t num_terms, int64_t dim) {
                        ScatterRows(zeros, slot, groups.sums, Combine::kReplace)};
 }
 
+namespace {
+
+// The non-empty parts concatenated (no parts: zero terms of `dim`).
+GradientTerms Concatenate(xla::XlaBuilder* builder, const std::vector<xla::XlaOp>& ids,
+                          const std::vector<xla::XlaOp>& rows, int64_t size, int64_t dim) {
+  if (ids.empty()) {
+    return GradientTerms{Filled(Int64(builder, 0), 0),
+                         xla::Broadcast(xla::Zero(builder, xla::F32), {0, dim}), 0};
+  }
+  return GradientTerms{xla::ConcatInDim(builder, ids, 0), xla::ConcatInDim(builder, rows, 0),
+                       size};
+}
+
+}  // namespace
+
+GradientTerms CsrGradientTerms(xla::XlaBuilder* builder,
+                               const std::vector<CsrGradientBatch>& batches, int64_t dim) {
+  std::vector<xla::XlaOp> ids, rows;
+  int64_t size = 0;
+  for (const CsrGradientBatch& batch : batches) {
+    // Without rows no lookup is in a row: the batch adds no terms.
+    if (batch.num_rows == 0 || batch.num_ids == 0) continue;
+    const xla::XlaOp lookup_rows = RowOfLookups(batch.row_splits, batch.num_rows, batch.num_ids);
+    const xla::XlaOp in_row = xla::Lt(lookup_rows, Int64(builder, batch.num_rows));
+    ids.push_back(xla::Select(in_row, batch.ids, Filled(Int64(builder, -1), batch.num_ids)));
+    rows.push_back(
+        xla::Mul(GatherRows(batch.activation_gradients, lookup_rows, dim), batch.gains, {0}));
+    size += batch.num_ids;
+  }
+  return Concatenate(builder, ids, rows, size, dim);
+}
+
+GradientTerms RowGradientTerms(xla::XlaBuilder* builder, const std::vector<xla::XlaOp>& ids,
+                               const std::vector<xla::XlaOp>& rows,
+                               const std::vector<int64_t>& sizes, int64_t dim) {
+  std::vector<xla::XlaOp> kept_ids, kept_rows;
+  int64_t size = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (sizes[i] == 0) continue;
+    kept_ids.push_back(ids[i]);
+    kept_rows.push_back(rows[i]);
+    size += sizes[i];
+  }
+  return Concatenate(builder, kept_ids, kept_rows, size, dim);
+}
+
 }  // namespace tf_embedding

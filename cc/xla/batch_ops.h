@@ -11,6 +11,7 @@
 #define TF_EMBEDDING_CC_XLA_BATCH_OPS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "xla/hlo/builder/xla_builder.h"
 
@@ -50,8 +51,34 @@ xla::XlaOp CombineLookups(xla::XlaOp table, int64_t table_rows, int64_t dim, xla
                           xla::XlaOp gains, int64_t num_ids, xla::XlaOp rows,
                           int64_t num_rows);
 
-// Terms of a table gradient (one gradient row per term, each for one id) grouped by id, in
-// place of cc/core's sort: group g is the terms of one id, summed at the position of its first
+// The terms of a table gradient: one gradient row per term, each for one id, in the TF
+// kernels' order (batch or list order, then position), which is the order GroupById sums them.
+struct GradientTerms {
+  xla::XlaOp ids;   // int64 [size]; -1 for a lookup in no row of its batch, which is skipped
+  xla::XlaOp rows;  // float [size, dim]
+  int64_t size = 0;
+};
+
+// One CSR batch of the gradient and sparse-apply ops, with the gradient of its activations.
+struct CsrGradientBatch {
+  xla::XlaOp row_splits;            // int64 [num_rows + 1]
+  xla::XlaOp ids;                   // int64 [num_ids]
+  xla::XlaOp gains;                 // float [num_ids]
+  xla::XlaOp activation_gradients;  // float [num_rows, dim]
+  int64_t num_rows = 0;
+  int64_t num_ids = 0;
+};
+
+// One term per lookup of the batches: gain * its row's activation gradient.
+GradientTerms CsrGradientTerms(xla::XlaBuilder* builder,
+                               const std::vector<CsrGradientBatch>& batches, int64_t dim);
+
+// One term per row of the lists (`ids` [sizes[i]], `rows` [sizes[i], dim]).
+GradientTerms RowGradientTerms(xla::XlaBuilder* builder, const std::vector<xla::XlaOp>& ids,
+                               const std::vector<xla::XlaOp>& rows,
+                               const std::vector<int64_t>& sizes, int64_t dim);
+
+// Terms of a table gradient grouped by id, in place of cc/core's sort: group g is the terms of one id, summed at the position of its first
 // term, in term order. Positions that start no group hold `vocabulary_size` as id (out of
 // range, so scatters into the table skip them) and zeros.
 struct IdGroups {

@@ -73,6 +73,13 @@ class TableState:
                                                                 batch.gains)
             inverse = tf.range(tf.size(ids, out_type=tf.int64))
         else:
+            if ops.compiling_with_xla():
+                raise ValueError(
+                    f"Table {table.name} is split into {len(self.layout.rows)} blocks with "
+                    "traffic 'rows', which deduplicates its ids: XLA cannot compile that (the "
+                    "number of distinct ids is not a static shape). Inside jit_compile=True, "
+                    f"give it traffic={{{table.name!r}: 'partial'}} or one block "
+                    "(table_devices), or compile the step without jit_compile.")
             row_splits, gains = batch.row_splits, batch.gains
             unique = inputs_lib.dedup(batch.ids, num_shards=1, table_name=table.name)
             ids, inverse = unique.unique_ids, tf.cast(unique.inverse, tf.int64)

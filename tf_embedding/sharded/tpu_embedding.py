@@ -29,7 +29,9 @@ from tensorflow.python.distribute import sharded_variable
 from tensorflow.python.util import nest
 
 from tf_embedding import features as features_lib
+from tf_embedding import ops
 from tf_embedding import tables
+from tf_embedding.sharded import handoff
 from tf_embedding.sharded import parameter_server
 from tf_embedding.sharded import queues
 from tf_embedding.sharded.layout import ShardLayout
@@ -41,6 +43,12 @@ _SUPPORTED_STRATEGIES = (tf.distribute.MirroredStrategy, tf.compat.v1.distribute
 # values only; letting AutoGraph convert them (and everything they call) when they are traced in
 # a tf.function (tf_keras converts a whole train step) would only cost seconds per trace.
 _library_code = tf.autograph.experimental.do_not_convert
+
+_ONE_COMPILED_FUNCTION = (
+    "Inside a tf.function(jit_compile=True), enqueue(), dequeue() and apply_gradients() of a "
+    "batch must all be called in that compiled function: XLA cannot run the engine's queues, "
+    "which carry a batch from one function to another. Move the enqueue() of this batch into "
+    "the compiled function, or compile the step without jit_compile (docs/xla.md).")
 
 
 class TPUEmbedding(tables.EmbeddingBase):
@@ -127,6 +135,8 @@ class TPUEmbedding(tables.EmbeddingBase):
         self._warned_paths = self._no_dependency(set())
         # One TableState per table, in `_table_config` order; made by build().
         self._tables: list[TableState] = self._no_dependency([])
+        self._compiled_handoff = self._no_dependency(
+            handoff.FunctionHandoff(_ONE_COMPILED_FUNCTION))
 
     @property
     def embedding_tables(self) -> dict[Any, sharded_variable.ShardedVariable]:
@@ -164,7 +174,8 @@ class TPUEmbedding(tables.EmbeddingBase):
         if self._parameter_servers:
             parameter_server.check_ops_on(self._table_devices)
             # A worker runs one replica; its batch stays inside the scheduled function.
-            self._queues = self._no_dependency([parameter_server.FunctionHandoff()])
+            self._queues = self._no_dependency(
+                [handoff.FunctionHandoff(parameter_server.ONE_FUNCTION)])
             return
         specs = [queues.TableSpec(len(state.feature_indices), state.config.dim)
                  for state in self._tables]
@@ -224,7 +235,7 @@ class TPUEmbedding(tables.EmbeddingBase):
                 replica_inputs = [self._local(inp, replica) for inp in flat_inputs]
                 replica_weights = [self._local(weight, replica) for weight in flat_weights]
                 with tf.device(self._replica_devices[replica]):
-                    self._queues[replica].put_batch(
+                    self._batch_carrier(replica).put_batch(
                         self._convert(replica_inputs, replica_weights, training))
 
     @_library_code
@@ -254,7 +265,7 @@ class TPUEmbedding(tables.EmbeddingBase):
         replica = self._replica_id("dequeue")
         outputs: list[tf.Tensor | None] = [None] * len(self._feature_paths)
         with tf.name_scope(name or "dequeue"), tf.device(self._replica_devices[replica]):
-            batch = self._queues[replica].take_batch()
+            batch = self._batch_carrier(replica).take_batch()
             for index, (state, table_batch) in enumerate(zip(self._tables, batch.tables)):
                 activations = state.lookup(table_batch,
                                            None if batch.rows is None else batch.rows[index])
@@ -262,7 +273,7 @@ class TPUEmbedding(tables.EmbeddingBase):
                                                         partial):
                     outputs[feature_index] = block
             with tf.control_dependencies(outputs):
-                self._queues[replica].put_pending(batch.tables, batch.training)
+                self._batch_carrier(replica).put_pending(batch.tables, batch.training)
         return nest.pack_sequence_as(self._feature_config, outputs)
 
     @_library_code
@@ -291,7 +302,7 @@ class TPUEmbedding(tables.EmbeddingBase):
         flat_gradients = self._check_gradients(gradients)
         replica = self._replica_id("apply_gradients")
         with tf.name_scope(name or "apply_gradients"), tf.device(self._replica_devices[replica]):
-            pending = self._queues[replica].take_pending()
+            pending = self._batch_carrier(replica).take_pending()
             self._apply_table_gradients(
                 pending, [state.activation_gradients(table_batch, flat_gradients)
                           for state, table_batch in zip(self._tables, pending)])
@@ -420,6 +431,13 @@ class TPUEmbedding(tables.EmbeddingBase):
                 return [replica]
         raise ValueError(f"Device {device} passed to enqueue is not a replica device of this "
                          f"TPUEmbedding's strategy: {list(self._replica_devices)}.")
+
+    def _batch_carrier(self, replica: int) -> queues.ReplicaQueues | handoff.FunctionHandoff:
+        """What carries `replica`'s batches between the calls of a step: its engine queues, or
+        inside an XLA-compiled function, which cannot hold queue ops, that function's trace."""
+        if ops.compiling_with_xla():
+            return self._compiled_handoff
+        return self._queues[replica]
 
     def _replica_id(self, method: str) -> int:
         """The id of the calling replica; a lone replica may be called without strategy.run."""

@@ -1,0 +1,325 @@
+// The XLA kernels of the lookup, gradient, sparse-apply and CSR conversion ops: they read and
+// check their inputs' shapes and attrs, with the TF kernels' messages, and hand XLA values to
+// the graph builders of batch_ops.h, sparse_apply.h and csr_conversion.h.
+//
+// One translation unit on purpose: tensorflow/compiler/tf2xla/xla_op_kernel.h alone costs a
+// compiler about a minute and 1.7 GiB, so only this file includes it, and the builders, which
+// need only xla_builder.h, compile in their own files.
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cc/core/csr_batch.h"
+#include "cc/core/csr_conversion.h"
+#include "cc/core/errors.h"
+#include "cc/core/optimizers.h"
+#include "cc/kernels/csr_conversion_attrs.h"
+#include "cc/kernels/shape_checks.h"
+#include "cc/kernels/sparse_apply_checks.h"
+#include "cc/kernels/status.h"
+#include "cc/ops/sparse_apply_op_names.h"
+#include "cc/xla/batch_ops.h"
+#include "cc/xla/csr_conversion.h"
+#include "cc/xla/registration.h"
+#include "cc/xla/sparse_apply.h"
+#include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
+#include "tensorflow/compiler/tf2xla/xla_resource.h"
+
+namespace tf_embedding {
+namespace {
+
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::TensorShape;
+using ::tensorflow::XlaOpKernel;
+using ::tensorflow::XlaOpKernelContext;
+
+// Checks a CSR batch's shapes (`context`: "" or "batch <b>: ") as the TF kernels do.
+absl::Status CheckCsrShapes(const std::string& table_name, const std::string& context,
+                            const TensorShape& row_splits, const TensorShape& ids,
+                            const TensorShape& gains) {
+  TF_RETURN_IF_ERROR(CheckRank(table_name, context, "row_splits", row_splits, 1));
+  TF_RETURN_IF_ERROR(CheckRank(table_name, context, "ids", ids, 1));
+  TF_RETURN_IF_ERROR(CheckRank(table_name, context, "gains", gains, 1));
+  return ToAbslStatus(
+      ValidateCsrBatchSizes(row_splits.dim_size(0), ids.dim_size(0), gains.dim_size(0))
+          .WithContext(TableContext(table_name) + context));
+}
+
+// GroupById numbers the terms with int32.
+absl::Status CheckTermCount(const std::string& table_name, const GradientTerms& terms) {
+  if (terms.size <= std::numeric_limits<int32_t>::max()) return absl::OkStatus();
+  return ToAbslStatus(TableError(table_name, "XLA kernels take at most 2^31 - 1 gradient terms, "
+                                 "got ", terms.size));
+}
+
+// The N CSR batches of inputs row_splits, ids, gains and activation_gradients as terms. `dim`
+// is the table's; a negative value is replaced by that of activation_gradients[0].
+absl::Status ReadCsrGradientTerms(XlaOpKernelContext* ctx, const std::string& table_name,
+                                  int64_t* dim, GradientTerms* terms) {
+  std::vector<xla::XlaOp> row_splits, ids, gains, gradients;
+  std::vector<TensorShape> row_splits_shapes, ids_shapes, gains_shapes, gradients_shapes;
+  TF_RETURN_IF_ERROR(ctx->InputList("row_splits", &row_splits, &row_splits_shapes));
+  TF_RETURN_IF_ERROR(ctx->InputList("ids", &ids, &ids_shapes));
+  TF_RETURN_IF_ERROR(ctx->InputList("gains", &gains, &gains_shapes));
+  TF_RETURN_IF_ERROR(ctx->InputList("activation_gradients", &gradients, &gradients_shapes));
+  std::vector<CsrGradientBatch> batches;
+  for (size_t b = 0; b < row_splits.size(); ++b) {
+    const std::string context = BatchContext(b);
+    TF_RETURN_IF_ERROR(CheckCsrShapes(table_name, context, row_splits_shapes[b], ids_shapes[b],
+                                      gains_shapes[b]));
+    const int64_t num_rows = row_splits_shapes[b].dim_size(0) - 1;
+    TF_RETURN_IF_ERROR(CheckGradientShape(table_name, context, "activation_gradients",
+                                          gradients_shapes[b], num_rows, "row_splits segment",
+                                          dim));
+    batches.push_back(CsrGradientBatch{row_splits[b], ids[b], gains[b], gradients[b], num_rows,
+                                       ids_shapes[b].dim_size(0)});
+  }
+  *terms = CsrGradientTerms(ctx->builder(), batches, *dim);
+  return CheckTermCount(table_name, *terms);
+}
+
+// The N lists of inputs unique_ids and rows as terms. Unlike the TF kernels, which reject them,
+// ids need not ascend within a list: repeated ids are summed like the others.
+absl::Status ReadRowGradientTerms(XlaOpKernelContext* ctx, const std::string& table_name,
+                                  int64_t* dim, GradientTerms* terms) {
+  std::vector<xla::XlaOp> unique_ids, rows;
+  std::vector<TensorShape> unique_ids_shapes, rows_shapes;
+  TF_RETURN_IF_ERROR(ctx->InputList("unique_ids", &unique_ids, &unique_ids_shapes));
+  TF_RETURN_IF_ERROR(ctx->InputList("rows", &rows, &rows_shapes));
+  std::vector<int64_t> sizes;
+  for (size_t b = 0; b < unique_ids.size(); ++b) {
+    const std::string context = BatchContext(b);
+    TF_RETURN_IF_ERROR(CheckRank(table_name, context, "unique_ids", unique_ids_shapes[b], 1));
+    sizes.push_back(unique_ids_shapes[b].dim_size(0));
+    TF_RETURN_IF_ERROR(CheckGradientShape(table_name, context, "rows", rows_shapes[b],
+                                          sizes.back(), "unique id", dim));
+  }
+  *terms = RowGradientTerms(ctx->builder(), unique_ids, rows, sizes, *dim);
+  return CheckTermCount(table_name, *terms);
+}
+
+// TfeEmbeddingLookup (kVariable: the table is resource input 0) and TfeEmbeddingLookupDense.
+template <bool kVariable>
+class EmbeddingLookupOp : public XlaOpKernel {
+ public:
+  explicit EmbeddingLookupOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("table_name", &table_name_));
+  }
+
+  void Compile(XlaOpKernelContext* ctx) override {
+    TensorShape table_shape;
+    xla::XlaOp table;
+    if (kVariable) {
+      OP_REQUIRES_OK(ctx, ctx->ReadVariableInput(0, tensorflow::DT_FLOAT, &table_shape, &table));
+      OP_REQUIRES_OK(ctx, CheckMatrixVariableShape(TableContext(table_name_) + "table",
+                                                   table_shape));
+    } else {
+      table = ctx->Input(0);
+      table_shape = ctx->InputShape(0);
+      OP_REQUIRES(ctx, table_shape.dims() == 2,
+                  ToAbslStatus(TableError(table_name_, "table must be a matrix, got shape ",
+                                          table_shape.DebugString())));
+    }
+    OP_REQUIRES_OK(ctx, CheckCsrShapes(table_name_, "", ctx->InputShape(1), ctx->InputShape(2),
+                                       ctx->InputShape(3)));
+    const int64_t num_rows = ctx->InputShape(1).dim_size(0) - 1;
+    const int64_t num_ids = ctx->InputShape(2).dim_size(0);
+    ctx->SetOutput(0, CombineLookups(table, table_shape.dim_size(0), table_shape.dim_size(1),
+                                     ctx->Input(2), ctx->Input(3), num_ids,
+                                     RowOfLookups(ctx->Input(1), num_rows, num_ids), num_rows));
+  }
+
+ private:
+  std::string table_name_;
+};
+
+// TfeEmbeddingGradient. Unlike the TF kernel's, the unique ids come in order of first
+// occurrence, not ascending, padded to one entry per lookup (Compact).
+class EmbeddingGradientOp : public XlaOpKernel {
+ public:
+  explicit EmbeddingGradientOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("vocabulary_size", &vocabulary_size_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("table_name", &table_name_));
+  }
+
+  void Compile(XlaOpKernelContext* ctx) override {
+    // GroupById's scratch has one element per table row.
+    OP_REQUIRES(ctx, vocabulary_size_ >= 1,
+                ToAbslStatus(TableError(
+                    table_name_, "inside XLA, TfeEmbeddingGradient needs vocabulary_size (the "
+                    "table's row count), got ", vocabulary_size_)));
+    int64_t dim = -1;
+    GradientTerms terms;
+    OP_REQUIRES_OK(ctx, ReadCsrGradientTerms(ctx, table_name_, &dim, &terms));
+    if (terms.size == 0) {
+      ctx->SetOutput(0, terms.ids);
+      ctx->SetOutput(1, terms.rows);
+      return;
+    }
+    const CompactGroups groups = Compact(
+        GroupById(terms.ids, terms.rows, terms.size, dim, vocabulary_size_), terms.size, dim);
+    ctx->SetOutput(0, groups.ids);
+    ctx->SetOutput(1, groups.sums);
+  }
+
+ private:
+  int64_t vocabulary_size_;
+  std::string table_name_;
+};
+
+// The gradient forms of the sparse-apply ops, as in the TF kernels: how the gradient inputs
+// become terms, and the name of the input that holds the gradient rows.
+template <auto kRead, const char* kGradientsInput>
+struct GradientForm {
+  static constexpr auto Read = kRead;
+  static constexpr const char* kGradients = kGradientsInput;
+};
+constexpr char kActivationGradients[] = "activation_gradients";
+constexpr char kRows[] = "rows";
+using CsrGradients = GradientForm<ReadCsrGradientTerms, kActivationGradients>;
+using RowGradients = GradientForm<ReadRowGradientTerms, kRows>;
+
+// TfeSparseApply<Rule> and TfeSparseApply<Rule>Rows.
+template <typename Rule, typename Gradients>
+class SparseApplyOp : public XlaOpKernel {
+ public:
+  static constexpr int kNumVariables = 1 + Rule::kNumSlots;
+
+  explicit SparseApplyOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("table_name", &table_name_));
+    OP_REQUIRES_OK(ctx, ReadHyperparameters(ctx, &common_));
+    OP_REQUIRES_OK(ctx, ReadHyperparameters(ctx, &rule_));
+  }
+
+  void Compile(XlaOpKernelContext* ctx) override {
+    const int lr_index = ctx->num_inputs() - 1;
+    OP_REQUIRES_OK(ctx, CheckLearningRateShape(table_name_, ctx->InputShape(lr_index)));
+    int64_t dim = -1;
+    GradientTerms terms;
+    OP_REQUIRES_OK(ctx, Gradients::Read(ctx, table_name_, &dim, &terms));
+    std::vector<xla::XlaOp> variables(kNumVariables);
+    std::vector<TensorShape> shapes(kNumVariables);
+    OP_REQUIRES_OK(ctx, ReadDistinctVariables(ctx, &variables, &shapes));
+    OP_REQUIRES_OK(ctx, CheckVariableShapes<Rule>(table_name_, Gradients::kGradients, shapes,
+                                                  dim));
+    const int64_t rows = shapes[0].dim_size(0);
+    // A table without rows has nothing to update.
+    if (rows == 0) return;
+    const std::vector<xla::XlaOp> updated =
+        SparseApply(rule_, common_, ctx->Input(lr_index), terms, rows, dim, variables);
+    for (int i = 0; i < kNumVariables; ++i) {
+      OP_REQUIRES_OK(ctx, ctx->AssignVariable(i, tensorflow::DT_FLOAT, updated[i]));
+    }
+  }
+
+ private:
+  // Reads the table and slot variables (inputs 0 .. kNumSlots). Rejects a variable passed
+  // twice, as the TF kernel does: its updates would overwrite each other.
+  absl::Status ReadDistinctVariables(XlaOpKernelContext* ctx, std::vector<xla::XlaOp>* values,
+                                     std::vector<TensorShape>* shapes) const {
+    std::vector<tensorflow::XlaResource*> resources;
+    for (int i = 0; i < kNumVariables; ++i) {
+      tensorflow::XlaResource* resource = nullptr;
+      TF_RETURN_IF_ERROR(ctx->GetResourceInput(i, &resource));
+      if (std::find(resources.begin(), resources.end(), resource) != resources.end()) {
+        return ToAbslStatus(TableError(table_name_, VariableName<Rule>(i),
+                                       " is the same variable as another input; each must be "
+                                       "distinct"));
+      }
+      resources.push_back(resource);
+      TF_RETURN_IF_ERROR(
+          ctx->ReadVariableInput(i, tensorflow::DT_FLOAT, &(*shapes)[i], &(*values)[i]));
+    }
+    return absl::OkStatus();
+  }
+
+  std::string table_name_;
+  CommonUpdateParams common_;
+  Rule rule_;
+};
+
+// TfeFeaturesToCsr.
+class FeaturesToCsrOp : public XlaOpKernel {
+ public:
+  explicit FeaturesToCsrOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadCsrConversionAttrs(ctx, &table_, &specs_));
+  }
+
+  void Compile(XlaOpKernelContext* ctx) override {
+    std::vector<XlaFeatureInput> features;
+    OP_REQUIRES_OK(ctx, ReadFeatures(ctx, &features));
+    const XlaCsrBatch batch = ConvertFeatures(ctx->builder(), table_, specs_, features);
+    ctx->SetOutput(0, batch.row_splits);
+    ctx->SetOutput(1, batch.ids);
+    ctx->SetOutput(2, batch.gains);
+    ctx->SetOutput(3, batch.feature_row_counts);
+  }
+
+ private:
+  // Reads each feature's inputs and checks their shapes as the TF kernel does (FeatureLayoutOf,
+  // CheckStackedRows); only a sparse feature's dense_shape is read as a value.
+  absl::Status ReadFeatures(XlaOpKernelContext* ctx,
+                            std::vector<XlaFeatureInput>* features) const {
+    std::vector<xla::XlaOp> ids, row_info, weights;
+    std::vector<TensorShape> ids_shapes, row_info_shapes, weights_shapes;
+    TF_RETURN_IF_ERROR(ctx->InputList("ids", &ids, &ids_shapes));
+    TF_RETURN_IF_ERROR(ctx->InputList("row_info", &row_info, &row_info_shapes));
+    TF_RETURN_IF_ERROR(ctx->InputList("weights", &weights, &weights_shapes));
+    const int num_features = static_cast<int>(specs_.size());
+    int64_t num_rows = 0;
+    for (int f = 0; f < num_features; ++f) {
+      const FeatureSpec& spec = specs_[f];
+      XlaFeatureInput input;
+      input.num_ids = ids_shapes[f].num_elements();
+      input.ids = xla::ConvertElementType(xla::Reshape(ids[f], {input.num_ids}), xla::S64);
+      input.row_info = row_info[f];
+      input.row_info_size = row_info_shapes[f].num_elements();
+      const int64_t num_weights = weights_shapes[f].num_elements();
+      input.weights = xla::Reshape(weights[f], {num_weights});
+      if (spec.kind == InputKind::kSparse) {
+        // The inputs are ids, row_info, dense_shapes, weights: N each.
+        TF_RETURN_IF_ERROR(
+            ctx->ConstantInputReshapedToIntVector(2 * num_features + f, &input.dense_shape));
+      }
+      // Only sizes, the shape of row_info and dense_shape's values are read.
+      FeatureTensors tensors;
+      tensors.ids = IdSpan(static_cast<const int64_t*>(nullptr), input.num_ids);
+      tensors.row_info = {nullptr, input.row_info_size};
+      for (int64_t d : row_info_shapes[f].dim_sizes()) tensors.row_info_shape.push_back(d);
+      tensors.dense_shape = {input.dense_shape.data(),
+                             static_cast<int64_t>(input.dense_shape.size())};
+      tensors.weights = {nullptr, num_weights};
+      TF_RETURN_IF_ERROR(ToAbslStatus(FeatureLayoutOf(table_.name, spec, tensors, &input.layout)));
+      TF_RETURN_IF_ERROR(
+          ToAbslStatus(CheckStackedRows(table_.name, spec, num_rows, input.layout.num_rows)));
+      num_rows += input.layout.num_rows;
+      features->push_back(std::move(input));
+    }
+    return absl::OkStatus();
+  }
+
+  TableSpec table_;
+  std::vector<FeatureSpec> specs_;
+};
+
+[[maybe_unused]] const bool kRegistered = [] {
+  RegisterXlaKernel({"TfeEmbeddingLookup"}, CreateXlaKernel<EmbeddingLookupOp<true>>);
+  RegisterXlaKernel({"TfeEmbeddingLookupDense"}, CreateXlaKernel<EmbeddingLookupOp<false>>);
+  RegisterXlaKernel({"TfeEmbeddingGradient"}, CreateXlaKernel<EmbeddingGradientOp>);
+  AllRules::ForEach([](auto rule) {
+    using Rule = decltype(rule);
+    RegisterXlaKernel({SparseApplyOpName<Rule>()},
+                      CreateXlaKernel<SparseApplyOp<Rule, CsrGradients>>);
+    RegisterXlaKernel({SparseApplyRowsOpName<Rule>()},
+                      CreateXlaKernel<SparseApplyOp<Rule, RowGradients>>);
+  });
+  RegisterXlaKernel({"TfeFeaturesToCsr",
+                     /*compile_time_constant_inputs=*/{"dense_shapes"},
+                     /*type_constraints=*/{{"Tids", {tensorflow::DT_INT32, tensorflow::DT_INT64}}}},
+                    CreateXlaKernel<FeaturesToCsrOp>);
+  return true;
+}();
+
+}  // namespace
+}  // namespace tf_embedding

@@ -1,0 +1,113 @@
+"""The engine's steps compiled whole by XLA (`tf.function(jit_compile=True)`) against the same
+steps on the TF-runtime kernels.
+
+The XLA kernels (cc/xla) build their graphs from the same rule templates as the TF kernels, but
+XLA's CPU backend contracts multiply-adds into FMAs and sums the gradients of repeated ids in its
+own order, so results agree to a few float32 ulp rather than bit for bit (docs/xla.md states the
+tolerance these tests use).
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_embedding
+
+from sharded_helpers import FEATURES, MAX_SEQUENCE_LENGTH, TABLES, feature_config
+from sharded_helpers import make_strategy, variable_values
+
+F = np.float32
+BATCH = 6
+MAX_IDS = 4
+NUM_STEPS = 3
+# Relative and absolute tolerance of a compiled step against the TF-runtime step, after
+# NUM_STEPS steps (measured: at most 6e-6 relative, on the rules with pow).
+TOLERANCE = dict(rtol=2e-5, atol=1e-6)
+
+OPTIMIZERS = {
+    "sgd": lambda: tf_embedding.SGD(0.1, clipvalue=0.5),
+    "adagrad": lambda: tf_embedding.Adagrad(
+        0.1, initial_accumulator_value=0.2, weight_decay_factor=0.01,
+        multiply_weight_decay_factor_by_learning_rate=True),
+    "adagrad_momentum": lambda: tf_embedding.AdagradMomentum(
+        0.1, momentum=0.9, use_nesterov=True, beta2=0.99),
+    "adam": lambda: tf_embedding.Adam(0.1),
+    "adam_non_lazy": lambda: tf_embedding.Adam(0.1, lazy_adam=False, clip_weight_max=0.5),
+    "ftrl": lambda: tf_embedding.FTRL(0.1, l1_regularization_strength=0.01,
+                                      l2_regularization_strength=0.02, beta=0.1),
+}
+
+
+def make_batch(rng: np.random.Generator, kind: str) -> tuple[dict, dict]:
+    """Features and weights of FEATURES: dense features as [BATCH] or [BATCH, 1] tensors, id
+    lists as `kind` ("ragged", "sparse", or "mixed": the two alternating), some rows empty and
+    some sequences longer than MAX_SEQUENCE_LENGTH."""
+    features, weights = {}, {}
+    for index, (name, feature) in enumerate(sorted(FEATURES.items())):
+        vocab = TABLES[feature.table].vocabulary_size
+        if feature.kind.startswith("dense"):
+            shape = [BATCH, 1] if feature.kind == "dense" else [BATCH]
+            features[name] = tf.constant(rng.integers(0, vocab, shape), tf.int64)
+            weights[name] = None
+            continue
+        lengths = rng.integers(0, MAX_IDS + 1, BATCH)
+        ids = tf.RaggedTensor.from_row_lengths(
+            rng.integers(0, vocab, lengths.sum()), tf.constant(lengths, tf.int64))
+        gains = ids.with_flat_values(rng.uniform(0.5, 2, lengths.sum()).astype(F))
+        if kind == "sparse" or (kind == "mixed" and index % 2):
+            features[name] = ids.to_sparse()
+            weights[name] = gains.to_sparse() if feature.weighted else None
+        else:
+            features[name] = ids
+            weights[name] = gains if feature.weighted else None
+    return features, weights
+
+
+def train(optimizer: str, kind: str, jit_compile: bool, **options) -> tuple[list, dict]:
+    """NUM_STEPS steps of enqueue, dequeue and apply_gradients in one function: the activations
+    of each step and the final tables and slots."""
+    emb = tf_embedding.TPUEmbedding(feature_config(), OPTIMIZERS[optimizer](), **options)
+    rng = np.random.default_rng(7)
+    targets = {name: tf.constant(rng.uniform(-1, 1, [BATCH, MAX_SEQUENCE_LENGTH,
+                                                     TABLES[f.table].dim]
+                                             if f.kind == "sequence"
+                                             else [BATCH, TABLES[f.table].dim]).astype(F))
+               for name, f in FEATURES.items()}
+
+    @tf.function(jit_compile=jit_compile)
+    def step(features, weights):
+        emb.enqueue(features, weights, training=True)
+        with tf.GradientTape() as tape:
+            activations = emb.dequeue()
+            tape.watch(activations)
+            loss = tf.add_n([tf.reduce_sum(tf.square(activations[name] - targets[name]))
+                             for name in sorted(activations)])
+        emb.apply_gradients(tape.gradient(loss, activations))
+        return activations
+
+    history = []
+    for _ in range(NUM_STEPS):
+        history.append({name: value.numpy()
+                        for name, value in step(*make_batch(rng, kind)).items()})
+    return history, variable_values(emb)
+
+
+def assert_same_training(actual: tuple[list, dict], expected: tuple[list, dict]) -> None:
+    for step, (got, want) in enumerate(zip(actual[0], expected[0])):
+        for name in FEATURES:
+            np.testing.assert_allclose(got[name], want[name], **TOLERANCE,
+                                       err_msg=f"step {step}, feature {name}")
+    for table, slots in expected[1].items():
+        for slot, want in slots.items():
+            np.testing.assert_allclose(actual[1][table][slot], want, **TOLERANCE,
+                                       err_msg=f"{table}/{slot}")
+
+
+TRAINING_CASES = [(optimizer, ("ragged", "sparse", "mixed")[i % 3])
+                  for i, optimizer in enumerate(OPTIMIZERS)]
+
+
+@pytest.mark.parametrize("optimizer, kind", TRAINING_CASES)
+def test_compiled_training_steps_match_the_tf_runtime(optimizer, kind):
+    assert_same_training(train(optimizer, kind, jit_compile=True),
+                         train(optimizer, kind, jit_compile=False))

@@ -1,0 +1,88 @@
+"""A batch handed from `enqueue` to `dequeue` to `apply_gradients` inside one traced function,
+where the engine's queues (`queues.ReplicaQueues`) cannot carry it.
+
+Two places need this: a `ClusterCoordinator.schedule`d function under ParameterServerStrategy
+(each scheduled function runs on whichever worker is free) and a `tf.function(jit_compile=True)`
+(XLA has no kernels for queue ops). There the batch travels as tensors of the one function being
+traced, and calls that span functions raise `RuntimeError` while tracing, with `rule` (which says
+what to move where) appended; a queue's checks would only fire when the step runs.
+"""
+
+import dataclasses
+import weakref
+from typing import Any
+
+import tensorflow as tf
+
+from tf_embedding.sharded import queues
+
+
+@dataclasses.dataclass
+class _FunctionState:
+    """What one traced function holds between the calls of its step."""
+
+    batch: queues.Batch | None = None
+    # A dequeued training batch's lookups, and its training flag when only known at run time.
+    pending: list[queues.TableBatch] | None = None
+    pending_training: tf.Tensor | None = None
+
+
+class FunctionHandoff:
+    """The stand-in for a replica's `queues.ReplicaQueues`: same methods, but the batch is kept
+    in Python per traced graph."""
+
+    def __init__(self, rule: str) -> None:
+        self._rule = rule
+        # Graphs die with their functions; so does what was left in them.
+        self._states: "weakref.WeakKeyDictionary[Any, _FunctionState]" = (
+            weakref.WeakKeyDictionary())
+
+    def _state(self, method: str) -> _FunctionState:
+        if tf.executing_eagerly():
+            raise RuntimeError(f"{method}() was called eagerly. {self._rule}")
+        return self._states.setdefault(tf.compat.v1.get_default_graph(), _FunctionState())
+
+    def put_batch(self, batch: queues.Batch) -> None:
+        state = self._state("enqueue")
+        if state.batch is not None:
+            raise RuntimeError("enqueue() called twice in one function without a dequeue() "
+                               f"between them. {self._rule}")
+        state.batch = batch
+
+    def take_batch(self) -> queues.Batch:
+        state = self._state("dequeue")
+        if state.batch is None:
+            raise RuntimeError("dequeue() called without an enqueue() before it in the same "
+                               f"function. {self._rule}")
+        batch, state.batch = state.batch, None
+        return batch
+
+    def put_pending(self, tables: list[queues.TableBatch], training: tf.Tensor) -> None:
+        state = self._state("dequeue")
+        static = tf.get_static_value(training)  # a numpy bool, or None if only known at run time
+        if static is not None and not static:
+            return
+        if state.pending is not None:
+            raise RuntimeError(
+                "dequeue() of a training batch while the previous training batch of this "
+                "function still awaits apply_gradients(): call apply_gradients() after each "
+                "dequeue() of a batch enqueued with training=True.")
+        state.pending = tables
+        state.pending_training = None if static is not None else training
+
+    def take_pending(self) -> list[queues.TableBatch]:
+        state = self._state("apply_gradients")
+        if state.pending is None:
+            raise RuntimeError(
+                "apply_gradients() called without a dequeue() of a training batch before it "
+                "in the same function (nothing dequeued, the batch was enqueued with "
+                f"training=False, or its gradients were already applied). {self._rule}")
+        tables, training = state.pending, state.pending_training
+        state.pending = state.pending_training = None
+        if training is None:
+            return tables
+        # `training` was a tensor: the check can only run with the step.
+        with tf.control_dependencies([tf.debugging.Assert(training, [
+                "apply_gradients() called for a batch enqueued with training=False."])]):
+            return [queues.TableBatch(*[tf.identity(tensor) for tensor in table])
+                    for table in tables]
