@@ -301,9 +301,9 @@ def op_types(function, *args) -> set[str]:
             | {node.op for f in graph_def.library.function for node in f.node_def})
 
 
-def test_jit_compile_falls_back_to_stock_ops():
-    """tf.function(jit_compile=True) traces inside an XLA context, including the functions it
-    calls, and the lookup then uses stock ops only."""
+def test_jit_compile_runs_the_fused_ops_through_their_xla_kernels():
+    """tf.function(jit_compile=True) compiles the fused ops with their XLA kernels, also from a
+    function traced outside XLA and called inside it."""
     embedding = TPUEmbeddingV0(two_table_config(config), optimizers.SGD(0.1))
     features, watched_weights = batch_tensors(replica_batch(0)[0])
     weights = weights_of(watched_weights)
@@ -315,27 +315,16 @@ def test_jit_compile_falls_back_to_stock_ops():
 
     compiled = tf.function(lookup, jit_compile=True)
     inner = tf.function(lookup)
+    inner(features, weights)
     calls_inner = tf.function(lambda f, w: inner(f, w), jit_compile=True)
     for function in (compiled, calls_inner):
-        assert not custom_ops & op_types(function, features, weights)
+        assert custom_ops <= op_types(function, features, weights)
         assert_close(function(features, weights), expected)
-    assert custom_ops <= op_types(tf.function(lookup), features, weights)
-
-
-def test_trace_made_outside_xla_is_reused_inside():
-    """The documented limitation: TF reuses a tf.function's trace whatever the caller's XLA
-    context, so a trace made outside XLA keeps the custom ops, which XLA rejects."""
-    embedding = TPUEmbeddingV0(two_table_config(config), optimizers.SGD(0.1))
-    friend = {"friend": tf.constant([1, 2], tf.int64)}
-    inner = tf.function(lambda features: embedding(features))
-    inner(friend)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="TfeFeaturesToCsr"):
-        tf.function(lambda features: inner(features), jit_compile=True)(friend)
 
 
 @pytest.mark.parametrize("keras_name", ["keras", "tf_keras"])
 def test_training_under_jit_compile_matches_fused(keras_name):
-    """Two Adagrad steps compiled by XLA give the tables of the fused path."""
+    """Two Adagrad steps compiled by XLA give the tables of the TF-runtime path."""
     lookups, cotangents = replica_batch(0)
     features, watched_weights = batch_tensors(lookups)
     weights = weights_of(watched_weights)

@@ -136,13 +136,26 @@ def _unzip_batches(batches: Sequence[GradientBatch]):
 
 def _table_gradient(op, activation_gradients, dense_shape):
     """IndexedSlices of the table gradient of a lookup op (inputs table, row_splits, ids, gains)."""
-    _, row_splits, ids, gains = op.inputs
-    # The forward op already checked the ids against the table, so no vocabulary bound here.
+    table, row_splits, ids, gains = op.inputs
     unique_ids, values = _loader.load_ops().tfe_embedding_gradient(
         row_splits=[row_splits], ids=[ids], gains=[gains],
         activation_gradients=[tf.convert_to_tensor(activation_gradients)],
-        table_name=op.get_attr("table_name"))
+        vocabulary_size=_static_row_count(table), table_name=op.get_attr("table_name"))
     return tf.IndexedSlices(values, unique_ids, dense_shape)
+
+
+def _static_row_count(table: tf.Tensor) -> int:
+    """The row count of a lookup's table (a variable's handle or a tensor) if known when
+    tracing, else -1. The forward op already checked the ids against the table, so the bound
+    is not needed for that; the gradient's XLA kernel needs it to size its scratch."""
+    if table.dtype == tf.resource:
+        handle_data = resource_variable_ops.get_eager_safe_handle_data(table)
+        if not handle_data.is_set or not handle_data.shape_and_type:
+            return -1
+        shape = tf.TensorShape(handle_data.shape_and_type[0].shape)
+    else:
+        shape = table.shape
+    return -1 if shape.rank is None or shape[0] is None else int(shape[0])
 
 
 @tf.RegisterGradient("TfeEmbeddingLookup")

@@ -16,7 +16,6 @@ import math
 from typing import Any, NamedTuple
 
 import tensorflow as tf
-from tensorflow.python.ops import control_flow_util
 from tensorflow.python.saved_model import save_context
 from tensorflow.python.util import nest
 
@@ -127,7 +126,10 @@ class TPUEmbeddingV0(tables.EmbeddingBase):
             # raises); read the first copy, as stock ops reading the variable do.
             variable = tf.distribute.get_strategy().experimental_local_results(variable)[0]
         plans = [features_lib.cpu_lookup_plan(item) for item in items]
-        if _needs_stock_ops() or any(plan.runtime_output_shape_feature for plan in plans):
+        # A SavedModel must load in TensorFlow (or TF Serving) without tf_embedding. (Inside
+        # jit_compile=True the fused ops run through their XLA kernels.)
+        if save_context.in_save_context() or any(plan.runtime_output_shape_feature
+                                                 for plan in plans):
             blocks = _stock_lookup(variable, table, plans)
         else:
             feature_inputs = [plan.feature_input for plan in plans]
@@ -137,18 +139,6 @@ class TPUEmbeddingV0(tables.EmbeddingBase):
                                                batch.gains, table_name=table.name)
             blocks = inputs_lib.split_activations(activations, batch, feature_inputs, table.dim)
         return [plan.finish(block) for plan, block in zip(plans, blocks)]
-
-
-def _needs_stock_ops() -> bool:
-    """Whether the graph being built cannot hold the custom ops.
-
-    tf.function(jit_compile=True) traces its body (and every function it first traces) inside an
-    XLA control flow context, and XLA has no kernels for the custom ops. Functions traced by
-    tf.saved_model.save go into a SavedModel that must load in TensorFlow (or TF Serving)
-    without tf_embedding.
-    """
-    return (control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
-            or save_context.in_save_context())
 
 
 def _stock_lookup(table_variable: tf.Variable, table: Any,

@@ -23,7 +23,6 @@ does off TPU, so activations have the same shapes and values. Checkpoints hold t
 from typing import Any
 
 import tensorflow as tf
-from tensorflow.python.ops import control_flow_util
 from tensorflow.python.saved_model import save_context
 from tensorflow.python.util import nest
 
@@ -118,8 +117,6 @@ class TPUEmbedding(tf.keras.layers.Layer):
                 "ordinary variables by the model's optimizer) needs tf_keras: Keras 3 layers "
                 "cannot expose tf.Variables as weights. Set TF_USE_LEGACY_KERAS=1 before "
                 "importing TensorFlow, or use the default 'embedding_optimizer'.")
-        # Keras 3's jit_compile="auto" must not compile the step: XLA cannot run the fused ops.
-        self.supports_jit = False
         self._tables_trained_by = tables_trained_by
         self.batch_size = batch_size
         self._pipeline_execution_with_tensor_core = pipeline_execution_with_tensor_core
@@ -170,12 +167,6 @@ class TPUEmbedding(tf.keras.layers.Layer):
                 features, weights, self._serving_tables(),
                 self._serving_config_over_clones(serving_config))
         self._check_strategy()
-        if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
-            raise ValueError(
-                "tf_embedding.keras.TPUEmbedding cannot run inside an XLA-compiled function "
-                "(jit_compile=True) yet: its fused ops have no XLA kernels. Compile the model "
-                "with jit_compile=False or 'auto' (Keras 3's default), which leave this layer "
-                "uncompiled.")
         if save_context.in_save_context():
             # A SavedModel must load where tf_embedding is not installed.
             return serving.serving_embedding_lookup(features, weights, self._serving_tables(),
