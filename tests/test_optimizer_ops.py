@@ -16,7 +16,7 @@ import tensorflow as tf
 from tf_embedding import ops
 from tf_embedding import optimizers as opt
 
-from references import csr, reference_step
+from references import XLA_TOLERANCE, csr, reference_step
 from subprocess_helpers import last_printed_words
 
 F = np.float32
@@ -340,3 +340,19 @@ def test_failed_apply_leaves_variables_untouched():
     np.testing.assert_array_equal(table_variable.numpy(), table)
     np.testing.assert_array_equal(slots["accumulators"].numpy(), np.full_like(table, 0.1))
 
+
+@pytest.mark.parametrize("case", sorted(OPTIMIZERS))
+def test_xla_kernel_matches_the_tf_kernel(case):
+    # Two steps of equal shapes and tensor learning rates: one XLA compilation per case.
+    table = random_table(2)
+    batches = [step_batches(step) for step in range(2)]
+    learning_rates = [tf.constant(lr) for lr in LEARNING_RATES[:2]]
+    expected = run_apply(OPTIMIZERS[case](), table, batches, learning_rates)
+
+    @tf.function(jit_compile=True)
+    def apply(*args):
+        ops.sparse_apply(*args)
+
+    actual = run_apply(OPTIMIZERS[case](), table, batches, learning_rates, apply=apply)
+    for got, want in zip([actual[0], *actual[1]], [expected[0], *expected[1]]):
+        np.testing.assert_allclose(got, want, **XLA_TOLERANCE)

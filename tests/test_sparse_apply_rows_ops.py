@@ -14,7 +14,7 @@ import tensorflow as tf
 from tf_embedding import ops
 from tf_embedding import optimizers as opt
 
-from references import csr, reference_step
+from references import XLA_TOLERANCE, csr, reference_step
 
 F = np.float32
 VOCAB, DIM = 12, 3
@@ -209,3 +209,22 @@ def test_python_side_errors():
         ops.sparse_apply_rows(opt.Adagrad(), table_variable, slots, [], 0.1)
     with pytest.raises(ValueError, match=r"slot_variables lacks the slots \['accumulators'\]"):
         ops.sparse_apply_rows(opt.Adagrad(), table_variable, {}, [(IDS, ROWS)], 0.1)
+
+
+@pytest.mark.parametrize("case", sorted(OPTIMIZERS))
+def test_xla_kernel_matches_the_tf_kernel(case):
+    table = random_table(2)
+    # Steps of equal shapes; with tensor learning rates, one XLA compilation per case.
+    steps = [pairs_of(THREE_PAIRS, seed) for seed in range(len(LEARNING_RATES))]
+    expected = run(OPTIMIZERS[case](), table, steps)
+
+    @tf.function(jit_compile=True)
+    def compiled(*args):
+        ops.sparse_apply_rows(*args)
+
+    def apply(optimizer, table_variable, slot_variables, pairs, lr):
+        compiled(optimizer, table_variable, slot_variables, pairs, tf.constant(lr))
+
+    actual = run(OPTIMIZERS[case](), table, steps, apply=apply)
+    for got, want in zip([actual[0], *actual[1]], [expected[0], *expected[1]]):
+        np.testing.assert_allclose(got, want, **XLA_TOLERANCE)

@@ -1,10 +1,7 @@
-"""The engine's steps compiled whole by XLA (`tf.function(jit_compile=True)`) against the same
-steps on the TF-runtime kernels.
-
-The XLA kernels (cc/xla) build their graphs from the same rule templates as the TF kernels, but
-XLA's CPU backend contracts multiply-adds into FMAs and sums the gradients of repeated ids in its
-own order, so results agree to a few float32 ulp rather than bit for bit (docs/xla.md states the
-tolerance these tests use).
+"""The sharded engine's steps compiled whole by XLA (`tf.function(jit_compile=True)`) against
+the same steps on the TF-runtime kernels (within references.XLA_TOLERANCE), and its misuse
+under XLA. (The ops' XLA kernels meet every optimizer option in test_optimizer_ops.py and
+test_sparse_apply_rows_ops.py, the conversion every input kind in test_replicated.py.)
 """
 
 import numpy as np
@@ -13,6 +10,7 @@ import tensorflow as tf
 
 import tf_embedding
 
+from references import XLA_TOLERANCE
 from sharded_helpers import FEATURES, MAX_SEQUENCE_LENGTH, TABLES, feature_config
 from sharded_helpers import make_strategy, variable_values
 
@@ -20,9 +18,6 @@ F = np.float32
 BATCH = 6
 MAX_IDS = 4
 NUM_STEPS = 3
-# Relative and absolute tolerance of a compiled step against the TF-runtime step, after
-# NUM_STEPS steps (measured: at most 6e-6 relative, on the rules with pow).
-TOLERANCE = dict(rtol=2e-5, atol=1e-6)
 
 OPTIMIZERS = {
     "sgd": lambda: tf_embedding.SGD(0.1, clipvalue=0.5),
@@ -95,11 +90,11 @@ def train(optimizer: str, kind: str, jit_compile: bool, **options) -> tuple[list
 def assert_same_training(actual: tuple[list, dict], expected: tuple[list, dict]) -> None:
     for step, (got, want) in enumerate(zip(actual[0], expected[0])):
         for name in FEATURES:
-            np.testing.assert_allclose(got[name], want[name], **TOLERANCE,
+            np.testing.assert_allclose(got[name], want[name], **XLA_TOLERANCE,
                                        err_msg=f"step {step}, feature {name}")
     for table, slots in expected[1].items():
         for slot, want in slots.items():
-            np.testing.assert_allclose(actual[1][table][slot], want, **TOLERANCE,
+            np.testing.assert_allclose(actual[1][table][slot], want, **XLA_TOLERANCE,
                                        err_msg=f"{table}/{slot}")
 
 
@@ -111,3 +106,27 @@ TRAINING_CASES = [(optimizer, ("ragged", "sparse", "mixed")[i % 3])
 def test_compiled_training_steps_match_the_tf_runtime(optimizer, kind):
     assert_same_training(train(optimizer, kind, jit_compile=True),
                          train(optimizer, kind, jit_compile=False))
+
+
+@pytest.mark.parametrize("table_devices", [["/cpu:0", "/cpu:0"], ["/cpu:0", "/cpu:1"]])
+def test_tables_of_several_blocks_are_refused_inside_xla(table_devices):
+    with pytest.raises(ValueError, match=r"Table \w+ is split into 2 blocks .* inside "
+                       "jit_compile=True a table must be one block on the step's device"):
+        train("sgd", "ragged", jit_compile=True, table_devices=table_devices)
+
+
+def test_an_enqueue_outside_the_compiled_step_is_named_as_the_call_to_move():
+    emb = tf_embedding.TPUEmbedding(feature_config(), OPTIMIZERS["sgd"]())
+    features, weights = make_batch(np.random.default_rng(0), "ragged")
+    emb.enqueue(features, weights, training=False)
+
+    @tf.function(jit_compile=True)
+    def compiled_step():
+        return emb.dequeue()
+
+    with pytest.raises(RuntimeError, match=r"dequeue\(\) called without an enqueue\(\) before it "
+                       r"in the same function\. Inside a tf.function\(jit_compile=True\).*Move "
+                       r"the enqueue\(\) of this batch into the compiled function"):
+        compiled_step()
+    # The batch is still queued for a dequeue outside XLA.
+    assert set(emb.dequeue()) == set(FEATURES)

@@ -64,6 +64,8 @@ class TableState:
         """One replica's features of this table -> its CSR batch: grouped by block in the
         partial mode, deduplicated in the rows mode."""
         table = self.config
+        if ops.compiling_with_xla():
+            self._check_compilable()
         batch = inputs_lib.features_to_csr(table.name, table.vocabulary_size, table.combiner,
                                            feature_inputs)
         if self.combines_on_owner:
@@ -73,17 +75,21 @@ class TableState:
                                                                 batch.gains)
             inverse = tf.range(tf.size(ids, out_type=tf.int64))
         else:
-            if ops.compiling_with_xla():
-                raise ValueError(
-                    f"Table {table.name} is split into {len(self.layout.rows)} blocks with "
-                    "traffic 'rows', which deduplicates its ids: XLA cannot compile that (the "
-                    "number of distinct ids is not a static shape). Inside jit_compile=True, "
-                    f"give it traffic={{{table.name!r}: 'partial'}} or one block "
-                    "(table_devices), or compile the step without jit_compile.")
             row_splits, gains = batch.row_splits, batch.gains
             unique = inputs_lib.dedup(batch.ids, num_shards=1, table_name=table.name)
             ids, inverse = unique.unique_ids, tf.cast(unique.inverse, tf.int64)
         return queues.TableBatch(row_splits, ids, inverse, gains, batch.feature_row_counts)
+
+    def _check_compilable(self) -> None:
+        """Raises ValueError if XLA cannot compile this table's steps."""
+        if not self.is_single_block:
+            raise ValueError(
+                f"Table {self.name} is split into {len(self.layout.rows)} blocks (on "
+                f"{[str(device) for device in self.layout.devices]}), but inside "
+                "jit_compile=True a table must be one block on the step's device: an "
+                "XLA-compiled function reads variables of its own device only, and splitting a "
+                "batch's lookups by block has no static shape. Use the default strategy without "
+                "table_devices, or compile the step without jit_compile.")
 
     def gather(self, unique_ids: tf.Tensor) -> tf.Tensor:
         """The rows `unique_ids` (ascending) of the table, read on each block's device."""
