@@ -4,37 +4,28 @@
 
 namespace tf_embedding {
 
-Status ValidateRowSplits(const int64_t* row_splits, int64_t size, int64_t num_values,
-                         RowSplitsOf of) {
-  const bool ragged = of == RowSplitsOf::kRaggedInput;
-  const char* name = ragged ? "ragged row_splits" : "row_splits";
+Status ValidateRowSplits(const int64_t* row_splits, int64_t size, int64_t num_values) {
   if (size < 1) {
-    return ragged ? InvalidArgument(name, " must not be empty")
-                  : InvalidArgument(name, " must have at least one element (R + 1 for R rows), "
-                                          "got none");
+    return InvalidArgument("row_splits must have at least one element (R + 1 for R rows), "
+                           "got none");
   }
-  if (row_splits[0] != 0) {
-    return ragged ? InvalidArgument(name, " must start at 0, got ", row_splits[0])
-                  : InvalidArgument(name, "[0] must be 0, got ", row_splits[0]);
-  }
+  if (row_splits[0] != 0) return InvalidArgument("row_splits[0] must be 0, got ", row_splits[0]);
   for (int64_t r = 1; r < size; ++r) {
     if (row_splits[r] < row_splits[r - 1]) {
-      return InvalidArgument(name, " must be non-decreasing, but row_splits[", r, "] = ",
+      return InvalidArgument("row_splits must be non-decreasing, but row_splits[", r, "] = ",
                              row_splits[r], " < row_splits[", r - 1, "] = ", row_splits[r - 1]);
     }
   }
   const int64_t last = row_splits[size - 1];
   if (last != num_values) {
-    return ragged ? InvalidArgument(name, " end at ", last, " but there are ", num_values, " ids")
-                  : InvalidArgument(name, "[", size - 1, "] = ", last,
-                                    " must equal the number of ids, ", num_values);
+    return InvalidArgument("row_splits[", size - 1, "] = ", last,
+                           " must equal the number of ids, ", num_values);
   }
   return Status();
 }
 
 Status ValidateCsrBatch(const CsrBatch& batch, int64_t vocabulary_size) {
-  TFE_RETURN_IF_ERROR(ValidateRowSplits(batch.row_splits, batch.num_row_splits, batch.num_ids,
-                                        RowSplitsOf::kCsrBatch));
+  TFE_RETURN_IF_ERROR(ValidateRowSplits(batch.row_splits, batch.num_row_splits, batch.num_ids));
   if (batch.num_gains != batch.num_ids) {
     return InvalidArgument("gains has ", batch.num_gains, " elements but ids has ",
                            batch.num_ids);
