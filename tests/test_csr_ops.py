@@ -454,11 +454,11 @@ def raw_csr(ops, kind="sparse", values=(1, 2), row_info=((0, 0), (1, 0)), dense_
 PREFIX = "Table 'tbl', feature 'feat': "
 BIG = 2**40
 INVALID_CASES = {
-    "id_too_large": (dict(values=(1, 10)), PREFIX + r"id 10 at lookup 1 is not in \[0, "
-                     r"vocabulary_size = 10\)"),
+    "id_too_large": (dict(values=(1, 10)), PREFIX + "id 10 at lookup 1 is out of range for "
+                     "vocabulary size 10"),
     "id_too_large_pruned": (dict(values=(-1, 12), prune=True), PREFIX + r"id 12 at lookup 1"),
-    "negative_id": (dict(values=(-1, 2)), PREFIX + r"id -1 at lookup 0 is not in \[0, "
-                    r"vocabulary_size = 10\)"),
+    "negative_id": (dict(values=(-1, 2)), PREFIX + "id -1 at lookup 0 is out of range for "
+                    "vocabulary size 10"),
     "negative_id_ragged": (dict(kind="ragged", values=(3, -2), row_info=(0, 2), dense_shape=[]),
                            PREFIX + "id -2 at lookup 1"),
     "negative_id_dense": (dict(kind="dense", values=(-3,), row_info=[], dense_shape=[1]),
@@ -490,16 +490,17 @@ INVALID_CASES = {
     "ragged_sequence_overflow": (dict(kind="ragged", values=(), row_info=(0, 0, 0), msl=2**62),
                                  PREFIX + "the ragged row_splits gives more than"),
     "splits_empty": (dict(kind="ragged", values=(), row_info=()),
-                     PREFIX + "ragged row_splits must not be empty"),
+                     PREFIX + r"row_splits must have at least one element \(R \+ 1 for R rows\), "
+                     "got none"),
     "splits_start": (dict(kind="ragged", row_info=(1, 2)),
-                     PREFIX + "ragged row_splits must start at 0, got 1"),
+                     PREFIX + r"row_splits\[0\] must be 0, got 1"),
     "splits_decreasing": (dict(kind="ragged", row_info=(0, 2, 1, 2)),
-                          PREFIX + r"ragged row_splits must be non-decreasing, but row_splits\[2\] "
+                          PREFIX + r"row_splits must be non-decreasing, but row_splits\[2\] "
                           r"= 1 < row_splits\[1\] = 2"),
     "splits_end": (dict(kind="ragged", row_info=(0, 1)),
-                   PREFIX + "ragged row_splits end at 1 but there are 2 ids"),
+                   PREFIX + r"row_splits\[1\] = 1 must equal the number of ids, 2"),
     "splits_past_end": (dict(kind="ragged", row_info=(0, 5)),
-                        PREFIX + "ragged row_splits end at 5 but there are 2 ids"),
+                        PREFIX + r"row_splits\[1\] = 5 must equal the number of ids, 2"),
     "unknown_kind": (dict(kind="dence"), PREFIX + "unknown input kind 'dence' "
                      r"\(expected dense, sparse or ragged\)"),
     "unknown_combiner": (dict(combiner="max"), "Table 'tbl': unknown combiner 'max' "
@@ -599,5 +600,5 @@ def test_kernel_errors_name_the_feature_through_the_wrapper():
     feature = FeatureInput("clicks", tf.ragged.constant([[1, 99]], tf.int64))
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match=re.escape("Table 'videos', feature 'clicks': id 99 at lookup 1 is "
-                                       "not in [0, vocabulary_size = 10)")):
+                                       "out of range for vocabulary size 10")):
         inputs.features_to_csr("videos", VOCAB, "sum", [feature])

@@ -15,14 +15,26 @@ import pytest
 from tensorflow.core.framework import types_pb2
 from tensorflow.python.framework import op_def_registry
 
-from tf_embedding import _loader, optimizers
+import tf_embedding.optimizers  # defines the optimizer classes that _package_subclasses finds
+from tf_embedding import _loader, optimizer_base
 
-# Every optimizer class the module defines, so a new one is covered without editing this test.
-OPTIMIZER_CLASSES = sorted(
-    (cls for cls in vars(optimizers).values()
-     if isinstance(cls, type) and issubclass(cls, optimizers._Optimizer)
-     and cls is not optimizers._Optimizer),
-    key=lambda cls: cls.__name__)
+
+def _package_subclasses(base):
+    """Every subclass of `base`, at any depth, that a tf_embedding module defines."""
+    found = set()
+    pending = [base]
+    while pending:
+        for cls in pending.pop().__subclasses__():
+            if cls not in found and cls.__module__.startswith("tf_embedding."):
+                found.add(cls)
+                pending.append(cls)
+    return found
+
+
+# Every optimizer class of the package, whichever module defines it, so a new one is covered
+# without editing this test.
+OPTIMIZER_CLASSES = sorted(_package_subclasses(optimizer_base._Optimizer),
+                           key=lambda cls: cls.__name__)
 # Each of an optimizer's ops (the description's property naming it) and its inputs after the
 # slots; before them comes the table. Attrs that are not the optimizer's are N and table_name.
 OPS = {"op": ["row_splits", "ids", "gains", "activation_gradients", "learning_rate"],
@@ -63,6 +75,12 @@ def test_every_optimizer_class_is_covered():
     assert {cls.__name__ for cls in OPTIMIZER_CLASSES} == {
         "SGD", "Adagrad", "AdagradMomentum", "Adam", "FTRL", "ProximalAdagrad", "Momentum",
         "RMSProp", "ProximalYogi"}
+
+
+@pytest.mark.parametrize("cls", OPTIMIZER_CLASSES, ids=lambda cls: cls.__name__)
+def test_every_optimizer_class_states_its_own_description(cls):
+    # Not one inherited from another optimizer, which would apply that optimizer's rule.
+    assert isinstance(vars(cls).get("_description"), optimizer_base._Description), cls.__name__
 
 
 @pytest.mark.parametrize("cls,op", CASES, ids=CASE_IDS)

@@ -12,41 +12,30 @@ Status CheckGainsCount(int64_t num_gains, int64_t num_ids) {
 
 }  // namespace
 
-Status CheckRowSplitsNotEmpty(int64_t size, RowSplitsOf of) {
+Status CheckRowSplitsNotEmpty(int64_t size) {
   if (size >= 1) return Status();
-  return of == RowSplitsOf::kRaggedInput
-             ? InvalidArgument("ragged row_splits must not be empty")
-             : InvalidArgument("row_splits must have at least one element (R + 1 for R rows), "
-                               "got none");
+  return InvalidArgument("row_splits must have at least one element (R + 1 for R rows), got none");
 }
 
-Status ValidateRowSplits(const int64_t* row_splits, int64_t size, int64_t num_values,
-                         RowSplitsOf of) {
-  const bool ragged = of == RowSplitsOf::kRaggedInput;
-  const char* name = ragged ? "ragged row_splits" : "row_splits";
-  TFE_RETURN_IF_ERROR(CheckRowSplitsNotEmpty(size, of));
-  if (row_splits[0] != 0) {
-    return ragged ? InvalidArgument(name, " must start at 0, got ", row_splits[0])
-                  : InvalidArgument(name, "[0] must be 0, got ", row_splits[0]);
-  }
+Status ValidateRowSplits(const int64_t* row_splits, int64_t size, int64_t num_values) {
+  TFE_RETURN_IF_ERROR(CheckRowSplitsNotEmpty(size));
+  if (row_splits[0] != 0) return InvalidArgument("row_splits[0] must be 0, got ", row_splits[0]);
   for (int64_t r = 1; r < size; ++r) {
     if (row_splits[r] < row_splits[r - 1]) {
-      return InvalidArgument(name, " must be non-decreasing, but row_splits[", r, "] = ",
+      return InvalidArgument("row_splits must be non-decreasing, but row_splits[", r, "] = ",
                              row_splits[r], " < row_splits[", r - 1, "] = ", row_splits[r - 1]);
     }
   }
   const int64_t last = row_splits[size - 1];
   if (last != num_values) {
-    return ragged ? InvalidArgument(name, " end at ", last, " but there are ", num_values, " ids")
-                  : InvalidArgument(name, "[", size - 1, "] = ", last,
-                                    " must equal the number of ids, ", num_values);
+    return InvalidArgument("row_splits[", size - 1, "] = ", last,
+                           " must equal the number of ids, ", num_values);
   }
   return Status();
 }
 
 Status ValidateCsrBatch(const CsrBatch& batch, int64_t vocabulary_size) {
-  TFE_RETURN_IF_ERROR(ValidateRowSplits(batch.row_splits, batch.num_row_splits, batch.num_ids,
-                                        RowSplitsOf::kCsrBatch));
+  TFE_RETURN_IF_ERROR(ValidateRowSplits(batch.row_splits, batch.num_row_splits, batch.num_ids));
   TFE_RETURN_IF_ERROR(CheckGainsCount(batch.num_gains, batch.num_ids));
   // Unsigned comparison folds the two bounds into one test; a negative bound admits every
   // non-negative id.
@@ -61,7 +50,7 @@ Status ValidateCsrBatch(const CsrBatch& batch, int64_t vocabulary_size) {
 }
 
 Status ValidateCsrBatchSizes(int64_t num_row_splits, int64_t num_ids, int64_t num_gains) {
-  TFE_RETURN_IF_ERROR(CheckRowSplitsNotEmpty(num_row_splits, RowSplitsOf::kCsrBatch));
+  TFE_RETURN_IF_ERROR(CheckRowSplitsNotEmpty(num_row_splits));
   return CheckGainsCount(num_gains, num_ids);
 }
 

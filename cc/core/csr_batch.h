@@ -25,21 +25,14 @@ struct CsrBatch {
   int64_t num_rows() const { return num_row_splits - 1; }
 };
 
-// Which row_splits a message is about. Both are checked alike; their messages are worded
-// differently because tests/test_csr_ops.py and tests/test_lookup_ops.py each assert theirs.
-enum class RowSplitsOf {
-  kCsrBatch,     // "row_splits" of a CSR batch (the lookup, gradient and apply ops)
-  kRaggedInput,  // "ragged row_splits" of a ragged feature (the CSR conversion)
-};
-
 // Checks that row_splits has at least one element (the first check of ValidateRowSplits).
-Status CheckRowSplitsNotEmpty(int64_t size, RowSplitsOf of);
+Status CheckRowSplitsNotEmpty(int64_t size);
 
 // Checks that row_splits[0 .. size) partitions `num_values` values into size - 1 rows: it is
-// non-empty, starts at 0, never decreases and ends at num_values. Messages name no table: the
-// caller adds what the splits belong to.
-Status ValidateRowSplits(const int64_t* row_splits, int64_t size, int64_t num_values,
-                         RowSplitsOf of);
+// non-empty, starts at 0, never decreases and ends at num_values. The one validator of row_splits,
+// those of a CSR batch (the lookup, gradient and apply ops) and those of a ragged feature (the CSR
+// conversion) alike. Messages name no table: the caller adds what the splits belong to.
+Status ValidateRowSplits(const int64_t* row_splits, int64_t size, int64_t num_values);
 
 // Checks that every array access the batch implies stays in bounds: valid row_splits (above),
 // one gain per id, and every id in [0, vocabulary_size). A negative vocabulary_size means

@@ -11,38 +11,25 @@ namespace {
 
 using Batch = testing::CsrArrays;
 
-Status ValidateSplits(const std::vector<int64_t>& splits, int64_t num_values, RowSplitsOf of) {
-  return ValidateRowSplits(splits.data(), static_cast<int64_t>(splits.size()), num_values, of);
+Status ValidateSplits(const std::vector<int64_t>& splits, int64_t num_values) {
+  return ValidateRowSplits(splits.data(), static_cast<int64_t>(splits.size()), num_values);
 }
 
 TFE_TEST(RowSplitsAcceptsPartitions) {
-  TFE_EXPECT_OK(ValidateSplits({0}, 0, RowSplitsOf::kCsrBatch));
-  TFE_EXPECT_OK(ValidateSplits({0, 0, 2, 2, 5}, 5, RowSplitsOf::kCsrBatch));
-  TFE_EXPECT_OK(ValidateSplits({0, 3}, 3, RowSplitsOf::kRaggedInput));
+  TFE_EXPECT_OK(ValidateSplits({0}, 0));
+  TFE_EXPECT_OK(ValidateSplits({0, 0, 2, 2, 5}, 5));
+  TFE_EXPECT_OK(ValidateSplits({0, 3}, 3));
 }
 
-TFE_TEST(RowSplitsOfCsrBatchErrors) {
-  const RowSplitsOf csr = RowSplitsOf::kCsrBatch;
-  TFE_EXPECT_ERROR(ValidateSplits({}, 0, csr),
+TFE_TEST(RowSplitsErrors) {
+  TFE_EXPECT_ERROR(ValidateSplits({}, 0),
                    "row_splits must have at least one element (R + 1 for R rows), got none");
-  TFE_EXPECT_ERROR(ValidateSplits({1, 2, 3}, 3, csr), "row_splits[0] must be 0, got 1");
-  TFE_EXPECT_ERROR(ValidateSplits({0, 3, 2, 3}, 3, csr),
+  TFE_EXPECT_ERROR(ValidateSplits({1, 2, 3}, 3), "row_splits[0] must be 0, got 1");
+  TFE_EXPECT_ERROR(ValidateSplits({0, 3, 2, 3}, 3),
                    "row_splits must be non-decreasing, but row_splits[2] = 2 < row_splits[1] = 3");
-  TFE_EXPECT_ERROR(ValidateSplits({0, 2}, 3, csr),
-                   "row_splits[1] = 2 must equal the number of ids, 3");
-  TFE_EXPECT_ERROR(ValidateSplits({0, 2, 4}, 3, csr),
+  TFE_EXPECT_ERROR(ValidateSplits({0, 2}, 3), "row_splits[1] = 2 must equal the number of ids, 3");
+  TFE_EXPECT_ERROR(ValidateSplits({0, 2, 4}, 3),
                    "row_splits[2] = 4 must equal the number of ids, 3");
-}
-
-TFE_TEST(RowSplitsOfRaggedInputErrors) {
-  const RowSplitsOf ragged = RowSplitsOf::kRaggedInput;
-  TFE_EXPECT_ERROR(ValidateSplits({}, 0, ragged), "ragged row_splits must not be empty");
-  TFE_EXPECT_ERROR(ValidateSplits({1, 2}, 2, ragged), "ragged row_splits must start at 0, got 1");
-  TFE_EXPECT_ERROR(ValidateSplits({0, 2, 1, 2}, 2, ragged),
-                   "ragged row_splits must be non-decreasing, but row_splits[2] = 1 < "
-                   "row_splits[1] = 2");
-  TFE_EXPECT_ERROR(ValidateSplits({0, 5}, 2, ragged),
-                   "ragged row_splits end at 5 but there are 2 ids");
 }
 
 TFE_TEST(CsrBatchAcceptsIdsBelowTheVocabulary) {

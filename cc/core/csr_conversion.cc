@@ -166,7 +166,7 @@ Status SparseRows(const FeatureErrors& error, const FeatureSpec& spec, const Fea
 Status RaggedLayout(const FeatureErrors& error, const FeatureSpec& spec, const FeatureTensors& t,
                     FeatureLayout* layout) {
   const int64_t size = t.row_info.size;
-  TFE_RETURN_IF_ERROR(error.About(CheckRowSplitsNotEmpty(size, RowSplitsOf::kRaggedInput)));
+  TFE_RETURN_IF_ERROR(error.About(CheckRowSplitsNotEmpty(size)));
   const int64_t msl = spec.max_sequence_length;
   layout->sequence = msl > 0;
   layout->num_rows = msl > 0 ? CheckedProduct(size - 1, msl, kMaxRows) : size - 1;
@@ -178,7 +178,7 @@ Status RaggedRows(const FeatureErrors& error, const FeatureSpec& spec, const Fea
                   int64_t* row_of_lookup) {
   const Span<int64_t>& splits = t.row_info;
   TFE_RETURN_IF_ERROR(error.About(
-      ValidateRowSplits(splits.data, splits.size, t.ids.size(), RowSplitsOf::kRaggedInput)));
+      ValidateRowSplits(splits.data, splits.size, t.ids.size())));
   const int64_t batch = splits.size - 1;
   const int64_t msl = spec.max_sequence_length;
   for (int64_t b = 0; b < batch; ++b) {
@@ -314,7 +314,7 @@ Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) 
   for (int64_t i = 0; i < t.ids.size(); ++i) {
     const int64_t id = t.ids[i];
     if (id >= vocabulary_size || (id < 0 && !spec.prune_invalid)) {
-      return error(FeatureIdOutOfRange(id, i, vocabulary_size));
+      return error(IdOutOfRange(id, LookupName(i), vocabulary_size));
     }
     const int64_t row = row_of_lookup[i];
     if (row < 0 || id < 0 || (prune_weights && !(t.weights[i] > 0))) {

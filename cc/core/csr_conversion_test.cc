@@ -166,12 +166,13 @@ TFE_TEST(Int32IdsAreWidened) {
 TFE_TEST(ErrorsNameTheTableAndFeature) {
   Csr csr;
   TFE_EXPECT_ERROR(Convert({Ragged({1, 10}, {0, 2})}, &csr),
-                   "Table 'tbl', feature 'f': id 10 at lookup 1 is not in [0, vocabulary_size = "
-                   "10)");
+                   "Table 'tbl', feature 'f': id 10 at lookup 1 is out of range for vocabulary "
+                   "size 10");
   TFE_EXPECT_ERROR(Convert({Ragged({1, 2}, {0, 1})}, &csr),
-                   "Table 'tbl', feature 'f': ragged row_splits end at 1 but there are 2 ids");
+                   "Table 'tbl', feature 'f': row_splits[1] = 1 must equal the number of ids, 2");
   TFE_EXPECT_ERROR(Convert({Ragged({}, {})}, &csr),
-                   "Table 'tbl', feature 'f': ragged row_splits must not be empty");
+                   "Table 'tbl', feature 'f': row_splits must have at least one element (R + 1 "
+                   "for R rows), got none");
   TFE_EXPECT_ERROR(Convert({Sparse({1, 2}, {0, 0, 2, 0}, {2, 2})}, &csr),
                    "Table 'tbl', feature 'f': sparse indices[1] = [2, 0] is out of bounds for "
                    "dense_shape [2, 2]");

@@ -36,7 +36,7 @@ Status DedupByShard(const std::string& table_name, Span<int64_t> ids, int64_t nu
   for (int64_t i = 0; i < ids.size; ++i) {
     if (ids[i] < 0) {
       // Negative ids are the only bad ones here: dedup runs before any table bound is known.
-      return TableError(table_name, IdOutOfRange(ids[i], "lookup " + std::to_string(i),
+      return TableError(table_name, IdOutOfRange(ids[i], LookupName(i),
                                                  /*vocabulary_size=*/-1));
     }
     max_id = std::max(max_id, ids[i]);

@@ -16,15 +16,12 @@ std::string ElementName(const std::string& tensor, int64_t index) {
   return tensor + "[" + std::to_string(index) + "]";
 }
 
+std::string LookupName(int64_t lookup) { return "lookup " + std::to_string(lookup); }
+
 std::string IdOutOfRange(int64_t id, const std::string& where, int64_t vocabulary_size) {
   const std::string message = "id " + std::to_string(id) + " at " + where + " is ";
   if (vocabulary_size < 0) return message + "negative";
   return message + "out of range for vocabulary size " + std::to_string(vocabulary_size);
-}
-
-std::string FeatureIdOutOfRange(int64_t id, int64_t lookup, int64_t vocabulary_size) {
-  return "id " + std::to_string(id) + " at lookup " + std::to_string(lookup) +
-         " is not in [0, vocabulary_size = " + std::to_string(vocabulary_size) + ")";
 }
 
 }  // namespace tf_embedding

@@ -36,15 +36,13 @@ Status FeatureError(const std::string& table, const std::string& feature, const 
 // "<tensor>[<index>]", how messages point at an element of an input.
 std::string ElementName(const std::string& tensor, int64_t index);
 
-// An id that is not a row of the table: "id <id> at <where> is out of range for vocabulary size
-// <vocabulary_size>". A negative vocabulary_size means the bound is not known yet and only the
-// sign was checked: "id <id> at <where> is negative".
-std::string IdOutOfRange(int64_t id, const std::string& where, int64_t vocabulary_size);
+// "lookup <i>", how messages point at the i-th id of a feature or of an ids input.
+std::string LookupName(int64_t lookup);
 
-// The same fault in a feature given to the CSR conversion, whose bound is the table's
-// vocabulary_size attr: "id <id> at lookup <i> is not in [0, vocabulary_size = <V>)". Its
-// wording differs from IdOutOfRange's only because tests/test_csr_ops.py asserts it.
-std::string FeatureIdOutOfRange(int64_t id, int64_t lookup, int64_t vocabulary_size);
+// An id that is not a row of the table, in every op: "id <id> at <where> is out of range for
+// vocabulary size <vocabulary_size>". A negative vocabulary_size means the bound is not known yet
+// and only the sign was checked: "id <id> at <where> is negative".
+std::string IdOutOfRange(int64_t id, const std::string& where, int64_t vocabulary_size);
 
 }  // namespace tf_embedding
 

@@ -1,0 +1,178 @@
+"""What every embedding optimizer shares: `_Optimizer`, the base class of tf_embedding.optimizers'
+classes, and `_Description`, the statement of the fused update op that applies one of them.
+
+An optimizer describes the fused CPU update op that applies it instead of TPU load/retrieve ops
+and configuration protos: `_description` (one `_Description` per class: the op, its slot inputs,
+its optimizer-specific attrs), `_kernel_attrs()` (the op's attrs) and `_get_learning_rate()` (its
+`learning_rate` input). The private slot protocol (`_slot_names`, `_slot_initializers`,
+`_create_slots`) is TensorFlow's, so embedding classes and `slot_variable_creation_fn` callbacks
+written for stock TF work unchanged. Common arguments, validation and equality are those of TF
+2.21's `tf.tpu.experimental.embedding` `_Optimizer`.
+"""
+
+
+import abc
+import dataclasses
+import math
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Union
+
+import tensorflow as tf
+from tensorflow.python.ops import init_ops_v2
+
+LearningRate = Union[float, Callable[[], Any]]
+ClipValueType = Union[Tuple[Optional[float], Optional[float]], float]
+SlotVariableCreationFn = Callable[[Any, List[str], List[init_ops_v2.Initializer]],
+                                  Dict[str, tf.Variable]]
+# Attrs of a fused update op: floats (limits, factors, hyperparameters) and bools (switches).
+_KernelAttrs = Dict[str, Union[float, bool]]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Description:
+    """The fused update op of one optimizer class, as cc/ops/optimizer_ops.cc registers it.
+
+    op: the registered op type; the op library's raw-op wrapper of that name runs it. It takes
+        the gradients as CSR batches; `rows_op` is its twin taking already-summed rows.
+    slot_names: the slot variables, in the order the op takes them as inputs.
+    hyperparameters: the op's optimizer-specific attrs, each (name, Python type of the attr):
+        the optimizer's attribute of that name, converted to that type. The attrs every
+        optimizer shares (clipping, weight decay) come first; `_Optimizer._kernel_attrs` names
+        them.
+    tests/test_optimizer_descriptions.py checks all three against the registered op.
+    """
+
+    op: str
+    slot_names: Tuple[str, ...] = ()
+    hyperparameters: Tuple[Tuple[str, type], ...] = ()
+
+    @property
+    def rows_op(self) -> str:
+        """The op of the same update on (unique ids, summed rows): `op` + "Rows", as
+        cc/ops/sparse_apply_op_names.h names it."""
+        return self.op + "Rows"
+
+
+def _constant_slot_initializer(value: float = 0.0) -> init_ops_v2.Constant:
+    """The slot initializer TF uses; `support_partition` lets sharded slots initialise per shard."""
+    return init_ops_v2.Constant(value, support_partition=True)
+
+
+def _limit(value: Optional[float], unbounded: float) -> float:
+    """A clipping limit as a kernel attr: None means unbounded in that direction."""
+    return unbounded if value is None else float(value)
+
+
+class _Optimizer(metaclass=abc.ABCMeta):
+    """Parameters shared by every embedding optimizer (TF's `_Optimizer(_WithSlotVariables)`).
+
+    Subclasses set `_description`, which names their fused update op, slots and
+    optimizer-specific attrs; `_slot_names()` and `_kernel_attrs()` follow from it.
+    """
+
+    _description: ClassVar[_Description]
+
+    def __init__(
+        self,
+        learning_rate: LearningRate,
+        use_gradient_accumulation: bool,
+        clip_weight_min: Optional[float],
+        clip_weight_max: Optional[float],
+        weight_decay_factor: Optional[float],
+        multiply_weight_decay_factor_by_learning_rate: Optional[bool],
+        clipvalue: Optional[ClipValueType] = None,
+        slot_variable_creation_fn: Optional[SlotVariableCreationFn] = None,
+        low_dimensional_packing_status: bool = False,
+    ):
+        """Validates and stores the common arguments in TF's order.
+
+        Attribute order matters: `__eq__` and `__hash__` walk `__dict__` in insertion order, as
+        TF's do.
+        """
+        if slot_variable_creation_fn is not None and not callable(slot_variable_creation_fn):
+            raise ValueError(
+                "Argument `slot_variable_creation_fn` must be either None or a "
+                f"callable. Received: {slot_variable_creation_fn}")
+        self.slot_variable_creation_fn = slot_variable_creation_fn
+        self.learning_rate = learning_rate
+        self.use_gradient_accumulation = use_gradient_accumulation
+        self.clip_weight_min = clip_weight_min
+        self.clip_weight_max = clip_weight_max
+        if not use_gradient_accumulation and clipvalue is not None:
+            raise ValueError(
+                "When `use_gradient_accumulation` is False, gradient clipping "
+                "cannot be used and `clipvalue` should be left as None. "
+                f"Received value {clipvalue} for argument `clipvalue`.")
+        if clipvalue is None:
+            clipvalue = (None, None)
+        elif not isinstance(clipvalue, tuple):
+            clipvalue = (-1.0 * clipvalue, clipvalue)
+        self.clip_gradient_min, self.clip_gradient_max = clipvalue
+        self.weight_decay_factor = weight_decay_factor
+        self.multiply_weight_decay_factor_by_learning_rate = (
+            multiply_weight_decay_factor_by_learning_rate)
+        self.low_dimensional_packing_status = low_dimensional_packing_status
+
+    def _slot_names(self) -> List[str]:
+        """Names of the slot variables, in the order the fused update op takes them."""
+        return list(self._description.slot_names)
+
+    def _slot_initializers(self) -> List[init_ops_v2.Initializer]:
+        """Initializers of the slot variables, parallel to `_slot_names()`: zeros unless a
+        subclass says otherwise."""
+        return [_constant_slot_initializer() for _ in self._description.slot_names]
+
+    def _create_slots(
+        self,
+        table: Any,
+        variable_creator: Callable[[str, init_ops_v2.Initializer], tf.Variable],
+        initializer_wrapper: Optional[
+            Callable[[str, init_ops_v2.Initializer], init_ops_v2.Initializer]] = None,
+    ) -> Dict[str, tf.Variable]:
+        """Creates the slot variables of `table` (the table variable), keyed by slot name.
+
+        `variable_creator(slot_name, initializer)` makes each slot unless the user supplied
+        `slot_variable_creation_fn(table, slot_names, initializers)`, which then makes them all.
+        `initializer_wrapper(slot_name, initializer)` may replace each initializer first.
+        """
+        names = self._slot_names()
+        initializers = self._slot_initializers()
+        if initializer_wrapper is not None:
+            initializers = [initializer_wrapper(name, initializer)
+                            for name, initializer in zip(names, initializers)]
+        if self.slot_variable_creation_fn is not None:
+            return self.slot_variable_creation_fn(table, names, initializers)
+        return {name: variable_creator(name, initializer)
+                for name, initializer in zip(names, initializers)}
+
+    def _get_learning_rate(self) -> tf.Tensor:
+        """The current learning rate as a float32 scalar; a callable is evaluated on each call,
+        so schedules advance with whatever step counter they read."""
+        learning_rate = self.learning_rate
+        if callable(learning_rate):
+            learning_rate = learning_rate()
+        return tf.cast(learning_rate, tf.float32)
+
+    def _kernel_attrs(self) -> _KernelAttrs:
+        """Attrs of the fused `_description.op` (without `table_name`)."""
+        attrs: _KernelAttrs = {
+            "clip_gradient_min": _limit(self.clip_gradient_min, -math.inf),
+            "clip_gradient_max": _limit(self.clip_gradient_max, math.inf),
+            "clip_weight_min": _limit(self.clip_weight_min, -math.inf),
+            "clip_weight_max": _limit(self.clip_weight_max, math.inf),
+            "weight_decay_factor": float(self.weight_decay_factor or 0.0),
+            "multiply_weight_decay_factor_by_learning_rate": bool(
+                self.multiply_weight_decay_factor_by_learning_rate),
+        }
+        for name, attr_type in self._description.hyperparameters:
+            attrs[name] = attr_type(getattr(self, name))
+        return attrs
+
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, self.__class__):
+            return all(attr1 == attr2
+                       for attr1, attr2 in zip(self.__dict__.items(), other.__dict__.items()))
+        return False
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.__dict__.items()))
+
