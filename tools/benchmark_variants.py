@@ -347,6 +347,16 @@ def _ours_train(ctx: Context) -> Setup:
 @variant("sharded-train", "train", "TPUEmbedding enqueue + dequeue + apply_gradients (Adagrad)",
          target=4.0)
 def _sharded_train(ctx: Context) -> Setup:
+    return _sharded_train_setup(ctx, jit_compile=False)
+
+
+@variant("sharded-train-xla", "train",
+         "the sharded-train step compiled whole by XLA (tf.function(jit_compile=True))")
+def _sharded_train_xla(ctx: Context) -> Setup:
+    return _sharded_train_setup(ctx, jit_compile=True)
+
+
+def _sharded_train_setup(ctx: Context, jit_compile: bool) -> Setup:
     w = ctx.workload
     table_configs = _table_configs(ctx)
     embedding = tf_embedding.TPUEmbedding(
@@ -359,7 +369,7 @@ def _sharded_train(ctx: Context) -> Setup:
     accumulators = [list(embedding._variables[config.name]["accumulators"])[0]  # pylint: disable=protected-access
                     for config in table_configs]
 
-    @tf.function
+    @tf.function(jit_compile=jit_compile)
     def train(features):
         embedding.enqueue(list(features), training=True)
         with tf.GradientTape() as tape:

@@ -23,6 +23,7 @@
 #include "cc/xla/csr_conversion.h"
 #include "cc/xla/registration.h"
 #include "cc/xla/sparse_apply.h"
+#include "tensorflow/compiler/tf2xla/shape_util.h"
 #include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
 #include "tensorflow/compiler/tf2xla/xla_resource.h"
 
@@ -33,6 +34,14 @@ using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::TensorShape;
 using ::tensorflow::XlaOpKernel;
 using ::tensorflow::XlaOpKernelContext;
+
+// The shape of input `index` as XLA compiles it (XlaOpKernelContext::InputShape is deprecated).
+absl::StatusOr<TensorShape> InputShapeOf(XlaOpKernelContext* ctx, int index) {
+  TF_ASSIGN_OR_RETURN(const xla::Shape shape, ctx->InputXlaShape(index));
+  TensorShape tensor_shape;
+  TF_RETURN_IF_ERROR(tensorflow::XLAShapeToTensorShape(shape, &tensor_shape));
+  return tensor_shape;
+}
 
 // Checks a CSR batch's shapes (`context`: "" or "batch <b>: ") as the TF kernels do.
 absl::Status CheckCsrShapes(const std::string& table_name, const std::string& context,
@@ -116,15 +125,18 @@ class EmbeddingLookupOp : public XlaOpKernel {
                                                    table_shape));
     } else {
       table = ctx->Input(0);
-      table_shape = ctx->InputShape(0);
+      OP_REQUIRES_VALUE(table_shape, ctx, InputShapeOf(ctx, 0));
       OP_REQUIRES(ctx, table_shape.dims() == 2,
                   ToAbslStatus(TableError(table_name_, "table must be a matrix, got shape ",
                                           table_shape.DebugString())));
     }
-    OP_REQUIRES_OK(ctx, CheckCsrShapes(table_name_, "", ctx->InputShape(1), ctx->InputShape(2),
-                                       ctx->InputShape(3)));
-    const int64_t num_rows = ctx->InputShape(1).dim_size(0) - 1;
-    const int64_t num_ids = ctx->InputShape(2).dim_size(0);
+    OP_REQUIRES_VALUE(const TensorShape row_splits_shape, ctx, InputShapeOf(ctx, 1));
+    OP_REQUIRES_VALUE(const TensorShape ids_shape, ctx, InputShapeOf(ctx, 2));
+    OP_REQUIRES_VALUE(const TensorShape gains_shape, ctx, InputShapeOf(ctx, 3));
+    OP_REQUIRES_OK(ctx, CheckCsrShapes(table_name_, "", row_splits_shape, ids_shape,
+                                       gains_shape));
+    const int64_t num_rows = row_splits_shape.dim_size(0) - 1;
+    const int64_t num_ids = ids_shape.dim_size(0);
     ctx->SetOutput(0, CombineLookups(table, table_shape.dim_size(0), table_shape.dim_size(1),
                                      ctx->Input(2), ctx->Input(3), num_ids,
                                      RowOfLookups(ctx->Input(1), num_rows, num_ids), num_rows));
@@ -194,7 +206,8 @@ class SparseApplyOp : public XlaOpKernel {
 
   void Compile(XlaOpKernelContext* ctx) override {
     const int lr_index = ctx->num_inputs() - 1;
-    OP_REQUIRES_OK(ctx, CheckLearningRateShape(table_name_, ctx->InputShape(lr_index)));
+    OP_REQUIRES_VALUE(const TensorShape lr_shape, ctx, InputShapeOf(ctx, lr_index));
+    OP_REQUIRES_OK(ctx, CheckLearningRateShape(table_name_, lr_shape));
     int64_t dim = -1;
     GradientTerms terms;
     OP_REQUIRES_OK(ctx, Gradients::Read(ctx, table_name_, &dim, &terms));

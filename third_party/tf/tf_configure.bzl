@@ -34,6 +34,10 @@ _HEADER_DIRS = [
     "xla",
 ]
 
+# XLA's headers (the XLA kernels in cc/xla) include two libraries that TensorFlow ships under
+# include/external/ instead of on its include path (setup.py's XLA_EXTERNAL_INCLUDES).
+_XLA_EXTERNAL_INCLUDES = ["highwayhash", "farmhash_archive/src"]
+
 def _tf_configure_impl(rctx):
     python = rctx.os.environ.get(_PYTHON_ENV, "") or "python3"
     res = rctx.execute(
@@ -50,6 +54,9 @@ def _tf_configure_impl(rctx):
     # Symlinks, not copies: the output base stays under a megabyte.
     rctx.symlink(inc, "include")
     rctx.symlink(lib + "/" + libname, libname)
+    # libtensorflow_cc holds the tf2xla and XLA builder symbols of the XLA kernels.
+    cc_libname = libname.replace("libtensorflow_framework", "libtensorflow_cc")
+    rctx.symlink(lib + "/" + cc_libname, cc_libname)
 
     rctx.file("BUILD", """\
 package(default_visibility = ["//visibility:public"])
@@ -65,10 +72,25 @@ cc_import(
     name = "libtensorflow_framework",
     shared_library = "{libname}",
 )
+
+cc_library(
+    name = "xla_external_headers",
+    hdrs = glob({external_headers}),
+    includes = {external_includes},
+)
+
+cc_import(
+    name = "libtensorflow_cc",
+    shared_library = "{cc_libname}",
+)
 """.format(
         headers = repr(["include/%s/**" % d for d in _HEADER_DIRS]),
         defines = repr(defines.split(" ") if defines else []),
         libname = libname,
+        external_headers = repr(["include/external/%s/**/*.h" % d
+                                 for d in _XLA_EXTERNAL_INCLUDES]),
+        external_includes = repr(["include/external/" + d for d in _XLA_EXTERNAL_INCLUDES]),
+        cc_libname = cc_libname,
     ))
 
 tf_configure = repository_rule(
