@@ -5,9 +5,10 @@ Stock TF only runs this class under a TPUStrategy; here it runs under the defaul
 behaviour: the same `enqueue` / `dequeue` / `apply_gradients` protocol, output shapes, messages
 and checkpoints.
 
-* Tables and slots are split into contiguous row blocks, one per replica device, or per PS task
-  under ParameterServerStrategy (`layout`, `parameter_server`), and are not trainable variables:
-  only `apply_gradients` updates them.
+* Tables and slots are split into row blocks, one per replica device, or per PS task under
+  ParameterServerStrategy (`layout`, `parameter_server`): contiguous blocks, or with
+  `partition_strategy='mod'` row r in block r % n. They are not trainable variables: only
+  `apply_gradients` updates them.
 * `enqueue` (host side, cross-replica context) validates the features, converts each replica's
   features into one deduplicated CSR batch per table and puts it in the replica's engine queue
   (`queues`). With `pipeline_execution_with_tensor_core` it also looks the rows up.
@@ -32,7 +33,7 @@ from tf_embedding import features as features_lib
 from tf_embedding import tables
 from tf_embedding.sharded import parameter_server
 from tf_embedding.sharded import queues
-from tf_embedding.sharded.layout import ShardLayout
+from tf_embedding.sharded import layout as layout_lib
 from tf_embedding.sharded.table_state import TableState
 
 _SUPPORTED_STRATEGIES = (tf.distribute.MirroredStrategy, tf.compat.v1.distribute.MirroredStrategy)
@@ -73,7 +74,8 @@ class TPUEmbedding(tables.EmbeddingBase):
     def __init__(self, feature_config: Any, optimizer: Any,
                  pipeline_execution_with_tensor_core: bool = False, *,
                  table_devices: Sequence[str] | None = None,
-                 traffic: Mapping[str, str] | None = None):
+                 traffic: Mapping[str, str] | None = None,
+                 partition_strategy: str = "div"):
         """Creates the object; variables and queues are made by `build()` or the first `enqueue`.
 
         Args:
@@ -92,13 +94,18 @@ class TPUEmbedding(tables.EmbeddingBase):
             or each block combines its own lookups and returns partial activations. Partial
             moves less data when a step's unique ids of the table outnumber blocks x output
             rows (docs/parameter_server.md). Results agree to float rounding, not bitwise.
+          partition_strategy: (not in TF 2's class; v1's and TPUEstimator's option) how rows
+            map to blocks: 'div', contiguous blocks (TF's TPU layout), or 'mod', row r in
+            block r % n. Both give the same trained values and save the same checkpoint
+            tensors (stock TF's), so either restores the other at any block count.
 
         Raises:
           RuntimeError: created under a strategy other than the default, MirroredStrategy or
             ParameterServerStrategy.
           ValueError: `table_devices` empty, or naming a non-PS device under
             ParameterServerStrategy; `traffic` naming an unknown table or mode, or "partial"
-            for a table with a QuantizationConfig or with pipelining.
+            for a table with a QuantizationConfig or with pipelining; `partition_strategy`
+            neither 'div' nor 'mod'.
         """
         strategy = tf.distribute.get_strategy()
         parameter_servers = parameter_server.is_parameter_server_strategy(strategy)
@@ -109,6 +116,7 @@ class TPUEmbedding(tables.EmbeddingBase):
                 "tf.distribute.ParameterServerStrategy, but was created under "
                 f"{type(strategy).__name__}.")
         self._strategy = strategy
+        self._partition_strategy = layout_lib.check_partition_strategy(partition_strategy)
         self._pipeline_execution_with_tensor_core = pipeline_execution_with_tensor_core
         super().__init__(feature_config, optimizer)
 
@@ -157,7 +165,7 @@ class TPUEmbedding(tables.EmbeddingBase):
             TableState(table,
                        tuple(index for index, feature in enumerate(flat_features)
                              if feature.table is table),
-                       ShardLayout(table.vocabulary_size, self._table_devices),
+                       self._layout(table.vocabulary_size),
                        self._variables[table.name], partial=table.name in self._partial_tables)
             for table in self._table_config)
         self._check_slot_layouts()
@@ -333,8 +341,12 @@ class TPUEmbedding(tables.EmbeddingBase):
     def _create_variable(self, name: str, shape: tuple[int, int], dtype: tf.DType,
                          initializer: tables.Initializer,
                          trainable: bool) -> sharded_variable.ShardedVariable:
-        return ShardLayout(shape[0], self._table_devices).create_variable(
-            name, shape, dtype, initializer, trainable)
+        return self._layout(shape[0]).create_variable(name, shape, dtype, initializer,
+                                                      trainable)
+
+    def _layout(self, vocabulary_size: int) -> layout_lib.ShardLayout:
+        return layout_lib.ShardLayout(vocabulary_size, self._table_devices,
+                                      self._partition_strategy)
 
     def _checked_traffic(self, traffic: Mapping[str, str]) -> frozenset[str]:
         """The names of the tables in the partial mode."""
