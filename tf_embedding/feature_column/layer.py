@@ -66,7 +66,8 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
         self._feature_config = self._no_dependency(
             {feature.column.name: feature.config for feature in self._columns})
         # Tables carry their own optimizers (migration.column_features).
-        self._tpu_embedding = TPUEmbedding(self._feature_config, optimizer=None)
+        self._tpu_embedding = TPUEmbedding(self._feature_config, optimizer=None,
+                                           **migration.mid_level_options(spec))
 
     @property
     def embedding_tables(self) -> dict[str, Any]:
