@@ -175,6 +175,7 @@ def misuse(output: str) -> None:
         "apply without dequeue": lambda: coordinator.schedule(apply_without_dequeue).fetch(),
         "apply after inference": lambda: coordinator.schedule(apply_after_inference).fetch(),
         "table device not a PS": lambda: make(table_devices=["/job:worker/task:0"]),
+        "profile_data_directory": lambda: make(profile_data_directory=output),
     }
     errors = {}
     for case, run in cases.items():

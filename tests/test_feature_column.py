@@ -293,7 +293,8 @@ def test_mid_level_configs_train_the_mid_level_api_identically():
     # strided blocks train the same values.
     spec = adagrad_spec(partition_strategy="mod")
     layer = efc.EmbeddingFeatures(spec)
-    assert efc.mid_level_options(spec) == {"partition_strategy": "mod"}
+    assert efc.mid_level_options(spec) == {"partition_strategy": "mod",
+                                           "profile_data_directory": None}
     assert layer._tpu_embedding._partition_strategy == "mod"
     config = efc.mid_level_configs(spec)
     assert sorted(config) == ["left", "query", "right", "watched"]

@@ -189,6 +189,9 @@ def test_calls_spanning_functions_raise_clear_errors(cluster, tmp_path):
     assert errors["pipelined step"] is None
     assert "apply_gradients() called without a dequeue()" in errors["apply without dequeue"][1]
     assert "apply_gradients() called without a dequeue()" in errors["apply after inference"][1]
+    assert errors["profile_data_directory"][0] == "ValueError"
+    assert ("profile_data_directory is not supported under ParameterServerStrategy"
+            in errors["profile_data_directory"][1])
     assert errors["table device not a PS"][0] == "ValueError"
     assert "is not a parameter-server device" in errors["table device not a PS"][1]
 

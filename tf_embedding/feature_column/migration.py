@@ -104,8 +104,10 @@ def mid_level_configs(spec: spec_lib.EmbeddingConfigSpec,
 
 def mid_level_options(spec: spec_lib.EmbeddingConfigSpec) -> dict[str, Any]:
     """The spec's engine settings as keyword arguments of `tf_embedding.TPUEmbedding`:
-    `partition_strategy` ('div' or 'mod' row blocks)."""
-    return {"partition_strategy": spec.partition_strategy}
+    `partition_strategy` ('div' or 'mod' row blocks) and `profile_data_directory` (where
+    training writes lookup statistics)."""
+    return {"partition_strategy": spec.partition_strategy,
+            "profile_data_directory": spec.profile_data_directory}
 
 
 def dict_configs(spec: spec_lib.EmbeddingConfigSpec,
