@@ -7,10 +7,11 @@ tf_embedding.server`) through `ParameterServerStrategy` + `ClusterCoordinator`, 
 and writes what it saw to OUTPUT_DIR, where the test compares it with one-process runs:
 
 * `train`: the loop of test_sharded.py (squared loss, a callable learning rate) for every
-  optimizer with the rows traffic, and two with the partial traffic (`RUNS`), one step per
-  `schedule(...).fetch()`: `train_<optimizer>_<traffic>.npz` (each step's activations as
+  optimizer with the rows traffic, two with the partial traffic and one with
+  partition_strategy='mod' (`RUNS`), one step per `schedule(...).fetch()`:
+  `train_<optimizer>_<traffic>_<partition>.npz` (each step's activations as
   `step<k>/<feature>`, then the tables and slots as `<table>/<slot>`), and the Adagrad rows
-  run's checkpoint `cluster/ckpt`.
+  runs' checkpoints `cluster_<partition>/ckpt`.
 * `restore CHECKPOINT`: restores a one-process checkpoint before `build()` (2 blocks, one per
   PS) and after it (4 blocks over the 2 PS): `restored_2.npz`, `restored_4.npz`.
 * `misuse`: the errors of calls that break the one-function rule: `errors.json`.
@@ -35,9 +36,9 @@ import test_sharded as steps_lib
 from sharded_helpers import TABLES, feature_config, variable_values
 
 NUM_STEPS = 3
-# (optimizer, traffic of every table) of the `train` scenario.
-RUNS = [(name, "rows") for name in steps_lib.OPTIMIZERS] + [("adagrad", "partial"),
-                                                             ("adam", "partial")]
+# (optimizer, traffic of every table, partition strategy) of the `train` scenario.
+RUNS = ([(name, "rows", "div") for name in steps_lib.OPTIMIZERS]
+        + [("adagrad", "partial", "div"), ("adam", "partial", "div"), ("adagrad", "rows", "mod")])
 
 
 def connect() -> tuple[tf.distribute.Strategy, tf.distribute.coordinator.ClusterCoordinator]:
@@ -70,13 +71,14 @@ def table_traffic(traffic: str) -> dict[str, str]:
 def train(output: str) -> None:
     strategy, coordinator = connect()
     samples, targets = training_data()
-    for name, traffic in RUNS:
+    for name, traffic, partition_strategy in RUNS:
         kind = input_kind(name)
         with strategy.scope():
             counter = tf.Variable(0.0)
             optimizer = steps_lib.OPTIMIZERS[name](lambda counter=counter: 0.1 / (1.0 + counter))
             emb = tf_embedding.TPUEmbedding(feature_config(), optimizer,
-                                            traffic=table_traffic(traffic))
+                                            traffic=table_traffic(traffic),
+                                            partition_strategy=partition_strategy)
         iterator = iter(coordinator.create_per_worker_dataset(
             lambda kind=kind: steps_lib.make_dataset(samples, targets, kind)))
         training_step = steps_lib.make_training_step(strategy, emb, counter)
@@ -85,9 +87,11 @@ def train(output: str) -> None:
             result = coordinator.schedule(training_step, args=(iterator,)).fetch()
             activations.update({f"step{step}/{feature}": value
                                 for feature, value in result.items()})
-        save_values(os.path.join(output, f"train_{name}_{traffic}.npz"), emb, activations)
+        save_values(os.path.join(output, f"train_{name}_{traffic}_{partition_strategy}.npz"),
+                    emb, activations)
         if (name, traffic) == ("adagrad", "rows"):
-            tf.train.Checkpoint(embedding=emb).write(os.path.join(output, "cluster", "ckpt"))
+            tf.train.Checkpoint(embedding=emb).write(
+                os.path.join(output, f"cluster_{partition_strategy}", "ckpt"))
 
 
 def restore(output: str, checkpoint: str) -> None:
@@ -171,6 +175,7 @@ def misuse(output: str) -> None:
         "apply without dequeue": lambda: coordinator.schedule(apply_without_dequeue).fetch(),
         "apply after inference": lambda: coordinator.schedule(apply_after_inference).fetch(),
         "table device not a PS": lambda: make(table_devices=["/job:worker/task:0"]),
+        "profile_data_directory": lambda: make(profile_data_directory=output),
     }
     errors = {}
     for case, run in cases.items():

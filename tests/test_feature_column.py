@@ -289,14 +289,20 @@ def test_learning_rate_fn_reads_the_global_step():
 
 
 def test_mid_level_configs_train_the_mid_level_api_identically():
-    spec = adagrad_spec()
+    # 'mod' reaches both engines; the layer's one block and the mid-level object's three
+    # strided blocks train the same values.
+    spec = adagrad_spec(partition_strategy="mod")
     layer = efc.EmbeddingFeatures(spec)
+    assert efc.mid_level_options(spec) == {"partition_strategy": "mod",
+                                           "profile_data_directory": None}
+    assert layer._tpu_embedding._partition_strategy == "mod"
     config = efc.mid_level_configs(spec)
     assert sorted(config) == ["left", "query", "right", "watched"]
     assert config["left"].table is config["right"].table
     assert config["left"].table.name == "tbl_left_right_shared_embedding"
     assert config["query"].table.name == "tbl_query_weighted_by_query_weight"
-    mid = tf_embedding.TPUEmbedding(config, optimizer=None)
+    mid = tf_embedding.TPUEmbedding(config, optimizer=None, table_devices=["/cpu:0"] * 3,
+                                    **efc.mid_level_options(spec))
     rng = np.random.default_rng(5)
     features = raw_features(rng)
     with tf.GradientTape() as tape:
@@ -315,6 +321,8 @@ def test_mid_level_configs_train_the_mid_level_api_identically():
         loss = tf.add_n([tf.reduce_sum(a ** 2) for a in activations.values()])
     mid.apply_gradients(tape.gradient(loss, activations))
     for table, variable in mid.embedding_tables.items():
+        assert [block.shape[0] for block in variable] == [
+            len(range(block, table.vocabulary_size, 3)) for block in range(3)]
         np.testing.assert_allclose(tf.convert_to_tensor(variable).numpy(),
                                    tf.convert_to_tensor(layer.embedding_tables[table.name]),
                                    rtol=1e-6, atol=1e-7, err_msg=table.name)

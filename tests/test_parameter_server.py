@@ -90,14 +90,15 @@ def cluster_training(cluster, tmp_path_factory):
     return output
 
 
-def one_process_training(name: str, traffic: str):
+def one_process_training(name: str, traffic: str, partition_strategy: str):
     """The chief's `train` loop for optimizer `name` in this process, with the cluster's block
     count: (initial slots by table, per-step activations, final tables and slots)."""
     counter = tf.Variable(0.0)
     optimizer = steps_lib.OPTIMIZERS[name](lambda: 0.1 / (1.0 + counter))
     emb = tf_embedding.TPUEmbedding(feature_config(), optimizer,
                                     table_devices=[f"/cpu:{i}" for i in range(NUM_PS)],
-                                    traffic=ps_chief.table_traffic(traffic))
+                                    traffic=ps_chief.table_traffic(traffic),
+                                    partition_strategy=partition_strategy)
     emb.build()
     initial_slots = {table: [slots[slot] for slot in optimizer._slot_names()]
                      for table, slots in variable_values(emb).items()}
@@ -109,11 +110,12 @@ def one_process_training(name: str, traffic: str):
     return optimizer, initial_slots, activations, variable_values(emb)
 
 
-@pytest.mark.parametrize("name, traffic", ps_chief.RUNS)
-def test_one_worker_trains_the_bits_of_one_process_and_the_numpy_rules(name, traffic,
-                                                                       cluster_training):
-    cluster = np.load(cluster_training / f"train_{name}_{traffic}.npz")
-    optimizer, initial_slots, activations, values = one_process_training(name, traffic)
+@pytest.mark.parametrize("name, traffic, partition_strategy", ps_chief.RUNS)
+def test_one_worker_trains_the_bits_of_one_process_and_the_numpy_rules(
+        name, traffic, partition_strategy, cluster_training):
+    cluster = np.load(cluster_training / f"train_{name}_{traffic}_{partition_strategy}.npz")
+    optimizer, initial_slots, activations, values = one_process_training(name, traffic,
+                                                                         partition_strategy)
     for step, step_activations in enumerate(activations):
         for feature, value in step_activations.items():
             np.testing.assert_array_equal(cluster[f"step{step}/{feature}"], value,
@@ -135,9 +137,12 @@ def test_one_worker_trains_the_bits_of_one_process_and_the_numpy_rules(name, tra
                                err_msg=table)
 
 
-def test_a_cluster_checkpoint_restores_into_one_process_and_stock_serving(cluster_training):
-    path = str(cluster_training / "cluster" / "ckpt")
-    trained = np.load(cluster_training / "train_adagrad_rows.npz")
+@pytest.mark.parametrize("partition_strategy", ["div", "mod"])
+def test_a_cluster_checkpoint_restores_into_one_process_and_stock_serving(partition_strategy,
+                                                                          cluster_training):
+    # Whichever layout the cluster's blocks had, the one-process readers are 'div'.
+    path = str(cluster_training / f"cluster_{partition_strategy}" / "ckpt")
+    trained = np.load(cluster_training / f"train_adagrad_rows_{partition_strategy}.npz")
     expected = {table: {slot: trained[f"{table}/{slot}"] for slot in ("parameters",
                                                                      "accumulators")}
                 for table in TABLES}
@@ -184,6 +189,9 @@ def test_calls_spanning_functions_raise_clear_errors(cluster, tmp_path):
     assert errors["pipelined step"] is None
     assert "apply_gradients() called without a dequeue()" in errors["apply without dequeue"][1]
     assert "apply_gradients() called without a dequeue()" in errors["apply after inference"][1]
+    assert errors["profile_data_directory"][0] == "ValueError"
+    assert ("profile_data_directory is not supported under ParameterServerStrategy"
+            in errors["profile_data_directory"][1])
     assert errors["table device not a PS"][0] == "ValueError"
     assert "is not a parameter-server device" in errors["table device not a PS"][1]
 

@@ -305,6 +305,40 @@ def test_tables_are_the_same_with_one_two_and_four_blocks():
                 assert_close(value, tables["default"][table][slot], rtol=1e-5, atol=1e-6)
 
 
+def test_div_and_mod_give_the_same_trained_values():
+    # Both match numpy and, as each touched row gets the same summed gradient in the same order
+    # whichever block holds it, the same bits.
+    values = {}
+    for partition_strategy in ("div", "mod"):
+        emb = train_and_check("mirrored4", "ragged", OPTIMIZERS["adagrad"], num_steps=4,
+                              seed=5, partition_strategy=partition_strategy)
+        values[partition_strategy] = variable_values(emb)
+        video = next(table for config, table in emb.embedding_tables.items()
+                     if config.name == "video")
+        rows = np.arange(TABLES["video"].vocabulary_size)
+        # Which rows block 1 holds: 4..6 contiguously (13 = 4 + 3 + 3 + 3), or 1, 5, 9 strided.
+        expected_rows = rows[4:7] if partition_strategy == "div" else rows[1::4]
+        np.testing.assert_array_equal(list(video)[1].numpy(),
+                                      values[partition_strategy]["video"]["parameters"][
+                                          expected_rows])
+    for table in TABLES:
+        for slot, value in values["mod"][table].items():
+            np.testing.assert_array_equal(value, values["div"][table][slot],
+                                          err_msg=f"{table}/{slot}")
+
+
+def test_mod_with_partial_traffic_matches_numpy():
+    # Each block combines its own lookups: the lookups are grouped by block r % n.
+    train_and_check("mirrored2", "sparse", OPTIMIZERS["ftrl"], num_steps=2,
+                    partition_strategy="mod", traffic={table: "partial" for table in TABLES})
+
+
+def test_an_unknown_partition_strategy_is_rejected():
+    with pytest.raises(ValueError, match="Invalid partition_strategy 'hash': must be 'div'"):
+        tf_embedding.TPUEmbedding(feature_config(), tf_embedding.SGD(0.1),
+                                  partition_strategy="hash")
+
+
 def test_pipelined_training_in_the_docstring_loop_matches_numpy():
     # Within one tf.function, the next enqueue's lookups run after the previous update.
     train_and_check("mirrored2", "ragged", OPTIMIZERS["adagrad"], pipelined=True)

@@ -1,6 +1,7 @@
 """TPUEmbedding checkpoints: stock TF's keys and object graph, each table and slot saved as one
-full-shape tensor (slices of its row blocks), restorable at any other block count and into the
-unsharded classes (stock TPUEmbeddingForServing, tf_embedding.TPUEmbeddingV0), and back."""
+full-shape tensor (slices of its contiguous row blocks; with partition_strategy='mod', the
+reassembled table), restorable at any other block count and partition strategy and into the
+unsharded classes (stock and tf_embedding's TPUEmbeddingForServing, TPUEmbeddingV0), and back."""
 
 import numpy as np
 import pytest
@@ -16,11 +17,12 @@ stock = tf.tpu.experimental.embedding
 ADAGRAD = {"learning_rate": 0.1, "initial_accumulator_value": 0.2}
 
 
-def sharded(strategy_name: str, optimizer=None, config=None):
+def sharded(strategy_name: str, optimizer=None, config=None, partition_strategy="div"):
     """An unbuilt TPUEmbedding under the strategy (blocks on its devices)."""
     with make_strategy(strategy_name).scope():
         return tf_embedding.TPUEmbedding(config or feature_config(),
-                                         optimizer or tf_embedding.Adagrad(**ADAGRAD))
+                                         optimizer or tf_embedding.Adagrad(**ADAGRAD),
+                                         partition_strategy=partition_strategy)
 
 
 def randomize(emb, seed: int) -> dict[str, dict[str, np.ndarray]]:
@@ -45,9 +47,12 @@ def unsharded_values(emb) -> dict[str, dict[str, np.ndarray]]:
             for table, slots in emb._variables.items()}
 
 
-@pytest.mark.parametrize("optimizer", ["SGD", "Adam", "FTRL"])
-def test_keys_and_object_graph_match_stock_tpu_embedding(optimizer, tmp_path):
-    ours = sharded("mirrored4", getattr(tf_embedding, optimizer)(0.1))
+@pytest.mark.parametrize("optimizer, partition_strategy", [
+    ("SGD", "div"), ("Adam", "div"), ("FTRL", "div"), ("Adam", "mod")])
+def test_keys_and_object_graph_match_stock_tpu_embedding(optimizer, partition_strategy,
+                                                         tmp_path):
+    ours = sharded("mirrored4", getattr(tf_embedding, optimizer)(0.1),
+                   partition_strategy=partition_strategy)
     ours.build()
     theirs = stock.TPUEmbedding(feature_config(stock), getattr(stock, optimizer)(0.1))
     theirs.build()
@@ -62,21 +67,34 @@ def test_keys_and_object_graph_match_stock_tpu_embedding(optimizer, tmp_path):
     ("default", "mirrored4", True),
     ("mirrored4", "mirrored2", False),
     ("mirrored2", "default", True),
+    # (strategy, partition_strategy): 'mod' blocks hold rows r % n, 'div' blocks ranges.
+    (("mirrored4", "mod"), ("mirrored2", "div"), True),
+    (("mirrored4", "mod"), ("default", "div"), False),
+    (("mirrored2", "div"), ("mirrored4", "mod"), True),
+    (("mirrored4", "mod"), ("mirrored2", "mod"), False),
 ])
 def test_restore_at_another_block_count(source, target, restore_before_build, tmp_path):
-    writer = sharded(source)
+    source, source_partition = source if isinstance(source, tuple) else (source, "div")
+    target, target_partition = target if isinstance(target, tuple) else (target, "div")
+    writer = sharded(source, partition_strategy=source_partition)
     expected = randomize(writer, seed=1)
     path = save(writer, tmp_path)
 
-    reader = sharded(target)
+    reader = sharded(target, partition_strategy=target_partition)
     if not restore_before_build:
         reader.build()
     status = tf.train.Checkpoint(embedding=reader).restore(path)
     reader.build()
     status.assert_consumed()
     assert_same_values(variable_values(reader), expected)
-    blocks = {config.name: len(list(table)) for config, table in reader.embedding_tables.items()}
-    assert blocks["video"] == {"default": 1, "mirrored2": 2, "mirrored4": 4}[target]
+    blocks = {config.name: list(table) for config, table in reader.embedding_tables.items()}
+    assert len(blocks["video"]) == {"default": 1, "mirrored2": 2, "mirrored4": 4}[target]
+    if target_partition == "mod":
+        # Block b holds rows b, b + n, ...: the restore strided the full tensor.
+        for block, variable in enumerate(blocks["video"]):
+            np.testing.assert_array_equal(
+                variable.numpy(),
+                expected["video"]["parameters"][block::len(blocks["video"])])
 
 
 def test_restore_before_build_reads_each_block_from_the_checkpoint(tmp_path):
@@ -96,13 +114,18 @@ def test_restore_before_build_reads_each_block_from_the_checkpoint(tmp_path):
     assert_same_values(variable_values(reader), expected)
 
 
-@pytest.mark.parametrize("restore_before_build", [True, False])
-def test_restore_into_stock_tpu_embedding_for_serving(restore_before_build, tmp_path):
-    writer = sharded("mirrored2")
+@pytest.mark.parametrize("restore_before_build, partition_strategy, serving", [
+    (True, "div", stock), (False, "div", stock),
+    (True, "mod", stock), (False, "mod", tf_embedding)])
+def test_restore_into_tpu_embedding_for_serving(restore_before_build, partition_strategy,
+                                                serving, tmp_path):
+    writer = sharded("mirrored4" if partition_strategy == "mod" else "mirrored2",
+                     partition_strategy=partition_strategy)
     expected = randomize(writer, seed=3)
     path = save(writer, tmp_path)
 
-    reader = stock.TPUEmbeddingForServing(feature_config(stock), stock.Adagrad(**ADAGRAD))
+    reader = serving.TPUEmbeddingForServing(feature_config(serving),
+                                            serving.Adagrad(**ADAGRAD))
     if not restore_before_build:
         reader.build()
     status = tf.train.Checkpoint(embedding=reader).restore(path)
@@ -126,8 +149,10 @@ def test_restore_into_tpu_embedding_v0(tmp_path):
     assert_same_values(unsharded_values(reader), expected)
 
 
-@pytest.mark.parametrize("writer_class", ["TPUEmbeddingForServing", "TPUEmbedding"])
-def test_restore_from_stock_unsharded_checkpoints(writer_class, tmp_path):
+@pytest.mark.parametrize("writer_class, partition_strategy", [
+    ("TPUEmbeddingForServing", "div"), ("TPUEmbedding", "div"),
+    ("TPUEmbeddingForServing", "mod")])
+def test_restore_from_stock_unsharded_checkpoints(writer_class, partition_strategy, tmp_path):
     writer = getattr(stock, writer_class)(feature_config(stock), stock.Adagrad(**ADAGRAD))
     writer.build()
     rng = np.random.default_rng(5)
@@ -137,7 +162,7 @@ def test_restore_from_stock_unsharded_checkpoints(writer_class, tmp_path):
     expected = unsharded_values(writer)
     path = save(writer, tmp_path)
 
-    reader = sharded("mirrored4")
+    reader = sharded("mirrored4", partition_strategy=partition_strategy)
     status = tf.train.Checkpoint(embedding=reader).restore(path)
     reader.build()
     status.assert_consumed()

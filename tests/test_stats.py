@@ -1,4 +1,5 @@
-"""`tf-embedding stats`: shard loads for the engine's row-block layout, and its histogram."""
+"""`tf-embedding stats`: shard loads for the engine's row-block layouts ('div' and 'mod'), and
+its histogram. (Its --profile-dir reading of training's lookup profiles: test_lookup_profile.py.)"""
 
 import json
 import sys
@@ -26,21 +27,29 @@ def batches():
     return [log.batch(synthetic.TRAIN, step, 256) for step in range(3)]
 
 
-def reference_block_counts(ids: np.ndarray, vocabulary_size: int, num_shards: int) -> np.ndarray:
-    """Lookups per block, with blocks as TF splits a TPU table over hosts: contiguous, the first
-    `vocabulary_size % num_shards` one row longer (numpy's array_split rule); empty ones dropped."""
-    blocks = [b for b in np.array_split(np.arange(vocabulary_size), num_shards) if len(b)]
-    return np.array([np.count_nonzero((ids >= b[0]) & (ids <= b[-1])) for b in blocks])
+def reference_block_counts(ids: np.ndarray, vocabulary_size: int, num_shards: int,
+                           partition_strategy: str) -> np.ndarray:
+    """Lookups per block, with blocks as TF splits a TPU table over hosts. 'div': contiguous, the
+    first `vocabulary_size % num_shards` one row longer (numpy's array_split rule); 'mod': row r
+    on shard r % num_shards. Empty blocks dropped."""
+    rows = np.arange(vocabulary_size)
+    if partition_strategy == "mod":
+        blocks = [rows[rows % num_shards == s] for s in range(num_shards)]
+    else:
+        blocks = np.array_split(rows, num_shards)
+    return np.array([np.count_nonzero(np.isin(ids, b)) for b in blocks if len(b)])
 
 
-@pytest.mark.parametrize("num_shards", [1, 3, 8])
-def test_shard_loads_are_the_counts_of_ids_per_row_block(batches, num_shards):
-    for table in stats.collect(batches, SPEC, num_shards):
+@pytest.mark.parametrize("num_shards, partition_strategy",
+                         [(1, "div"), (3, "div"), (8, "div"), (3, "mod"), (8, "mod")])
+def test_shard_loads_are_the_counts_of_ids_per_row_block(batches, num_shards,
+                                                         partition_strategy):
+    for table in stats.collect(batches, SPEC, num_shards, partition_strategy):
         features = [f.name for f in SPEC.features if f.table == table.table]
         per_batch = [np.concatenate([b["ids"][name].flat_values.numpy() for name in features])
                      for b in batches]
-        expected = [reference_block_counts(ids, table.vocabulary_size, num_shards)
-                    for ids in per_batch]
+        expected = [reference_block_counts(ids, table.vocabulary_size, num_shards,
+                                           partition_strategy) for ids in per_batch]
         np.testing.assert_array_equal(table.shard_lookups, np.sum(expected, axis=0),
                                       err_msg=table.table)
         assert len(table.shard_lookups) == min(num_shards, table.vocabulary_size)

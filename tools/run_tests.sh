@@ -17,4 +17,4 @@ fi
 # The Keras layers again under tf_keras (Keras 2), with TFRS's layer as an oracle: a process
 # picks its Keras once, when TensorFlow is first imported.
 TF_USE_LEGACY_KERAS=1 exec .venv/bin/python -m pytest -q tests/test_keras_layer.py \
-    tests/test_tfrs_layer.py tests/test_feature_column.py
+    tests/test_tfrs_layer.py tests/test_feature_column.py tests/test_lookup_profile.py

@@ -6,7 +6,8 @@
 `SequenceFeatures` and `input_layer`. `EmbeddingConfigSpec` and the v1 optimization parameter
 classes configure training; `EmbeddingFeatures` is the Keras layer that trains the columns'
 tables with the fused kernels; `mid_level_configs` and `checkpoint_name_map` move a spec to
-`tf_embedding.TPUEmbedding` / `tf_embedding.keras.TPUEmbedding`.
+`tf_embedding.TPUEmbedding` / `tf_embedding.keras.TPUEmbedding` (with `mid_level_options` for the
+former).
 """
 
 from tensorflow.python.tpu.feature_column_v2 import embedding_column_v2 as embedding_column
@@ -15,7 +16,8 @@ from tensorflow.python.tpu.feature_column_v2 import (
 
 from tf_embedding import _loader
 from tf_embedding.feature_column.layer import EmbeddingFeatures
-from tf_embedding.feature_column.migration import checkpoint_name_map, mid_level_configs
+from tf_embedding.feature_column.migration import (
+    checkpoint_name_map, mid_level_configs, mid_level_options)
 from tf_embedding.feature_column.parameters import (
     AdagradParameters, AdamParameters, FtrlParameters, MomentumParameters,
     ProximalAdagradParameters, ProximalYogiParameters, RMSPropParameters,
@@ -29,5 +31,5 @@ __all__ = [
     "FeatureConfig", "FtrlParameters", "MomentumParameters", "ProximalAdagradParameters",
     "ProximalYogiParameters", "RMSPropParameters", "StochasticGradientDescentParameters",
     "TableConfig", "checkpoint_name_map", "embedding_column", "mid_level_configs",
-    "shared_embedding_columns",
+    "mid_level_options", "shared_embedding_columns",
 ]

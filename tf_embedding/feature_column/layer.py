@@ -13,7 +13,9 @@ model's trainable variables applies the spec's optimization parameters to the ta
 `clipping_limit`, `experimental_gradient_multiplier_fn(global step)`, each column's
 `learning_rate_fn(global step)`, and shared columns' gradients summed into their one table. The
 global step is the layer's `global_step` variable (or the one passed in), advanced once per
-update.
+update. The spec's `partition_strategy` lays out the tables' blocks, and its
+`profile_data_directory` receives lookup statistics of training batches
+(`tf_embedding.TPUEmbedding`).
 """
 
 from typing import Any
@@ -66,7 +68,8 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
         self._feature_config = self._no_dependency(
             {feature.column.name: feature.config for feature in self._columns})
         # Tables carry their own optimizers (migration.column_features).
-        self._tpu_embedding = TPUEmbedding(self._feature_config, optimizer=None)
+        self._tpu_embedding = TPUEmbedding(self._feature_config, optimizer=None,
+                                           **migration.mid_level_options(spec))
 
     @property
     def embedding_tables(self) -> dict[str, Any]:
@@ -81,8 +84,12 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
             dtype="float32"))
         super().build(input_shape)
 
-    def call(self, features: dict[str, Any]) -> Any:
-        """The columns' activations for the raw `features` (see the module docstring)."""
+    def call(self, features: dict[str, Any], training: Any = None) -> Any:
+        """The columns' activations for the raw `features` (see the module docstring).
+
+        `training` (Keras passes it; `model.fit` sets it): whether the batch counts for the
+        spec's `profile_data_directory`.
+        """
         cache = fc_lib.FeatureTransformationCache(features)
         ids, weights = {}, {}
         for feature in self._columns:
@@ -96,7 +103,8 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
             self._tpu_embedding, plans, getattr(self, _HELPER_NAME),
             gradient_scale=None if multiplier is None else (
                 lambda: multiplier(self.global_step)),
-            after_update=lambda: self.global_step.assign_add(1))
+            after_update=lambda: self.global_step.assign_add(1),
+            training=False if training is None else training)
         if not self._sequence:
             return tf.concat(outputs, axis=1)
         first = ids[self._columns[0].column.name]

@@ -102,6 +102,14 @@ def mid_level_configs(spec: spec_lib.EmbeddingConfigSpec,
             for feature in column_features(spec, global_step)}
 
 
+def mid_level_options(spec: spec_lib.EmbeddingConfigSpec) -> dict[str, Any]:
+    """The spec's engine settings as keyword arguments of `tf_embedding.TPUEmbedding`:
+    `partition_strategy` ('div' or 'mod' row blocks) and `profile_data_directory` (where
+    training writes lookup statistics)."""
+    return {"partition_strategy": spec.partition_strategy,
+            "profile_data_directory": spec.profile_data_directory}
+
+
 def dict_configs(spec: spec_lib.EmbeddingConfigSpec,
                  global_step: Optional[Callable[[], Any]] = None
                  ) -> dict[str, config_lib.FeatureConfig]:

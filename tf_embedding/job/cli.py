@@ -19,7 +19,8 @@ _SUBCOMMANDS = {
     "predict": (options_lib.PredictOptions,
                 "score TSV or TFRecord files with an exported SavedModel"),
     "stats": (options_lib.StatsOptions,
-              "per-table id statistics and shard load, as a table and a PNG histogram"),
+              "per-table id statistics and shard load (of data, or of the lookup profiles "
+              "training wrote), as a table and a PNG histogram"),
     "generate": (options_lib.GenerateOptions,
                  "write synthetic examples as TSV or TFRecord (e.g. to try predict)"),
 }

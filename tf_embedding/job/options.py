@@ -78,8 +78,13 @@ class TrainOptions(DataOptions):
 @dataclasses.dataclass
 class StatsOptions(DataOptions):
     batches: int = option(20, "batches to analyse")
-    num_shards: int = option(8, "devices the tables are split over for the load estimate, in "
-                                "contiguous row blocks as the sharded TPUEmbedding splits them")
+    num_shards: int = option(8, "devices the tables are split over for the load estimate, as "
+                                "the sharded TPUEmbedding splits them")
+    partition_strategy: str = option("div", "how rows map to the shards: contiguous row blocks "
+                                            "(div) or row r on shard r % N (mod)",
+                                     ("div", "mod"))
+    profile_dir: str = option("", "report the lookup statistics that training wrote to this "
+                                  "profile_data_directory instead of analysing data")
     split: str = option("train", "which split to analyse", ("train", "eval"))
     png: str = option("id_stats.png", "where to write the histogram ('' for none)")
 

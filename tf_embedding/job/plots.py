@@ -34,7 +34,7 @@ def shard_histogram(path: str, titles: list[str], shard_lookups: list[np.ndarray
         ax.axhline(1.0, color="tab:red", linewidth=1)
         ax.set_title(title, fontsize=9)
         ax.set_ylabel("lookups / mean", fontsize=8)
-    axes[-1, 0].set_xlabel("shard (a contiguous block of rows)")
+    axes[-1, 0].set_xlabel("shard (a block of rows)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -6,7 +6,11 @@ Per table, over the analysed batches:
   hot 1%         share of lookups that hit the 1% most frequent rows of the vocabulary
   max shard      the busiest shard's lookups over the mean shard's, per batch, averaged,
                  with the table split over --num-shards devices the way the sharded
-                 `TPUEmbedding` splits it: contiguous row blocks (`tf_embedding.sharded.layout`)
+                 `TPUEmbedding` splits it with --partition-strategy: contiguous row blocks
+                 ('div') or row r on shard r % N ('mod') (`tf_embedding.sharded.layout`)
+With --profile-dir, the same columns come from the lookup-statistics files that training with
+`profile_data_directory` wrote (`tf_embedding.sharded.lookup_profile`): one row per file, its
+table's layout in the row's name; the files do not record the hot rows.
 The PNG shows each table's lookups per shard over all batches, relative to the mean.
 """
 
@@ -15,11 +19,13 @@ import itertools
 import math
 
 import numpy as np
+import tensorflow as tf
 
 from tf_embedding.job import plots
 from tf_embedding.job.data import sources
 from tf_embedding.job.data.spec import DataSpec
 from tf_embedding.job.options import StatsOptions
+from tf_embedding.sharded import lookup_profile
 from tf_embedding.sharded.layout import ShardLayout
 
 
@@ -37,20 +43,16 @@ class TableStats:
     shard_lookups: np.ndarray
 
 
-def block_starts(vocabulary_size: int, num_shards: int) -> np.ndarray:
-    """The first row of each block of the table, from the engine's own layout (devices are not
-    touched: the layout only records them)."""
-    return np.array(ShardLayout(vocabulary_size, [None] * num_shards).offsets[:-1], np.int64)
-
-
-def collect(batches: list[dict], spec: DataSpec, num_shards: int) -> list[TableStats]:
+def collect(batches: list[dict], spec: DataSpec, num_shards: int,
+            partition_strategy: str = "div") -> list[TableStats]:
     """Statistics of each table over the batches (dicts of numpy-convertible tensors)."""
     result = []
     for table in spec.tables:
         features = [f.name for f in spec.features if f.table == table.name]
-        starts = block_starts(table.vocabulary_size, num_shards)
+        # The engine's own layout (devices are not touched: the layout only records them).
+        layout = ShardLayout(table.vocabulary_size, [None] * num_shards, partition_strategy)
         counts = np.zeros(table.vocabulary_size, np.int64)
-        shard_lookups = np.zeros(len(starts), np.int64)
+        shard_lookups = np.zeros(len(layout.rows), np.int64)
         samples = lookups = 0
         unique, unique_share, max_load = [], [], []
         for batch in batches:
@@ -61,13 +63,13 @@ def collect(batches: list[dict], spec: DataSpec, num_shards: int) -> list[TableS
                 continue
             batch_counts = np.bincount(ids, minlength=table.vocabulary_size)
             counts += batch_counts
-            # Blocks are contiguous, so a block's lookups are the sum of its rows' counts.
-            per_shard = np.add.reduceat(batch_counts, starts)
+            per_shard = np.bincount(layout.block_of(tf.constant(ids, tf.int64)).numpy(),
+                                    minlength=len(layout.rows))
             shard_lookups += per_shard
             distinct = int(np.count_nonzero(batch_counts))
             unique.append(distinct)
             unique_share.append(distinct / len(ids))
-            max_load.append(per_shard.max() / (len(ids) / len(starts)))
+            max_load.append(per_shard.max() / (len(ids) / len(layout.rows)))
         hot = max(1, math.ceil(table.vocabulary_size / 100))
         top = np.partition(counts, len(counts) - hot)[-hot:].sum() if lookups else 0
         result.append(TableStats(
@@ -81,13 +83,29 @@ def collect(batches: list[dict], spec: DataSpec, num_shards: int) -> list[TableS
     return result
 
 
-def format_table(stats: list[TableStats], num_shards: int) -> str:
-    """The statistics as an aligned text table."""
+def from_profile(profile: lookup_profile.TableProfile) -> TableStats:
+    """A lookup-statistics file's totals as the columns of the report (no hot rows)."""
+    parameters = profile.parameters
+    return TableStats(
+        table=(f"{profile.table} ({parameters['partition_strategy']}, "
+               f"{parameters['num_blocks']} blocks)"),
+        vocabulary_size=parameters["vocabulary_size"],
+        ids_per_sample=profile.lookups / max(profile.examples, 1),
+        unique_per_batch=profile.unique / max(profile.batches, 1),
+        unique_share=profile.unique / max(profile.lookups, 1),
+        hot_share=float("nan"),
+        max_shard_load=profile.max_shard_load / max(profile.batches, 1),
+        shard_lookups=np.array(profile.shard_lookups, np.int64))
+
+
+def format_table(stats: list[TableStats], shards: str) -> str:
+    """The statistics as an aligned text table; `shards` describes the split ("8", ...)."""
     header = ("table", "vocabulary", "ids/sample", "unique/batch", "unique %", "hot 1%",
-              f"max shard/{num_shards}")
+              f"max shard/{shards}")
     rows = [(s.table, f"{s.vocabulary_size:,}", f"{s.ids_per_sample:.2f}",
              f"{s.unique_per_batch:,.0f}", f"{100 * s.unique_share:.1f}%",
-             f"{100 * s.hot_share:.1f}%", f"{s.max_shard_load:.2f}x") for s in stats]
+             "-" if math.isnan(s.hot_share) else f"{100 * s.hot_share:.1f}%",
+             f"{s.max_shard_load:.2f}x") for s in stats]
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                        for i, (cell, w) in enumerate(zip(row, widths)))
@@ -97,24 +115,38 @@ def format_table(stats: list[TableStats], num_shards: int) -> str:
 
 
 def run(options: StatsOptions, spec: DataSpec) -> str:
-    """Analyses --batches batches of the chosen split; returns the report text."""
+    """Analyses --batches batches of the chosen split, or reads --profile-dir; returns the
+    report text."""
     if options.png:
         plots.pyplot()  # a missing matplotlib fails here, before the analysis
+    if options.profile_dir:
+        profiles = lookup_profile.read_directory(options.profile_dir)
+        stats = [from_profile(profile) for profile in profiles]
+        report = (f"{len(profiles)} lookup profiles in {options.profile_dir}, "
+                  f"{sum(p.batches for p in profiles)} sampled table batches\n"
+                  + format_table(stats, "blocks"))
+        return report + _histogram(options.png, stats)
     source = sources.Source(options, spec)
     if options.split == "train":
         dataset = source.train(0)
     else:
         dataset = source.eval(options.batches * options.batch_size)
     batches = list(itertools.islice(iter(dataset), options.batches))
-    stats = collect(batches, spec, options.num_shards)
+    stats = collect(batches, spec, options.num_shards, options.partition_strategy)
     samples = sum(int(b["label"].shape[0]) for b in batches)
     report = (f"{len(batches)} batches, {samples} examples ({options.data}, {options.split})\n"
-              + format_table(stats, options.num_shards))
-    if options.png:
-        plots.shard_histogram(
-            options.png,
-            [f"{s.table}: max shard {s.max_shard_load:.2f}x, hot 1% {100 * s.hot_share:.0f}%"
-             for s in stats],
-            [s.shard_lookups for s in stats])
-        report += f"\nhistogram: {options.png}"
-    return report
+              + format_table(stats, f"{options.num_shards} {options.partition_strategy}"))
+    return report + _histogram(options.png, stats)
+
+
+def _histogram(png: str, stats: list[TableStats]) -> str:
+    """Draws the histogram to `png` (if given); the report's line naming it."""
+    if not png:
+        return ""
+    plots.shard_histogram(
+        png,
+        [f"{s.table}: max shard {s.max_shard_load:.2f}x"
+         + ("" if math.isnan(s.hot_share) else f", hot 1% {100 * s.hot_share:.0f}%")
+         for s in stats],
+        [s.shard_lookups for s in stats])
+    return f"\nhistogram: {png}"

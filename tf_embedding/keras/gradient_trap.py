@@ -17,7 +17,8 @@ from tf_embedding import inputs as inputs_lib
 
 def trained_lookup(engine: Any, plans: Sequence[features_lib.CpuLookupPlan], helper: Any,
                    gradient_scale: Callable[[], tf.Tensor] | None = None,
-                   after_update: Callable[[], Any] | None = None) -> list[tf.Tensor]:
+                   after_update: Callable[[], Any] | None = None,
+                   training: Any = False) -> list[tf.Tensor]:
     """Looks up one replica's features and arms the embedding update.
 
     Args:
@@ -28,6 +29,8 @@ def trained_lookup(engine: Any, plans: Sequence[features_lib.CpuLookupPlan], hel
         by its value before the update (TPUEstimator's gradient multiplier).
       after_update: optional zero-argument callable run after the update (e.g. advancing the
         step counter that learning rates read).
+      training: whether this is a training batch (Keras' `training`), for the engine's
+        `profile_data_directory`.
 
     Returns:
       Each feature's activations, in `plans` order, with TF's CPU lookup shapes.
@@ -41,7 +44,7 @@ def trained_lookup(engine: Any, plans: Sequence[features_lib.CpuLookupPlan], hel
     tables = engine._tables  # pylint: disable=protected-access
     table_inputs = [[plans[index].feature_input for index in state.feature_indices]
                     for state in tables]
-    batches = engine._convert_tables(table_inputs)  # pylint: disable=protected-access
+    batches = engine._convert_tables(table_inputs, training)  # pylint: disable=protected-access
 
     @tf.custom_gradient
     def trap(helper_value):

@@ -2,7 +2,9 @@
 
 * `tpu_embedding`: the public class (enqueue / dequeue / apply_gradients, checkpoints).
 * `table_state`: what the engine knows about one table (its features, blocks and variables).
-* `layout`: how a table's rows split into contiguous blocks over devices.
+* `layout`: how a table's rows split into blocks over devices ('div' contiguous, 'mod' strided).
+* `strided_variable`: the variable of a 'mod' table, saved and read as the whole table.
+* `profiler`, `lookup_profile`: `profile_data_directory`'s sampling and its files.
 * `queues`: the per-replica queues that carry a batch from enqueue to dequeue to apply.
 
 The package imports nothing itself, so `import tf_embedding.sharded.layout` stays light.

@@ -1,11 +1,21 @@
 """Where the rows of a sharded table live, and how ids travel to them.
 
-A table (and each of its slots) is split into contiguous row blocks, one per device, as TF splits
-a TPU embedding table over its hosts: with `n` devices the first `vocabulary_size % n` blocks get
-one extra row, and blocks that would be empty (fewer rows than devices) are not created. Each
-block is a plain `ResourceVariable` on its device; a `ShardedVariable` groups them, so a
-checkpoint stores one full-shape tensor as slices under TF's key, which restores into any other
-block count and into the unsharded classes.
+A table (and each of its slots) is split into row blocks, one per device, by one of TF's two
+partition strategies:
+
+* 'div' (the default, as TF splits a TPU embedding table over its hosts): contiguous blocks; with
+  `n` devices the first `vocabulary_size % n` blocks get one extra row.
+* 'mod': row `r` lives in block `r % n`, at local row `r // n` (the same block sizes).
+
+Blocks that would be empty (fewer rows than devices) are not created; with 'mod' the stride is
+then the number of blocks, which puts every row where `r % n` would. Each block is a plain
+`ResourceVariable` on its device. A `ShardedVariable` groups contiguous blocks, so a checkpoint
+stores one full-shape tensor as slices under TF's key; a `StridedShardedVariable` groups 'mod'
+blocks and saves the reassembled full tensor under the same key. Either restores into any
+strategy and block count and into the unsharded classes.
+
+Ids "in layout order" are grouped by block, in block order, ascending within a block: ascending
+for 'div', and what `inputs.dedup(ids, num_shards=dedup_shards)` returns for both.
 """
 
 import itertools
@@ -17,6 +27,9 @@ from tensorflow.python.ops import resource_variable_ops
 from tensorflow.python.trackable import base as trackable_base
 
 from tf_embedding import ops
+from tf_embedding.sharded.strided_variable import StridedShardedVariable
+
+PARTITION_STRATEGIES = ("div", "mod")
 
 
 def block_rows(vocabulary_size: int, num_devices: int) -> tuple[int, ...]:
@@ -27,42 +40,85 @@ def block_rows(vocabulary_size: int, num_devices: int) -> tuple[int, ...]:
     return tuple(count for count in rows if count)
 
 
-class ShardLayout:
-    """The row blocks of one table: block `s` holds rows `[offsets[s], offsets[s + 1])` on
-    `devices[s]` (None: the default device)."""
+def check_partition_strategy(partition_strategy: str) -> str:
+    if partition_strategy not in PARTITION_STRATEGIES:
+        raise ValueError(f"Invalid partition_strategy {partition_strategy!r}: must be 'div' "
+                         "(contiguous row blocks) or 'mod' (row r in block r % blocks).")
+    return partition_strategy
 
-    def __init__(self, vocabulary_size: int, devices: Sequence[str | None]):
+
+class ShardLayout:
+    """The row blocks of one table on `devices` (None: the default device): block `s` holds
+    `rows[s]` rows, `[offsets[s], offsets[s + 1])` with 'div', rows `s, s + n, s + 2n, ...`
+    with 'mod' (n = the number of blocks)."""
+
+    def __init__(self, vocabulary_size: int, devices: Sequence[str | None],
+                 partition_strategy: str = "div"):
+        self.partition_strategy = check_partition_strategy(partition_strategy)
         self.rows = block_rows(vocabulary_size, len(devices))
         # Empty blocks come last, so the first len(rows) devices hold the blocks.
         self.devices = tuple(devices[:len(self.rows)])
         self.offsets = tuple(itertools.accumulate(self.rows, initial=0))
+
+    @property
+    def strided(self) -> bool:
+        return self.partition_strategy == "mod" and len(self.rows) > 1
+
+    @property
+    def dedup_shards(self) -> int:
+        """`num_shards` for `inputs.dedup`, whose unique ids are then in layout order."""
+        return len(self.rows) if self.strided else 1
+
+    def block_of(self, ids: tf.Tensor) -> tf.Tensor:
+        """The block (int32) holding each of `ids` (table ids, any order)."""
+        if self.strided:
+            return tf.cast(ids % len(self.rows), tf.int32)
+        return tf.searchsorted(tf.constant(self.offsets[1:-1], tf.int64), ids, side="right",
+                               out_type=tf.int32)
+
+    def local_ids(self, ids: tf.Tensor, block: int) -> tf.Tensor:
+        """Block `block`'s local rows of `ids`, table ids all in that block."""
+        if self.strided:
+            return ids // len(self.rows)
+        return ids - self.offsets[block]
+
+    def block_value(self, value: Any, block: int) -> Any:
+        """Block `block`'s rows of a whole-table `value` (a tensor or array)."""
+        if self.strided:
+            return value[block::len(self.rows)]
+        return value[self.offsets[block]:self.offsets[block + 1]]
 
     def create_variable(self, name: str, shape: tuple[int, int], dtype: tf.DType,
                         initializer: Callable[..., Any],
                         trainable: bool) -> sharded_variable.ShardedVariable:
         """One variable per block, initialised with its rows of `initializer(shape, dtype)`.
 
-        The full initial value is computed once and sliced, so the initial table does not depend
-        on the block count. A pending checkpoint restore instead reads each block's slice from
-        the checkpoint.
+        The full initial value is computed once and sliced, so the initial table depends on
+        neither the block count nor the partition strategy. A pending checkpoint restore instead
+        reads each contiguous block's slice from the checkpoint ('mod': the whole table, once).
         """
         restoring = isinstance(initializer, trackable_base.CheckpointInitialValueCallable)
-        full_value = None if restoring else initializer(shape, dtype=dtype)
+        # A strided block is no slice a checkpoint read can name: 'mod' reads the whole table.
+        full_value = None if restoring and not self.strided else initializer(shape, dtype=dtype)
+        if restoring and full_value is not None:
+            full_value = tf.convert_to_tensor(full_value)  # unwraps the CheckpointInitialValue
         blocks = []
         for index, (device, offset, rows) in enumerate(
                 zip(self.devices, self.offsets, self.rows)):
             with tf.device(device):
-                if restoring:
+                if full_value is None:
                     value = initializer(shape, dtype=dtype, shard_info=trackable_base.ShardInfo(
                         shape=(rows, shape[1]), offset=(offset, 0)))
                 else:
-                    value = full_value[offset:offset + rows]
+                    value = self.block_value(full_value, index)
                 # ResourceVariable directly, not tf.Variable: a strategy's variable creator (e.g.
                 # MirroredStrategy's, when built under its scope) must not mirror the blocks.
                 blocks.append(resource_variable_ops.ResourceVariable(
                     initial_value=value, name=f"{name}_{index}", dtype=dtype,
                     trainable=trainable))
-        variable = sharded_variable.ShardedVariable(blocks, name=name)
+        container = (StridedShardedVariable if self.strided
+                     else sharded_variable.ShardedVariable)
+        variable = container(blocks, name=name)
         if restoring:
             # The blocks already hold the checkpoint's values; marking the container restored
             # (as a ResourceVariable marks itself) keeps the pending restore from reading the
@@ -75,18 +131,24 @@ class ShardLayout:
               *aligned: tf.Tensor) -> list[tuple[tf.Tensor, list[tf.Tensor]]]:
         """Per block: (block-local ids, the matching rows of each `aligned` tensor).
 
-        `sorted_ids` are ascending table ids; block `s` owns the contiguous run of them in
-        `[offsets[s], offsets[s + 1])`.
+        `sorted_ids` are distinct table ids in layout order (the module docstring), so each
+        block owns a contiguous run of them.
         """
         if len(self.rows) == 1:
             return [(sorted_ids, list(aligned))]
-        inner = tf.constant(self.offsets[1:-1], tf.int64)
+        if self.strided:
+            # Block numbers are ascending in layout order; each run starts at its first one.
+            inner = tf.searchsorted(self.block_of(sorted_ids), tf.range(1, len(self.rows)),
+                                    side="left", out_type=tf.int64)
+        else:
+            inner = tf.searchsorted(sorted_ids, tf.constant(self.offsets[1:-1], tf.int64),
+                                    side="left", out_type=tf.int64)
         bounds = tf.unstack(tf.concat([
-            tf.zeros([1], tf.int64),
-            tf.searchsorted(sorted_ids, inner, side="left", out_type=tf.int64),
+            tf.zeros([1], tf.int64), inner,
             tf.size(sorted_ids, out_type=tf.int64)[None]], axis=0), num=len(self.rows) + 1)
-        return [(sorted_ids[start:end] - offset, [tensor[start:end] for tensor in aligned])
-                for start, end, offset in zip(bounds[:-1], bounds[1:], self.offsets)]
+        return [(self.local_ids(sorted_ids[start:end], block),
+                 [tensor[start:end] for tensor in aligned])
+                for block, (start, end) in enumerate(zip(bounds[:-1], bounds[1:]))]
 
     def group_by_block(self, row_splits: tf.Tensor, ids: tf.Tensor,
                        gains: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -100,8 +162,7 @@ class ShardLayout:
             return row_splits, ids, gains
         num_rows = tf.size(row_splits, out_type=tf.int64) - 1
         lookup_rows = tf.repeat(tf.range(num_rows), row_splits[1:] - row_splits[:-1])
-        blocks = tf.searchsorted(tf.constant(self.offsets[1:-1], tf.int64), ids, side="right",
-                                 out_type=tf.int32)
+        blocks = self.block_of(ids)
         # A stable partition by block keeps each block's lookups in row order.
         order = tf.concat(tf.dynamic_partition(tf.range(tf.size(ids)), blocks, len(self.rows)),
                           axis=0)
@@ -119,15 +180,17 @@ class ShardLayout:
             return [(row_splits, ids, gains)]
         num_rows = (tf.size(row_splits, out_type=tf.int64) - 1) // len(self.rows)
         batches = []
-        for block, offset in enumerate(self.offsets[:-1]):
+        for block in range(len(self.rows)):
             splits = row_splits[block * num_rows:(block + 1) * num_rows + 1]
             start, end = splits[0], splits[-1]
-            batches.append((splits - start, ids[start:end] - offset, gains[start:end]))
+            batches.append((splits - start, self.local_ids(ids[start:end], block),
+                            gains[start:end]))
         return batches
 
     def gather(self, variable: sharded_variable.ShardedVariable, sorted_ids: tf.Tensor,
                table_name: str) -> tf.Tensor:
-        """The rows `sorted_ids` (ascending) of `variable`, float `[len(sorted_ids), dim]`.
+        """The rows `sorted_ids` (distinct, in layout order) of `variable`, float
+        `[len(sorted_ids), dim]`.
 
         Each block is read on its own device by the fused lookup (one lookup per output row),
         which reads the variable in place: a stock gather would switch the variable to

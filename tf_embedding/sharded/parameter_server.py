@@ -1,9 +1,9 @@
 """`TPUEmbedding` under `tf.distribute.ParameterServerStrategy`: where blocks go, how a batch
 travels from `enqueue` to `apply_gradients`, and the check that every PS can run the fused ops.
 
-* **Blocks** go one per PS task, in task order (`ps_devices`), as contiguous row blocks
-  (`layout.ShardLayout`), so a cluster checkpoint is the same full-shape tensor per key as a
-  one-process one. The fused lookup and optimizer ops run on the task that owns each block.
+* **Blocks** go one per PS task, in task order (`ps_devices`), as row blocks of the engine's
+  partition strategy (`layout.ShardLayout`), so a cluster checkpoint is the same full-shape
+  tensor per key as a one-process one. The fused lookup and optimizer ops run on the task that owns each block.
 * **No queues.** `ClusterCoordinator.schedule` runs each function on whichever worker is free,
   so a queue would have to live on the coordinator (shared by every worker, one RPC per queue op)
   or on one worker that the next scheduled function may not reach. Under this strategy `enqueue`,

@@ -20,8 +20,8 @@ class TableBatch(NamedTuple):
     """One table's lookups on one replica: lookup k reads table row `unique_ids[inverse[k]]`
     with gain `gains[k]` into output row r, row_splits[r] <= k < row_splits[r + 1].
 
-    Tables of several blocks in the rows mode are deduplicated (`unique_ids` ascending and
-    distinct). Tables in the partial mode (every table of one block) are not: `unique_ids` are
+    Tables of several blocks in the rows mode are deduplicated (`unique_ids` distinct, in the
+    layout's order: `ShardLayout`). Tables in the partial mode (every table of one block) are not: `unique_ids` are
     the lookups' ids, `inverse` is the identity, and with P blocks the lookups are grouped by
     block over P * R rows (`ShardLayout.group_by_block`; `table_state` has both modes)."""
 

@@ -76,7 +76,10 @@ class TableState:
             inverse = tf.range(tf.size(ids, out_type=tf.int64))
         else:
             row_splits, gains = batch.row_splits, batch.gains
-            unique = inputs_lib.dedup(batch.ids, num_shards=1, table_name=table.name)
+            # Unique ids in the layout's order (ascending for 'div', grouped by block for 'mod'),
+            # so each block's ids are one contiguous run (`ShardLayout.split`).
+            unique = inputs_lib.dedup(batch.ids, num_shards=self.layout.dedup_shards,
+                                      table_name=table.name)
             ids, inverse = unique.unique_ids, tf.cast(unique.inverse, tf.int64)
         return queues.TableBatch(row_splits, ids, inverse, gains, batch.feature_row_counts)
 
@@ -92,7 +95,8 @@ class TableState:
                 "table_devices, or compile the step without jit_compile.")
 
     def gather(self, unique_ids: tf.Tensor) -> tf.Tensor:
-        """The rows `unique_ids` (ascending) of the table, read on each block's device."""
+        """The rows `unique_ids` (distinct, in layout order) of the table, read on each block's
+        device."""
         return self.layout.gather(self.variables["parameters"], unique_ids, self.name)
 
     def lookup(self, batch: queues.TableBatch, rows: tf.Tensor | None) -> tf.Tensor:

@@ -5,9 +5,10 @@ Stock TF only runs this class under a TPUStrategy; here it runs under the defaul
 behaviour: the same `enqueue` / `dequeue` / `apply_gradients` protocol, output shapes, messages
 and checkpoints.
 
-* Tables and slots are split into contiguous row blocks, one per replica device, or per PS task
-  under ParameterServerStrategy (`layout`, `parameter_server`), and are not trainable variables:
-  only `apply_gradients` updates them.
+* Tables and slots are split into row blocks, one per replica device, or per PS task under
+  ParameterServerStrategy (`layout`, `parameter_server`): contiguous blocks, or with
+  `partition_strategy='mod'` row r in block r % n. They are not trainable variables: only
+  `apply_gradients` updates them.
 * `enqueue` (host side, cross-replica context) validates the features, converts each replica's
   features into one deduplicated CSR batch per table and puts it in the replica's engine queue
   (`queues`). With `pipeline_execution_with_tensor_core` it also looks the rows up.
@@ -34,7 +35,8 @@ from tf_embedding import tables
 from tf_embedding.sharded import handoff
 from tf_embedding.sharded import parameter_server
 from tf_embedding.sharded import queues
-from tf_embedding.sharded.layout import ShardLayout
+from tf_embedding.sharded import layout as layout_lib
+from tf_embedding.sharded.profiler import LookupProfiler
 from tf_embedding.sharded.table_state import TableState
 
 _SUPPORTED_STRATEGIES = (tf.distribute.MirroredStrategy, tf.compat.v1.distribute.MirroredStrategy)
@@ -81,7 +83,9 @@ class TPUEmbedding(tables.EmbeddingBase):
     def __init__(self, feature_config: Any, optimizer: Any,
                  pipeline_execution_with_tensor_core: bool = False, *,
                  table_devices: Sequence[str] | None = None,
-                 traffic: Mapping[str, str] | None = None):
+                 traffic: Mapping[str, str] | None = None,
+                 partition_strategy: str = "div",
+                 profile_data_directory: str | None = None):
         """Creates the object; variables and queues are made by `build()` or the first `enqueue`.
 
         Args:
@@ -100,13 +104,23 @@ class TPUEmbedding(tables.EmbeddingBase):
             or each block combines its own lookups and returns partial activations. Partial
             moves less data when a step's unique ids of the table outnumber blocks x output
             rows (docs/parameter_server.md). Results agree to float rounding, not bitwise.
+          partition_strategy: (not in TF 2's class; v1's and TPUEstimator's option) how rows
+            map to blocks: 'div', contiguous blocks (TF's TPU layout), or 'mod', row r in
+            block r % n. Both give the same trained values and save the same checkpoint
+            tensors (stock TF's), so either restores the other at any block count.
+          profile_data_directory: (TPUEstimator's option) a local directory where every
+            33rd training batch of each replica (about 3%) adds lookup statistics (ids per
+            example, unique ids, lookups per block of this layout) to one file per table,
+            named by a hash of the table's and the engine's configuration, so models of the
+            same configuration add to the same files (`tf-embedding stats --profile-dir`).
 
         Raises:
           RuntimeError: created under a strategy other than the default, MirroredStrategy or
             ParameterServerStrategy.
           ValueError: `table_devices` empty, or naming a non-PS device under
             ParameterServerStrategy; `traffic` naming an unknown table or mode, or "partial"
-            for a table with a QuantizationConfig or with pipelining.
+            for a table with a QuantizationConfig or with pipelining; `partition_strategy`
+            neither 'div' nor 'mod'; `profile_data_directory` under ParameterServerStrategy.
         """
         strategy = tf.distribute.get_strategy()
         parameter_servers = parameter_server.is_parameter_server_strategy(strategy)
@@ -117,6 +131,14 @@ class TPUEmbedding(tables.EmbeddingBase):
                 "tf.distribute.ParameterServerStrategy, but was created under "
                 f"{type(strategy).__name__}.")
         self._strategy = strategy
+        self._partition_strategy = layout_lib.check_partition_strategy(partition_strategy)
+        if profile_data_directory and parameter_servers:
+            raise ValueError(
+                "profile_data_directory is not supported under ParameterServerStrategy: the "
+                "statistics are written by the process that runs the step, there a remote "
+                "worker, which cannot run the host function that writes them.")
+        self._profile_data_directory = profile_data_directory
+        self._profiler: LookupProfiler | None = None
         self._pipeline_execution_with_tensor_core = pipeline_execution_with_tensor_core
         super().__init__(feature_config, optimizer)
 
@@ -167,10 +189,14 @@ class TPUEmbedding(tables.EmbeddingBase):
             TableState(table,
                        tuple(index for index, feature in enumerate(flat_features)
                              if feature.table is table),
-                       ShardLayout(table.vocabulary_size, self._table_devices),
+                       self._layout(table.vocabulary_size),
                        self._variables[table.name], partial=table.name in self._partial_tables)
             for table in self._table_config)
         self._check_slot_layouts()
+        if self._profile_data_directory:
+            self._profiler = self._no_dependency(LookupProfiler(
+                self._profile_data_directory, self._tables, flat_features,
+                len(self._table_devices), len(self._replica_devices)))
         if self._parameter_servers:
             parameter_server.check_ops_on(self._table_devices)
             # A worker runs one replica; its batch stays inside the scheduled function.
@@ -308,15 +334,20 @@ class TPUEmbedding(tables.EmbeddingBase):
                           for state, table_batch in zip(self._tables, pending)])
 
     @_library_code
-    def _convert_tables(self, table_inputs: list[list[Any]]) -> list[queues.TableBatch]:
+    def _convert_tables(self, table_inputs: list[list[Any]],
+                        training: Any = False) -> list[queues.TableBatch]:
         """This replica's CSR batches without the engine queues (the Keras layer's path).
 
         `table_inputs[t]` are the `FeatureInput`s of table t's features, in `_table_config`
         order. Look the batches up with `_lookup_batches`; hand them and the activations'
-        gradients to `_apply_table_gradients` to train.
+        gradients to `_apply_table_gradients` to train. `training` (a bool or bool tensor):
+        whether the batch counts for `profile_data_directory`.
         """
         self._maybe_build()
-        return [state.convert(inputs) for state, inputs in zip(self._tables, table_inputs)]
+        batches = [state.convert(inputs) for state, inputs in zip(self._tables, table_inputs)]
+        if self._profiler is not None:
+            self._profiler.observe(batches, table_inputs, training)
+        return batches
 
     @_library_code
     def _lookup_batches(self, batches: list[queues.TableBatch]) -> list[tf.Tensor]:
@@ -344,8 +375,12 @@ class TPUEmbedding(tables.EmbeddingBase):
     def _create_variable(self, name: str, shape: tuple[int, int], dtype: tf.DType,
                          initializer: tables.Initializer,
                          trainable: bool) -> sharded_variable.ShardedVariable:
-        return ShardLayout(shape[0], self._table_devices).create_variable(
-            name, shape, dtype, initializer, trainable)
+        return self._layout(shape[0]).create_variable(name, shape, dtype, initializer,
+                                                      trainable)
+
+    def _layout(self, vocabulary_size: int) -> layout_lib.ShardLayout:
+        return layout_lib.ShardLayout(vocabulary_size, self._table_devices,
+                                      self._partition_strategy)
 
     def _checked_traffic(self, traffic: Mapping[str, str]) -> frozenset[str]:
         """The names of the tables in the partial mode."""
@@ -468,12 +503,11 @@ class TPUEmbedding(tables.EmbeddingBase):
                  training: tf.Tensor) -> queues.Batch:
         """One replica's features -> one CSR batch per table (+ its rows if pipelined)."""
         flat_features = nest.flatten(self._feature_config)
-        batches = [
-            state.convert([
-                features_lib.tpu_feature_input(self._feature_paths[index], flat_features[index],
-                                             flat_inputs[index], flat_weights[index])
-                for index in state.feature_indices])
-            for state in self._tables]
+        batches = self._convert_tables([
+            [features_lib.tpu_feature_input(self._feature_paths[index], flat_features[index],
+                                            flat_inputs[index], flat_weights[index])
+             for index in state.feature_indices]
+            for state in self._tables], training)
         rows = None
         if self._pipeline_execution_with_tensor_core:
             rows = [state.gather(batch.unique_ids) for state, batch in zip(self._tables, batches)]

@@ -1,0 +1,81 @@
+"""`profile_data_directory`: sampling training batches into lookup-statistics files.
+
+The engine hands every converted training batch of a replica to `LookupProfiler.observe`. Every
+`lookup_profile.SAMPLE_EVERY`-th one (about 3%, from the first) is profiled: per table, the
+batch's example count, its lookups' ids and the block each id lives in under the table's layout
+('div' or 'mod', `ShardLayout.block_of`) go to the host (`tf.py_function`), which adds them to
+the table's file (`lookup_profile`). Statistics are written as they are sampled, so a run that
+stops early keeps them, and a second model of the same configuration adds to the same files.
+"""
+
+import os
+from typing import Any, Sequence
+
+import tensorflow as tf
+from absl import logging
+from tensorflow.python.ops import resource_variable_ops
+
+from tf_embedding import inputs as inputs_lib
+from tf_embedding.sharded import lookup_profile
+from tf_embedding.sharded import queues
+from tf_embedding.sharded.table_state import TableState
+
+
+class LookupProfiler:
+    """Samples one engine's training batches into `directory`."""
+
+    def __init__(self, directory: str, tables: Sequence[TableState], flat_features: Sequence[Any],
+                 num_table_devices: int, num_replicas: int):
+        self._directory = directory
+        self._tables = tuple(tables)
+        self._parameters = [{
+            "table": state.name,
+            "vocabulary_size": state.config.vocabulary_size,
+            "dim": state.config.dim,
+            "combiner": state.config.combiner,
+            "num_features": len(state.feature_indices),
+            "max_sequence_lengths": [flat_features[index].max_sequence_length
+                                     for index in state.feature_indices],
+            "partition_strategy": state.layout.partition_strategy,
+            "num_blocks": len(state.layout.rows),
+            "table_devices": num_table_devices,
+            "replicas": num_replicas,
+        } for state in self._tables]
+        for parameters in self._parameters:
+            profile = lookup_profile.TableProfile(parameters)
+            path = os.path.join(directory, profile.file_name)
+            if os.path.exists(path):
+                logging.info("Table %s: adding lookup statistics to %s (%d sampled batches "
+                             "so far).", profile.table, path,
+                             lookup_profile.read_file(path).batches)
+        # The replica batches seen so far; made eagerly, once, on the host, and not mirrored
+        # (a strategy's variable creator is bypassed) nor checkpointed (no tracking).
+        with tf.init_scope(), tf.device("/cpu:0"):
+            self._seen = resource_variable_ops.ResourceVariable(
+                tf.constant(0, tf.int64), trainable=False, name="lookup_profile_batches")
+
+    def observe(self, batches: Sequence[queues.TableBatch],
+                table_inputs: Sequence[Sequence[inputs_lib.FeatureInput]], training: Any) -> None:
+        """Counts one replica's batch (`batches[t]`: table t's, from `table_inputs[t]`) if
+        `training`, and profiles it if it is a sampled one."""
+        training = tf.cast(training, tf.bool)
+        seen = self._seen.assign_add(tf.cast(training, tf.int64))
+        sampled = tf.logical_and(training, (seen - 1) % lookup_profile.SAMPLE_EVERY == 0)
+
+        def profile() -> tf.Tensor:
+            values = []
+            for state, batch, inputs in zip(self._tables, batches, table_inputs):
+                ids = tf.gather(batch.unique_ids, batch.inverse)
+                examples = inputs_lib.activation_shape(inputs[0], state.config.dim)[0]
+                values += [examples, ids, state.layout.block_of(ids)]
+            return tf.py_function(self._write, values, tf.int64)
+
+        tf.cond(sampled, profile, lambda: tf.constant(0, tf.int64))
+
+    def _write(self, *values: tf.Tensor) -> tf.Tensor:
+        for index, (state, parameters) in enumerate(zip(self._tables, self._parameters)):
+            examples, ids, blocks = values[3 * index:3 * index + 3]
+            profile = lookup_profile.TableProfile(parameters)
+            profile.add_batch(int(examples), ids.numpy(), blocks.numpy(), len(state.layout.rows))
+            lookup_profile.add_to_file(self._directory, profile)
+        return tf.constant(0, tf.int64)
