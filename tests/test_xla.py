@@ -130,3 +130,8 @@ def test_an_enqueue_outside_the_compiled_step_is_named_as_the_call_to_move():
         compiled_step()
     # The batch is still queued for a dequeue outside XLA.
     assert set(emb.dequeue()) == set(FEATURES)
+
+
+def test_profiling_is_refused_inside_xla(tmp_path):
+    with pytest.raises(ValueError, match="profile_data_directory writes its files from the host"):
+        train("sgd", "ragged", jit_compile=True, profile_data_directory=str(tmp_path))

@@ -3,7 +3,7 @@
 //
 // XLA compiles for shapes, not values, and cannot fail at run time, so the XLA kernels check
 // shapes when they compile and give data the TF kernels would reject a defined, in-bounds
-// meaning instead (docs/internals.md, "XLA"): a lookup whose id is outside [0, rows) of its
+// meaning instead (docs/xla.md, "Limits"): a lookup whose id is outside [0, rows) of its
 // table, or that falls in no row of its batch, is skipped, contributing to no activation,
 // gradient or update. Every sum runs in the TF kernels' order (lookup order within a row, batch
 // then lookup order within an id), which XLA's scatter-add keeps on CPUs.

@@ -4,7 +4,7 @@
 // for a rule that updates untouched rows.
 //
 // XLA cannot fail at run time, so where the TF kernel rejects data this gives it a defined
-// meaning (docs/internals.md, "XLA"): ids outside [0, rows) are skipped, and a non-finite
+// meaning (docs/xla.md, "Limits"): ids outside [0, rows) are skipped, and a non-finite
 // learning rate leaves every variable unchanged.
 #ifndef TF_EMBEDDING_CC_XLA_SPARSE_APPLY_H_
 #define TF_EMBEDDING_CC_XLA_SPARSE_APPLY_H_

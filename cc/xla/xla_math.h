@@ -10,7 +10,7 @@
 // XLA's CPU compiler may fuse a * b + c into one FMA and rewrite x / sqrt(y) as x * rsqrt(y),
 // which the TF kernels (compiled with -ffp-contract=off) never do, so the XLA kernels agree
 // with the TF kernels to within a few float32 ulps per step, not bit for bit
-// (docs/internals.md, "XLA").
+// (docs/xla.md, "Results").
 #ifndef TF_EMBEDDING_CC_XLA_XLA_MATH_H_
 #define TF_EMBEDDING_CC_XLA_XLA_MATH_H_
 

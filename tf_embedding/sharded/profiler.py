@@ -16,6 +16,7 @@ from absl import logging
 from tensorflow.python.ops import resource_variable_ops
 
 from tf_embedding import inputs as inputs_lib
+from tf_embedding import ops
 from tf_embedding.sharded import lookup_profile
 from tf_embedding.sharded import queues
 from tf_embedding.sharded.table_state import TableState
@@ -58,6 +59,11 @@ class LookupProfiler:
                 table_inputs: Sequence[Sequence[inputs_lib.FeatureInput]], training: Any) -> None:
         """Counts one replica's batch (`batches[t]`: table t's, from `table_inputs[t]`) if
         `training`, and profiles it if it is a sampled one."""
+        if ops.compiling_with_xla():
+            raise ValueError(
+                "profile_data_directory writes its files from the host (tf.py_function), which "
+                "an XLA-compiled function cannot call: compile the training step without "
+                "jit_compile, or profile in a run without it (docs/xla.md).")
         training = tf.cast(training, tf.bool)
         seen = self._seen.assign_add(tf.cast(training, tf.int64))
         sampled = tf.logical_and(training, (seen - 1) % lookup_profile.SAMPLE_EVERY == 0)
