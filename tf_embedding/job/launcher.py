@@ -53,13 +53,16 @@ def run(options: ClusterOptions, train_argv: Sequence[str], stream: TextIO = sys
 
 @contextlib.contextmanager
 def _passed_on(process: subprocess.Popen) -> Iterator[None]:
-    """SIGINT and SIGTERM sent to this process go to `process` while in the block."""
+    """SIGINT and SIGTERM sent to this process go to `process` while in the block, unless this
+    process ignores them (as a job started in the background by a script ignores SIGINT; the
+    chief then inherits that too)."""
     def pass_on(signum: int, frame: object) -> None:
         del frame
         process.send_signal(signum)
 
     previous = {signum: signal.signal(signum, pass_on)
-                for signum in (signal.SIGINT, signal.SIGTERM)}
+                for signum in (signal.SIGINT, signal.SIGTERM)
+                if signal.getsignal(signum) is not signal.SIG_IGN}
     try:
         yield
     finally:
