@@ -155,7 +155,11 @@ def _train(options: options_lib.TrainOptions, spec: spec_lib.DataSpec) -> int:
 
 def _cluster(options: options_lib.ClusterOptions, argv: Sequence[str]) -> int:
     from tf_embedding.job import launcher
-    return launcher.run(options, launcher.train_argv(argv[1:]))
+    try:
+        return launcher.run(options, launcher.train_argv(argv[1:]))
+    except RuntimeError as e:  # a task exited before it was ready; its output says why
+        print(f"tf-embedding cluster: {e}", file=sys.stderr)
+        return 1
 
 
 def _predict(options: options_lib.PredictOptions) -> int:

@@ -101,7 +101,8 @@ def check_cluster_api(embedding_api: str) -> None:
         raise ValueError(
             f"--embedding-api {embedding_api} cannot train on a cluster: "
             f"{_NOT_ON_A_CLUSTER[embedding_api]}. Use --embedding-api sharded (the default), "
-            "whose tables are split over the ps tasks, or train in one process (no TF_CONFIG).")
+            "whose tables are split over the ps tasks, or train in one process "
+            "(tf-embedding train without TF_CONFIG).")
 
 
 @dataclasses.dataclass
