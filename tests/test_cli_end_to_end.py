@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_embedding.job import cli, training
+from tf_embedding.job import cli, evaluation
 
 CONFIG = {
     "batch_size": 512, "steps": 160, "checkpoint_every": 50, "eval_examples": 16384,
@@ -208,8 +208,8 @@ def test_keras_export_holds_the_trained_tables_and_scores_like_the_model(runs):
     """).splitlines()[-1])
     assert len(scored["labels"]) == CONFIG["eval_examples"] and all(scored["valid"])
     metrics = json.load(open(os.path.join(runs["keras"], "metrics.json")))
-    assert abs(training.roc_auc(scored["labels"], scored["probability"]) - metrics["auc"]) < 1e-4
-    assert abs(training.log_loss(scored["labels"], scored["probability"])
+    assert abs(evaluation.roc_auc(scored["labels"], scored["probability"]) - metrics["auc"]) < 1e-4
+    assert abs(evaluation.log_loss(scored["labels"], scored["probability"])
                - metrics["log_loss"]) < 1e-5
 
 

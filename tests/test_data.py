@@ -9,7 +9,7 @@ import tensorflow as tf
 from tf_embedding.job.data import common, criteo, sources, synthetic, tfrecord
 from tf_embedding.job.data.spec import DataSpec, FeatureSpec, TableSpec, criteo_spec
 from tf_embedding.job.options import DataOptions
-from tf_embedding.job.training import roc_auc
+from tf_embedding.job.evaluation import roc_auc
 
 SPEC = DataSpec(
     tables=(TableSpec("user", 5000, "sum", head_size=200), TableSpec("item", 2000, "mean"),

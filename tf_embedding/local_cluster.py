@@ -75,9 +75,11 @@ class ServerProcess:
 
     def __init__(self, environ: Mapping[str, str], args: Sequence[str] = SERVER):
         """Starts `python *args` with `environ` (e.g. its TF_CONFIG) added to this process's."""
+        # A session of its own: a terminal's Ctrl-C must not stop the task before the chief,
+        # which still saves its checkpoint on the task; the task is stopped by pid instead.
         self.process = subprocess.Popen(
             [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, env=child_environment(environ))
+            text=True, env=child_environment(environ), start_new_session=True)
         self.lines: "queue.Queue[str | None]" = queue.Queue()
         self.output: list[str] = []
         self._ended = False  # the reader's end marker was taken from `lines`

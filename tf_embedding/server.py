@@ -24,14 +24,27 @@ import sys
 from typing import Any, Mapping, Sequence
 
 READY_MARKER = "tf_embedding.server ready:"
-# The task types this module serves; the chief runs the training script itself.
-_SERVED_TASK_TYPES = ("ps", "worker")
 _EXAMPLE = ('TF_CONFIG=\'{"cluster": {"chief": ["host0:2222"], "ps": ["host1:2222"], '
             '"worker": ["host2:2222"]}, "task": {"type": "ps", "index": 0}}\'')
 
 
+@dataclasses.dataclass(frozen=True)
+class Runner:
+    """A program that runs some task types of a cluster, for TF_CONFIG's checks and messages."""
+
+    name: str
+    task_types: tuple[str, ...]
+    # Said when TF_CONFIG names another task type: what runs that one instead.
+    hint: str
+
+
+SERVER_RUNNER = Runner("python -m tf_embedding.server", ("ps", "worker"),
+                       "The chief is the coordinator: it runs the training script "
+                       "(ParameterServerStrategy + ClusterCoordinator), not this server.")
+
+
 class ConfigError(ValueError):
-    """TF_CONFIG is missing or does not describe a ps or worker task of its cluster."""
+    """TF_CONFIG is missing or does not describe a task of its cluster that the program runs."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,35 +74,51 @@ def _host(address: str) -> str:
     return address.rsplit(":", 1)[0]
 
 
-def parse_tf_config(text: str | None) -> Task:
-    """The task described by the JSON text of TF_CONFIG.
+def parse_tf_config(text: str | None, runner: Runner = SERVER_RUNNER) -> Task:
+    """The task described by the JSON text of TF_CONFIG, one that `runner` runs.
 
     Raises:
       ConfigError: `text` is None or empty, not a JSON object, lacks `cluster` or `task`, or
-        names a task type this module does not serve or an index outside the cluster.
+        names a task type `runner` does not run or an index outside the cluster.
     """
     if not text:
         raise ConfigError(
-            "TF_CONFIG is not set: python -m tf_embedding.server needs the cluster and this "
-            f"task's type and index, e.g. {_EXAMPLE}")
+            f"TF_CONFIG is not set: {runner.name} needs the cluster and this task's type and "
+            f"index, e.g. {_EXAMPLE}")
+    return _parse_task(_json_object(text), runner)
+
+
+def parse_optional_tf_config(text: str | None, runner: Runner) -> Task | None:
+    """As `parse_tf_config`, but None when TF_CONFIG is unset or empty or names no cluster
+    (no or an empty "cluster"), which TF also takes for a process outside any cluster."""
+    if not text or not text.strip():
+        return None
+    config = _json_object(text)
+    if not config.get("cluster"):
+        return None
+    return _parse_task(config, runner)
+
+
+def _json_object(text: str) -> dict[str, Any]:
     try:
         config = json.loads(text)
     except json.JSONDecodeError as error:
         raise ConfigError(f"TF_CONFIG is not valid JSON ({error}): {text!r}") from None
     if not isinstance(config, dict):
         raise ConfigError(f"TF_CONFIG must be a JSON object, got {text!r}")
+    return config
+
+
+def _parse_task(config: dict[str, Any], runner: Runner) -> Task:
     cluster = _parse_cluster(config.get("cluster"))
     task = config.get("task")
     if not isinstance(task, dict) or "type" not in task or "index" not in task:
         raise ConfigError(
             f"TF_CONFIG needs \"task\": {{\"type\": ..., \"index\": ...}}, got {task!r}")
     task_type, index = task["type"], task["index"]
-    if task_type not in _SERVED_TASK_TYPES:
-        hint = (" The chief is the coordinator: it runs the training script "
-                "(ParameterServerStrategy + ClusterCoordinator), not this server."
-                if task_type == "chief" else "")
-        raise ConfigError(f"TF_CONFIG task type {task_type!r} is not served by "
-                          f"tf_embedding.server, which runs {_SERVED_TASK_TYPES} tasks.{hint}")
+    if task_type not in runner.task_types:
+        raise ConfigError(f"TF_CONFIG task type {task_type!r} is not run by {runner.name}, "
+                          f"which runs {runner.task_types} tasks. {runner.hint}")
     if task_type not in cluster:
         raise ConfigError(f"TF_CONFIG task type {task_type!r} has no entry in the cluster "
                           f"{sorted(cluster)}.")

@@ -1,4 +1,4 @@
-"""The `tf-embedding` command: train | predict | stats | generate.
+"""The `tf-embedding` command: train | cluster | predict | stats | generate.
 
 Each subcommand imports what it needs when it runs: `--help` loads no TensorFlow, and
 `predict` only needs TensorFlow and the SavedModel (never the op library).
@@ -15,7 +15,11 @@ from tf_embedding.job.data import spec as spec_lib
 
 _SUBCOMMANDS = {
     "train": (options_lib.TrainOptions,
-              "train the ranking model, evaluate it on held-out data and export a SavedModel"),
+              "train the ranking model, evaluate it on held-out data and export a SavedModel "
+              "(as the chief of the parameter-server cluster of TF_CONFIG, if it names one)"),
+    "cluster": (options_lib.ClusterOptions,
+                "train as `train` does, as the chief of a cluster of --num-ps ps tasks and 1 "
+                "worker started on this machine (every option but --num-ps goes to `train`)"),
     "predict": (options_lib.PredictOptions,
                 "score TSV or TFRecord files with an exported SavedModel"),
     "stats": (options_lib.StatsOptions,
@@ -61,7 +65,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     subparsers = {}
     for name, (cls, description) in _SUBCOMMANDS.items():
-        subparsers[name] = commands.add_parser(name, help=description, description=description)
+        # The cluster command passes its arguments on to `train` but --num-ps, which must
+        # therefore be spelled out in full.
+        subparsers[name] = commands.add_parser(name, help=description, description=description,
+                                               allow_abbrev=name != "cluster")
         _add_options(subparsers[name], cls)
     return parser, subparsers
 
@@ -129,8 +136,9 @@ def parse(argv: Sequence[str]) -> tuple[str, Any, spec_lib.DataSpec | None]:
 
 
 def _train(options: options_lib.TrainOptions, spec: spec_lib.DataSpec) -> int:
-    from tf_embedding.job import training
-    result = training.train(options, spec)
+    from tf_embedding.job import cluster, training
+    result = training.train(options, spec,
+                            execution=cluster.execution_for(options, sys.stdout))
     if result is None:
         return 0
     print(f"evaluation on {result['examples']} held-out examples:")
@@ -144,6 +152,15 @@ def _train(options: options_lib.TrainOptions, spec: spec_lib.DataSpec) -> int:
               f"{result['malformed']} in evaluation")
     print(f"exported SavedModel to {result['export_dir']}")
     return 0
+
+
+def _cluster(options: options_lib.ClusterOptions, argv: Sequence[str]) -> int:
+    from tf_embedding.job import launcher
+    try:
+        return launcher.run(options, launcher.train_argv(argv[1:]))
+    except RuntimeError as e:  # a task exited before it was ready; its output says why
+        print(f"tf-embedding cluster: {e}", file=sys.stderr)
+        return 1
 
 
 def _predict(options: options_lib.PredictOptions) -> int:
@@ -175,6 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         command, options, spec = parse(argv)
         if command == "predict":
             return _predict(options)
+        if command == "cluster":
+            return _cluster(options, argv)
         return {"train": _train, "stats": _stats, "generate": _generate}[command](options, spec)
     except (ValueError, OSError) as e:
         print(f"tf-embedding: error: {e}", file=sys.stderr)

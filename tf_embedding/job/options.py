@@ -76,6 +76,36 @@ class TrainOptions(DataOptions):
 
 
 @dataclasses.dataclass
+class ClusterOptions(TrainOptions):
+    num_ps: int = option(2, "ps tasks of the local cluster; the tables are split over them")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _at_least(self, num_ps=1)
+        check_cluster_api(self.embedding_api)
+
+
+# Why the other --embedding-api values cannot train on a parameter-server cluster.
+_NOT_ON_A_CLUSTER = {
+    "replicated": "the replicated TPUEmbeddingV0 keeps every table in one variable, which "
+                  "ParameterServerStrategy would place whole on one ps task, and it is not "
+                  "made for that strategy",
+    "keras": "the Keras layer trains with Keras 3's model.fit, which has no parameter-server "
+             "support (it never schedules steps on a cluster's workers)",
+}
+
+
+def check_cluster_api(embedding_api: str) -> None:
+    """Raises ValueError unless `embedding_api` trains on a parameter-server cluster."""
+    if embedding_api in _NOT_ON_A_CLUSTER:
+        raise ValueError(
+            f"--embedding-api {embedding_api} cannot train on a cluster: "
+            f"{_NOT_ON_A_CLUSTER[embedding_api]}. Use --embedding-api sharded (the default), "
+            "whose tables are split over the ps tasks, or train in one process "
+            "(tf-embedding train without TF_CONFIG).")
+
+
+@dataclasses.dataclass
 class StatsOptions(DataOptions):
     batches: int = option(20, "batches to analyse")
     num_shards: int = option(8, "devices the tables are split over for the load estimate, as "

@@ -6,25 +6,25 @@ Adagrad (the default), the replicated `TPUEmbeddingV0` with tf_keras' Adagrad, o
 `tf_embedding.keras.TPUEmbedding` (fused Adagrad). The first two train in the custom loop
 (`_fit`), which only uses the adapter; the Keras layer trains inside one Keras model
 (`KerasRankingModel`) with `model.fit` (`_fit_keras`). Both share the checkpoints, resume,
-evaluation and export.
+evaluation and export. Where the custom loop's steps run is the `Execution`'s business: in this
+process, or on the workers of a parameter-server cluster (`tf_embedding.job.cluster`).
 """
 
 import abc
 import dataclasses
 import json
-import math
 import os
 import sys
-import time
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 import tf_embedding
 from tf_embedding.job import export
 from tf_embedding.job import model as model_lib
+from tf_embedding.job.evaluation import evaluate
+from tf_embedding.job.progress import Progress, RunningMetrics, resolve_mode
 from tf_embedding.job.data import common, sources
 from tf_embedding.job.data.spec import DataSpec
 from tf_embedding.job.options import TrainOptions, mlp_sizes
@@ -39,6 +39,30 @@ _RUN_CONTROL = ("resume", "stop_at_step", "steps", "progress", "checkpoint_every
 
 # Where both embedding optimizers start every row's Adagrad accumulator.
 _INITIAL_ACCUMULATOR = 0.1
+
+
+class Execution:
+    """Where the custom loop's steps and the evaluation run: in this process, under the default
+    strategy. `cluster.ClusterExecution` runs them on a cluster's workers instead."""
+
+    # Steps dispatched between two waits for them: the checkpoints and the progress display
+    # read the run's variables only after a wait.
+    steps_per_wait = 1
+
+    def __init__(self, strategy: tf.distribute.Strategy | None = None):
+        # The run's objects are created in its scope, and the steps run in its `run`.
+        self.strategy = strategy or tf.distribute.get_strategy()
+
+    def dispatch(self, function: Callable[[common.Batch], Any], batch: common.Batch) -> Any:
+        """Starts the tf.function `function` on `batch`; returns what `result` takes."""
+        return function(batch)
+
+    def result(self, value: Any) -> Any:
+        """The value of a dispatched function's result, once it is done."""
+        return value
+
+    def wait(self) -> None:
+        """Returns once every dispatched function has run."""
 
 
 class EmbeddingTraining(abc.ABC):
@@ -229,160 +253,6 @@ class KerasRankingModel(keras.Model):
         return self.ranking((batch["dense"], activations))
 
 
-class RunningMetrics(tf.Module):
-    """Loss and AUC over roughly the last 1 / (1 - decay) steps, for the progress display.
-
-    The AUC comes from decayed histograms of the predicted probability of clicks and
-    non-clicks, so it costs two small vectors per step.
-    """
-
-    def __init__(self, bins: int = 200, decay: float = 0.98):
-        super().__init__(name="running_metrics")
-        self._bins = bins
-        self._decay = decay
-        self.positives = tf.Variable(tf.zeros([bins], tf.float64), trainable=False)
-        self.negatives = tf.Variable(tf.zeros([bins], tf.float64), trainable=False)
-        self.loss_sum = tf.Variable(tf.constant(0.0, tf.float64), trainable=False)
-        self.weight = tf.Variable(tf.constant(0.0, tf.float64), trainable=False)
-
-    def update(self, labels: tf.Tensor, probabilities: tf.Tensor, loss: tf.Tensor) -> None:
-        bucket = tf.cast(tf.minimum(probabilities * self._bins, self._bins - 1), tf.int32)
-        labels = tf.cast(labels, tf.float64)
-        for variable, weights in ((self.positives, labels), (self.negatives, 1.0 - labels)):
-            counts = tf.math.unsorted_segment_sum(weights, bucket, self._bins)
-            variable.assign(variable * self._decay + counts)
-        self.loss_sum.assign(self.loss_sum * self._decay + tf.cast(loss, tf.float64))
-        self.weight.assign(self.weight * self._decay + 1.0)
-
-    def loss(self) -> float:
-        return float(self.loss_sum.numpy() / max(self.weight.numpy(), 1e-12))
-
-    def auc(self) -> float:
-        positives, negatives = self.positives.numpy(), self.negatives.numpy()
-        total = positives.sum() * negatives.sum()
-        if total <= 0:
-            return float("nan")
-        # Each negative beats the positives in lower buckets and ties half of its own.
-        below = np.cumsum(positives) - positives
-        return float(np.sum(negatives * (positives.sum() - below - 0.5 * positives)) / total)
-
-
-class Progress:
-    """Steps, examples/s, loss and running AUC as a carriage-return bar or as plain lines."""
-
-    def __init__(self, mode: str, first_step: int, last_step: int, stream: TextIO):
-        self._mode = _progress_mode(mode, stream)
-        self._stream = stream
-        self._first_step = first_step
-        self._last_step = last_step
-        self._started: float | None = None
-        self._first_examples = 0
-        self._examples = 0
-        self._last_print = 0.0
-        self._next_line = first_step
-
-    def update(self, step: int, examples: int, metrics: RunningMetrics, malformed: int,
-               force: bool = False) -> None:
-        """Records that `step` is done with `examples` examples so far; draws when due."""
-        now = time.monotonic()
-        if self._started is None:
-            # Timing starts after the first step, which includes tracing the step function.
-            self._started = now
-            self._first_examples = examples
-        self._examples = examples - self._first_examples
-        if self._mode == "none":
-            return
-        if self._mode == "bar" and not force and now - self._last_print < 0.25:
-            return
-        if self._mode == "lines" and not force and step < self._next_line:
-            return
-        self._last_print = now
-        self._next_line = step + max(1, (self._last_step - self._first_step) // 10)
-        elapsed = now - self._started
-        timed_steps = step - self._first_step - 1
-        rate = f"{self._examples / elapsed / 1000:.1f}k" if timed_steps > 0 else "-"
-        eta = elapsed / timed_steps * (self._last_step - step) if timed_steps > 0 \
-            else float("nan")
-        width = 24
-        filled = int(width * step / max(self._last_step, 1))
-        text = (f"step {step}/{self._last_step} [{'#' * filled}{'.' * (width - filled)}] "
-                f"{rate} ex/s | loss {metrics.loss():.4f} | "
-                f"auc {metrics.auc():.4f} | eta {_duration(eta)}")
-        if malformed:
-            text += f" | malformed {malformed}"
-        if self._mode == "bar":
-            self._stream.write("\r" + text)
-        else:
-            self._stream.write(text + "\n")
-        self._stream.flush()
-
-    def close(self) -> None:
-        if self._mode == "bar":
-            self._stream.write("\n")
-            self._stream.flush()
-
-
-def _progress_mode(mode: str, stream: TextIO) -> str:
-    """--progress with auto resolved: a bar on a terminal, lines otherwise."""
-    if mode == "auto":
-        return "bar" if stream.isatty() else "lines"
-    return mode
-
-
-def _duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(round(seconds))
-    return f"{seconds // 60}m{seconds % 60:02d}s"
-
-
-def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
-    """Exact ROC AUC (ties count one half); nan without both classes."""
-    labels = np.asarray(labels) > 0.5
-    scores = np.asarray(scores, np.float64)
-    positives = int(labels.sum())
-    negatives = len(labels) - positives
-    if positives == 0 or negatives == 0:
-        return float("nan")
-    order = np.argsort(scores, kind="mergesort")
-    _, first, counts = np.unique(scores[order], return_index=True, return_counts=True)
-    ranks = np.empty(len(scores))
-    ranks[order] = np.repeat(first + (counts + 1) / 2.0, counts)
-    return float((ranks[labels].sum() - positives * (positives + 1) / 2.0)
-                 / (positives * negatives))
-
-
-def log_loss(labels: np.ndarray, probabilities: np.ndarray) -> float:
-    """Mean binary cross-entropy; nan for no examples."""
-    if len(labels) == 0:
-        return float("nan")
-    p = np.clip(np.asarray(probabilities, np.float64), 1e-7, 1 - 1e-7)
-    y = np.asarray(labels, np.float64)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
-
-
-def evaluate(predict: Any, dataset: tf.data.Dataset) -> dict[str, float]:
-    """AUC and log loss of `predict(batch)` on the dataset, and of the planted probability
-    (the Bayes-optimal model) when the batches carry it."""
-    labels, scores, truth, malformed = [], [], [], 0
-    for batch in dataset:
-        labels.append(batch["label"].numpy())
-        scores.append(predict(batch).numpy())
-        malformed += int(batch["malformed"])
-        if "probability" in batch:
-            truth.append(batch["probability"].numpy())
-    labels_all = np.concatenate(labels) if labels else np.zeros([0])
-    scores_all = np.concatenate(scores) if scores else np.zeros([0])
-    result = {"examples": int(len(labels_all)), "malformed": malformed,
-              "auc": roc_auc(labels_all, scores_all), "log_loss": log_loss(labels_all, scores_all),
-              "click_rate": float(labels_all.mean()) if len(labels_all) else float("nan")}
-    if truth:
-        truth_all = np.concatenate(truth)
-        result.update(bayes_auc=roc_auc(labels_all, truth_all),
-                      bayes_log_loss=log_loss(labels_all, truth_all))
-    return result
-
-
 def _resolved_config(options: TrainOptions, spec: DataSpec) -> dict[str, Any]:
     """Options and layout as written to config.json (JSON round-tripped, so comparable)."""
     return json.loads(json.dumps({"options": dataclasses.asdict(options),
@@ -482,13 +352,12 @@ class _Checkpoints:
 
 
 def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Dataset,
-         last_step: int, stream: TextIO) -> bool:
+         last_step: int, stream: TextIO, execution: Execution) -> bool:
     """Trains from the current step to last_step in the custom loop, checkpointing on the way
     and at the end; returns False when interrupted (Ctrl-C) before last_step."""
     embedding, model, optimizer = run.embedding, run.model, run.optimizer
 
-    @tf.function(input_signature=[dataset.element_spec], autograph=False)
-    def train_step(batch: common.Batch) -> None:
+    def replica_step(batch: common.Batch) -> None:
         labels = batch["label"]
         with tf.GradientTape() as tape:
             activations = embedding.lookup(batch["ids"], lookup_weights(spec, batch),
@@ -506,26 +375,38 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
         run.malformed.assign_add(batch["malformed"])
         run.metrics.update(labels, tf.sigmoid(logits), loss)
 
+    @tf.function(input_signature=[dataset.element_spec], autograph=False)
+    def train_step(batch: common.Batch) -> None:
+        # Under a parameter-server strategy the whole step, enqueue to apply_gradients, is one
+        # replica function of one scheduled function (docs/parameter_server.md).
+        execution.strategy.run(replica_step, args=(batch,))
+
     checkpoints = _Checkpoints(run, options.checkpoint_every)
     progress = Progress(options.progress, checkpoints.first_step, last_step, stream)
     batches = iter(dataset)
     examples = 0
+    step = checkpoints.first_step  # the steps dispatched so far
     interrupted = False
     try:
-        while int(run.step) < last_step:
+        while step < last_step:
             try:
                 batch = next(batches)
             except StopIteration:
                 raise ValueError("the training input holds no examples") from None
-            train_step(batch)
+            execution.dispatch(train_step, batch)
             examples += int(tf.shape(batch["label"])[0])
-            step = checkpoints.after_step()
-            progress.update(step, examples, run.metrics, int(run.malformed),
-                            force=step == last_step)
+            step += 1
+            if (step % execution.steps_per_wait == 0 or step % options.checkpoint_every == 0
+                    or step == last_step):
+                execution.wait()
+                checkpoints.after_step()
+                progress.update(step, examples, run.metrics, int(run.malformed),
+                                force=step == last_step)
     except KeyboardInterrupt:
         interrupted = True  # The checkpoint below keeps the work; --resume continues from it.
     finally:
         progress.close()
+    execution.wait()  # the steps still running when interrupted go into the checkpoint
     checkpoints.finish(examples)
     return not interrupted
 
@@ -550,7 +431,7 @@ def _fit_keras(run: _Run, options: TrainOptions, dataset: tf.data.Dataset, last_
         try:
             run.keras_model.fit(
                 inputs, epochs=1, steps_per_epoch=last_step - checkpoints.first_step,
-                shuffle=False, verbose=_KERAS_VERBOSITY[_progress_mode(options.progress, stream)],
+                shuffle=False, verbose=_KERAS_VERBOSITY[resolve_mode(options.progress, stream)],
                 callbacks=[keras.callbacks.LambdaCallback(
                     on_train_batch_end=lambda batch, logs: checkpoints.after_step())])
         except KeyboardInterrupt:
@@ -564,16 +445,18 @@ def _fit_keras(run: _Run, options: TrainOptions, dataset: tf.data.Dataset, last_
 _KERAS_VERBOSITY = {"bar": 1, "lines": 2, "none": 0}
 
 
-def train(options: TrainOptions, spec: DataSpec,
-          stream: TextIO = sys.stdout) -> dict[str, Any] | None:
+def train(options: TrainOptions, spec: DataSpec, stream: TextIO = sys.stdout,
+          execution: Execution | None = None) -> dict[str, Any] | None:
     """Trains (or resumes), then evaluates and exports; returns the evaluation metrics, or
     None when the run stopped at --stop-at-step. On Ctrl-C it saves a checkpoint and raises
-    KeyboardInterrupt."""
+    KeyboardInterrupt. `execution` (default: this process) runs the steps and the evaluation."""
+    execution = execution or Execution()
     config_path = os.path.join(options.model_dir, "config.json")
     checkpoints = os.path.join(options.model_dir, "checkpoints")
     _check_model_dir(options, spec, checkpoints, config_path)
     source = sources.Source(options, spec)
-    run = _build_run(options, spec, checkpoints)
+    with execution.strategy.scope():
+        run = _build_run(options, spec, checkpoints)
     if options.resume:
         run.manager.checkpoint.restore(
             run.manager.latest_checkpoint).assert_existing_objects_matched()
@@ -588,7 +471,7 @@ def train(options: TrainOptions, spec: DataSpec,
     if run.keras_model is not None:
         finished = _fit_keras(run, options, dataset, last_step, stream)
     else:
-        finished = _fit(run, options, spec, dataset, last_step, stream)
+        finished = _fit(run, options, spec, dataset, last_step, stream, execution)
     if int(run.step) < options.steps:
         stream.write(f"stopped at step {int(run.step)} with a checkpoint in "
                      f"{options.model_dir}; run again with --resume to continue\n")
@@ -598,13 +481,17 @@ def train(options: TrainOptions, spec: DataSpec,
 
     eval_dataset = source.eval(options.eval_examples)
 
-    @tf.function(input_signature=[eval_dataset.element_spec], autograph=False)
-    def predict(batch: common.Batch) -> tf.Tensor:
+    def replica_predict(batch: common.Batch) -> tf.Tensor:
         activations = run.embedding.lookup(batch["ids"], lookup_weights(spec, batch),
                                            training=False)
         return tf.sigmoid(run.model((batch["dense"], activations)))
 
-    result = evaluate(predict, eval_dataset)
+    @tf.function(input_signature=[eval_dataset.element_spec], autograph=False)
+    def predict(batch: common.Batch) -> tf.Tensor:
+        return execution.strategy.run(replica_predict, args=(batch,))
+
+    result = evaluate(lambda batch: execution.result(execution.dispatch(predict, batch)),
+                      eval_dataset)
     result.update(steps=int(run.step), train_malformed=int(run.malformed))
     export_dir = options.export_dir or os.path.join(options.model_dir, "export")
     # A fresh config: training wrote its optimizer into the TableConfigs, and the serving

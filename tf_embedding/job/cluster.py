@@ -1,0 +1,93 @@
+"""`tf-embedding train` as the chief of the parameter-server cluster that TF_CONFIG names.
+
+Without TF_CONFIG, or with one that names no cluster (TF's own reading of `{}`), the job trains in
+its own process. With a cluster it must be the cluster's `chief` task, the cluster must have `ps`
+and `worker` tasks (each running `python -m tf_embedding.server`), and the embedding must be the
+sharded one; anything else is a ValueError naming the problem before any connection is made.
+
+On a cluster the job is the same loop, checkpoints, evaluation and export (`training.train`);
+only where the steps run changes (`ClusterExecution`): `ParameterServerStrategy` creates the
+run's variables on the ps tasks, the tables split in row blocks over them, and each training step
+and each evaluation batch is one function scheduled by a `ClusterCoordinator` on a free worker.
+"""
+
+import logging
+import os
+from typing import Any, Callable, Mapping, TextIO
+
+import tensorflow as tf
+
+from tf_embedding import server
+from tf_embedding.job import training
+from tf_embedding.job.data import common
+from tf_embedding.job.options import TrainOptions, check_cluster_api
+
+CHIEF_RUNNER = server.Runner(
+    "tf-embedding train", ("chief",),
+    "tf-embedding train is the cluster's chief (the coordinator); every ps and worker task runs "
+    "`python -m tf_embedding.server`.")
+
+
+class _SaveRetracingFilter(logging.Filter):
+    """Drops TF's retracing warning about its own checkpoint save: a checkpoint spanning several
+    tasks is saved by a tf.function that TF defines anew on every save, so from the fifth
+    checkpoint on each one would print that warning, which no code here can act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "MultiDeviceSaver.save.<locals>.tf_function_save" not in record.getMessage()
+
+
+class ClusterExecution(training.Execution):
+    """The steps and the evaluation batches as functions scheduled on the cluster's workers.
+
+    The chief reads the input and passes each batch to its function as the argument, instead of
+    each worker reading a per-worker dataset: TF gives a per-worker dataset no worker index, so
+    every worker would read the whole stream. So each batch is trained once, a run with one
+    worker takes the batches in the stream's order (the one-process run, with the tables in
+    blocks), and `--resume` continues with the batch an uninterrupted run would have read. The
+    price is that the input pipeline runs on the chief.
+    """
+
+    # Steps scheduled between two joins: a join lets the worker run dry while the chief
+    # schedules the next steps, and the checkpoints and the progress display need one.
+    steps_per_wait = 25
+
+    def __init__(self, task: server.Task):
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            tf.train.ClusterSpec(task.cluster), task_type=task.task_type,
+            task_id=task.task_index, rpc_layer=task.protocol)
+        super().__init__(tf.distribute.ParameterServerStrategy(resolver))
+        self.coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
+        tf.get_logger().addFilter(_SaveRetracingFilter())
+
+    def dispatch(self, function: Callable[[common.Batch], Any], batch: common.Batch) -> Any:
+        return self.coordinator.schedule(function, args=(batch,))
+
+    def result(self, value: Any) -> Any:
+        return value.fetch()
+
+    def wait(self) -> None:
+        self.coordinator.join()
+
+
+def execution_for(options: TrainOptions, stream: TextIO,
+                  environ: Mapping[str, str] = os.environ) -> training.Execution:
+    """Where `tf-embedding train` runs: this process, or the cluster of TF_CONFIG as its chief.
+
+    Raises:
+      ValueError: TF_CONFIG is malformed (`server.ConfigError`), names another task than the
+        chief, a cluster without ps or worker tasks, or --embedding-api is not sharded.
+    """
+    task = server.parse_optional_tf_config(environ.get("TF_CONFIG"), CHIEF_RUNNER)
+    if task is None:
+        return training.Execution()
+    missing = [task_type for task_type in ("ps", "worker") if not task.cluster.get(task_type)]
+    if missing:
+        raise ValueError(
+            f"TF_CONFIG names a cluster without {' or '.join(missing)} tasks: tf-embedding train "
+            "trains on a parameter-server cluster (a chief, ps and worker tasks) or, without "
+            "TF_CONFIG, in one process.")
+    check_cluster_api(options.embedding_api)
+    stream.write(f"training as the chief ({task.address}) of {len(task.cluster['ps'])} ps and "
+                 f"{len(task.cluster['worker'])} worker task(s)\n")
+    return ClusterExecution(task)
