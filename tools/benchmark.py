@@ -8,8 +8,9 @@
     python tools/benchmark.py --threads 2          # only 2 threads (default: 1 and 2)
     python tools/benchmark.py --list-variants
 
-Every (variant, distribution, thread count) runs in a fresh worker process (this script with --worker), so its
-peak RSS (`ru_maxrss`) is its own and no variant's memory or allocator state distorts another.
+Every (variant, distribution, thread count) runs in a fresh worker process (this script with
+--worker), so its peak RSS (`ru_maxrss`) is its own and no variant's memory or allocator state
+distorts another.
 The orchestrator writes the batches once (numpy, fixed seed) and every worker turns the same ids
 into the same SparseTensors. Each worker builds its variables, runs `--warmup` untimed steps
 (tracing included), then times `--steps` steps one by one and reports the median; input
