@@ -1,4 +1,5 @@
-"""tools/benchmark.py --quick runs every default variant and prints its table.
+"""tools/benchmark.py --quick runs every default variant at 1 and 2 threads, and the native limit,
+and prints their tables.
 
 Timings of a smoke run on a tiny workload mean nothing, so nothing here asserts on them.
 """
@@ -22,18 +23,44 @@ def test_quick_run_prints_every_variant():
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "load average at start" in out and "load average at end" in out
-    header = next(line for line in out.splitlines() if line.startswith("| dist"))
-    for column in ("samples/s", "vs stock", "of gather", "peak RSS GiB", "over GiB"):
+    tables = _tables(out)
+    header, rows = tables[0]
+    assert header[:4] == ["dist", "phase", "variant", "thr"]
+    for column in ("samples/s", "vs stock", "of limit", "par eff", "peak RSS GiB", "over GiB"):
         assert column in header
-    rows = [line for line in out.splitlines() if line.startswith("| zipf") or
-            line.startswith("| uniform")]
-    expected = [name for name, v in benchmark_variants.VARIANTS.items() if v.default]
+    expected = [(name, threads) for name, v in benchmark_variants.VARIANTS.items() if v.default
+                for threads in ("1", "2")]
     for distribution in ("zipf", "uniform"):
-        names = [row.split("|")[3].strip() for row in rows
-                 if row.split("|")[1].strip() == distribution]
-        assert names == expected
+        assert [(row[2], row[3]) for row in rows if row[0] == distribution] == expected
+    share, efficiency = header.index("of limit"), header.index("par eff")
+    for row in rows:
+        assert row[share].endswith("%")
+        assert row[efficiency].endswith("%") == (row[3] == "2")
+
+    limit_header, limit_rows = next(t for t in tables if t[0][:3] == ["dist", "thr",
+                                                                      "forward samples/s"])
+    assert [(row[0], row[1]) for row in limit_rows] == [
+        (d, n) for d in ("zipf", "uniform") for n in ("1", "2")]
+    for row in limit_rows:
+        assert float(row[limit_header.index("read GB/s")]) > 0
     assert "FAILED" not in out and "DIFF" not in out
     assert "Targets:" in out
+
+
+def _tables(out):
+    """Every Markdown table of the output: (header cells, rows of cells)."""
+    tables, current = [], None
+    for line in out.splitlines():
+        if not line.startswith("|"):
+            current = None
+            continue
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if current is None:
+            current = (cells, [])
+            tables.append(current)
+        elif not line.startswith("|:") and not line.startswith("|-"):
+            current[1].append(cells)
+    return tables
 
 
 def test_ps_benchmark_prints_samples_and_bytes_for_each_traffic():

@@ -5,19 +5,24 @@
     python tools/benchmark.py --quick              # a smoke run of every variant (seconds)
     python tools/benchmark.py --breakdown          # adds the per-phase parts of ours-train
     python tools/benchmark.py --repeat 3           # fastest of 3 runs: steadier on a busy machine
+    python tools/benchmark.py --threads 2          # only 2 threads (default: 1 and 2)
     python tools/benchmark.py --list-variants
 
-Every (variant, distribution) runs in a fresh worker process (this script with --worker), so its
-peak RSS (`ru_maxrss`) is its own and no variant's memory or allocator state distorts another.
+Every (variant, distribution, thread count) runs in a fresh worker process (this script with
+--worker), so its peak RSS (`ru_maxrss`) is its own and no variant's memory or allocator state
+distorts another.
 The orchestrator writes the batches once (numpy, fixed seed) and every worker turns the same ids
 into the same SparseTensors. Each worker builds its variables, runs `--warmup` untimed steps
 (tracing included), then times `--steps` steps one by one and reports the median; input
 generation is not timed, our CSR conversion is (it is part of the forward pass).
 
-Samples/s are compared with the stock-TF baseline of the same phase and distribution measured in
-the same run, and with the numpy gather reference (the memory traffic a step cannot avoid). While
-a worker times its steps it also measures the CPU that other processes used (from /proc/stat), so
-a row measured on a busy machine is marked as such. See docs/benchmarks.md for results.
+A worker with N threads is pinned to N CPUs and runs TensorFlow's intra-op and inter-op pools
+with N threads; rows with more than one thread give their parallel efficiency against the
+1-thread row. Samples/s are compared with the stock-TF baseline of the same phase, distribution
+and thread count measured in the same run, and with the native limit of the same ids and thread
+count (benchmark_limit.py: plain C++ doing the phase's work on this machine). While a worker times
+its steps it also measures the CPU that other processes used (from /proc/stat), so a row
+measured on a busy machine is marked as such. See docs/benchmarks.md for results.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The checkout's tf_embedding, also when another copy is installed.
 sys.path.insert(0, REPO_ROOT)
 
+import benchmark_limit  # pylint: disable=wrong-import-position
 import benchmark_variants as bv  # pylint: disable=wrong-import-position
 
 GIB = 1 << 30
@@ -59,6 +65,7 @@ RSS_BUDGET = 1.5 * GIB
 CONTENDED_CORES = 0.2
 MIN_CPU_WINDOW = 0.25
 DISTRIBUTIONS = ("zipf", "uniform")
+THREADS = "1,2"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,15 +211,18 @@ def measure(variant: bv.Variant, ctx: bv.Context, steps: int, warmup: int) -> di
 def run_worker(spec_path: str) -> int:
     with open(spec_path) as f:
         spec = json.load(f)
+    threads = spec["threads"]
+    # Pinned, so a row's thread count is the cores it can use: TensorFlow's own threads (the
+    # executor, the Python thread) would otherwise spread a 1-thread row over more cores.
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:threads])
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     # Thread pools are fixed when TensorFlow's context starts, so before any op runs.
-    tf.config.threading.set_intra_op_parallelism_threads(spec["intra_op_threads"])
-    tf.config.threading.set_inter_op_parallelism_threads(spec["inter_op_threads"])
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(spec["inter_op_threads"] or threads)
     bv.import_tensorflow()
     from tf_embedding import _loader  # pylint: disable=import-outside-toplevel
 
     workload = bv.Workload(**spec["workload"])
-    threads = spec["intra_op_threads"] or len(os.sched_getaffinity(0))
     # Python, TensorFlow, Keras and tf_embedding loaded, nothing built yet.
     import_rss = _current_rss()
     results = []
@@ -220,7 +230,7 @@ def run_worker(spec_path: str) -> int:
     for job in spec["jobs"]:
         result = dict(job)
         try:
-            ctx = bv.Context(workload, np.load(job["inputs"]), threads)
+            ctx = bv.Context(workload, np.load(job["inputs"]))
             result.update(measure(bv.VARIANTS[job["variant"]], ctx, spec["steps"],
                                   spec["warmup"]))
         except Exception:  # pylint: disable=broad-except
@@ -247,13 +257,16 @@ def _run(command: Sequence[str]) -> str:
         return ""
 
 
-def machine_info(intra: int, inter: int) -> list[str]:
-    model = "unknown CPU"
+def machine_info(threads: Sequence[int], inter: int) -> list[str]:
+    model, flags = "unknown CPU", set()
     with open("/proc/cpuinfo") as f:
         for line in f:
-            if line.startswith("model name"):
+            if line.startswith("model name") and model == "unknown CPU":
                 model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
                 break
+    isas = [name for flag, name in (("avx2", "AVX2"), ("avx512f", "AVX-512F")) if flag in flags]
     mem = "?"
     with open("/proc/meminfo") as f:
         for line in f:
@@ -275,24 +288,33 @@ def machine_info(intra: int, inter: int) -> list[str]:
         except metadata.PackageNotFoundError:
             pass
 
-    def threads(n: int) -> str:
-        return str(n) if n else f"TF default ({cpus})"
-
     return [
         f"machine:  {model}, {cpus} CPUs usable (of {os.cpu_count()}){l3}, {mem} RAM, "
         f"{platform.system()} {platform.release()}",
+        f"vectors:  CPU has {', '.join(isas) or 'neither AVX2 nor AVX-512F'}; "
+        f"TF_EMBEDDING_SIMD={os.environ.get('TF_EMBEDDING_SIMD', 'unset (widest)')}",
         f"software: Python {platform.python_version()}, {', '.join(versions)}",
         f"source:   {revision}" + (f" + {dirty} uncommitted paths" if dirty else ""),
-        f"threads:  intra-op {threads(intra)}, inter-op {threads(inter)}",
+        f"threads:  {', '.join(map(str, threads))}: each row's worker pinned to that many CPUs, "
+        f"intra-op threads as many, inter-op " + (str(inter) if inter else "as many"),
     ]
+
+
+def _others_cell(others: float | None, steal: float | None, mark: str = "") -> str:
+    """Cores other processes used (and steal); * marks contention."""
+    if others is None:
+        return "-"
+    return f"{mark}{others:.2f}" + ("*" if others + (steal or 0) >= CONTENDED_CORES else "")
 
 
 @dataclasses.dataclass
 class Row:
-    """One (variant, distribution): its runs (one per --repeat), represented by the fastest."""
+    """One (variant, distribution, thread count): its runs (one per --repeat), represented by
+    the fastest."""
 
     distribution: str
     variant: bv.Variant
+    threads: int
     runs: list[dict[str, Any]]
 
     @property
@@ -328,39 +350,106 @@ class Row:
     def others(self) -> str:
         """Cores other processes used while this row was timed (~: over its worker's life, the
         timed window being too short); * marks contention."""
-        others, steal, mark = self.result["others_cores"], self.result["steal_cores"], ""
-        if others is None:
-            others, steal, mark = (self.result["worker_others_cores"],
-                                   self.result["worker_steal_cores"], "~")
-        if others is None:
-            return "-"
-        return f"{mark}{others:.2f}" + ("*" if others + steal >= CONTENDED_CORES else "")
+        if self.result["others_cores"] is not None:
+            return _others_cell(self.result["others_cores"], self.result["steal_cores"])
+        return _others_cell(self.result["worker_others_cores"],
+                            self.result["worker_steal_cores"], "~")
+
+
+@dataclasses.dataclass
+class NativeLimit:
+    """The native limit on one distribution's ids, and the cores other processes used while it
+    ran."""
+
+    run: benchmark_limit.Run
+    others_cores: float | None
+    steal_cores: float | None
 
 
 def _gib(n: float) -> str:
     return f"{n / GIB:.2f}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """A Markdown table whose columns line up in a terminal too."""
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 3) -> list[str]:
+    """A Markdown table whose columns line up in a terminal too; the first `left` columns are
+    labels (left-aligned), the others numbers."""
     widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
 
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(
-            str(c).ljust(w) if i < 3 else str(c).rjust(w)
+            str(c).ljust(w) if i < left else str(c).rjust(w)
             for i, (c, w) in enumerate(zip(cells, widths))) + " |"
 
     return [line(header), "|" + "|".join(
-        "-" * (w + 1) + ":" if i >= 3 else ":" + "-" * (w + 1)
+        "-" * (w + 1) + ":" if i >= left else ":" + "-" * (w + 1)
         for i, w in enumerate(widths)) + "|", *map(line, rows)]
 
 
-def report(rows: list[Row], batch: int) -> list[str]:
-    """The results table, the breakdown (if measured) and the targets."""
-    def find(distribution: str, phase: str, **flag: bool) -> Row | None:
+def _efficiency(one_thread: float | None, threads: int, seconds: float) -> str:
+    """Parallel efficiency t1 / (N * tN); blank for the 1-thread row or without one."""
+    if threads == 1 or one_thread is None:
+        return ""
+    return f"{100 * one_thread / (threads * seconds):.0f}%"
+
+
+def limit_report(limits: dict[str, NativeLimit], workload: bv.Workload) -> list[str]:
+    """The native limit of each distribution and thread count."""
+    gathered = workload.tables * workload.lookups * workload.dim * 4
+    body = []
+    for distribution, limit in limits.items():
+        one = limit.run.limits.get(1)
+        for threads, at in sorted(limit.run.limits.items()):
+            cells = [distribution, str(threads)]
+            for phase in ("forward", "train"):
+                seconds = at.phase(phase).seconds
+                cells += [f"{workload.batch / seconds:,.0f}", f"{1000 * seconds:.2f}",
+                          str(at.phase(phase).best_prefetch)]
+                if phase == "forward":
+                    cells.append(f"{gathered / seconds / 1e9:.1f}")
+                cells.append(_efficiency(one and one.phase(phase).seconds, threads, seconds))
+            cells += [f"{at.read_bytes_per_second / 1e9:.1f}",
+                      f"{at.rmw_bytes_per_second / 1e9:.1f}",
+                      _others_cell(limit.others_cores, limit.steal_cores)]
+            body.append(cells)
+    run = next(iter(limits.values())).run
+    lines = [
+        f"Native limit: {os.path.relpath(benchmark_limit.SOURCE, REPO_ROOT)} on the same ids "
+        f"({benchmark_limit.command_line()}; {run.isa} code); {_gib(2 * run.table_bytes)} GiB "
+        f"of tables and accumulators advised onto 2 MiB pages, {_gib(run.huge_page_bytes)} GiB "
+        f"granted; each phase at its fastest prefetch distance of "
+        f"{', '.join(map(str, benchmark_limit.PREFETCH_DISTANCES))} rows ahead:",
+        "",
+        *_table(["dist", "thr", "forward samples/s", "ms/step", "prefetch", "rows GB/s", "eff",
+                 "train samples/s", "ms/step", "prefetch", "eff", "read GB/s", "rmw GB/s",
+                 "others"], body, left=2),
+        "",
+        "forward: per table and sample, the sum of its looked-up rows; rows GB/s: the bytes of "
+        "those rows per second.",
+        "train: that gather-sum, then per table the lookups deduplicated, the cotangent (the "
+        "activations, as the variants' loss gives) summed per unique id, and exact Adagrad on "
+        "each touched row (acc += g^2; w -= lr g / sqrt(acc)).",
+        "read / rmw: STREAM-style sum over the tables / `x *= s` over the accumulators (bytes "
+        "read + written), fastest of 3.",
+        "eff: parallel efficiency t1 / (N x tN); others: cores other processes used during the "
+        "whole program.",
+    ]
+    return lines
+
+
+def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workload) -> list[str]:
+    """The results table, the native limit, the breakdown (if measured) and the targets."""
+    batch = workload.batch
+
+    def find(distribution: str, phase: str, threads: int, **flag: bool) -> Row | None:
         key, value = next(iter(flag.items()))
         return next((r for r in rows if r.ok and r.distribution == distribution
-                     and r.variant.phase == phase and getattr(r.variant, key) == value), None)
+                     and r.variant.phase == phase and r.threads == threads
+                     and getattr(r.variant, key) == value), None)
+
+    def one_thread(r: Row) -> float | None:
+        """The 1-thread median step time of r's variant and distribution."""
+        return next((o.seconds for o in rows if o.ok and o.variant == r.variant
+                     and o.distribution == r.distribution and o.threads == 1), None)
 
     lines, body = [], []
     checks = []
@@ -369,14 +458,14 @@ def report(rows: list[Row], batch: int) -> list[str]:
         if v.phase == "part":
             continue
         if not r.ok:
-            body.append([r.distribution, v.phase, v.name, "FAILED"] + [""] * 11)
+            body.append([r.distribution, v.phase, v.name, str(r.threads), "FAILED"] + [""] * 12)
             continue
-        baseline = find(r.distribution, v.phase, baseline=True)
-        reference = find(r.distribution, v.phase, reference=True)
+        baseline = find(r.distribution, v.phase, r.threads, baseline=True)
+        limit = limits[r.distribution].run.limits.get(r.threads)
         sps = r.samples_per_second(batch)
         ratio = f"{sps / baseline.samples_per_second(batch):.2f}x" if baseline else ""
-        fraction = (f"{100 * sps / reference.samples_per_second(batch):.0f}%"
-                    if reference else "")
+        # Samples/s as a share of the limit's: its step time over ours.
+        share = f"{100 * limit.phase(v.phase).seconds / r.seconds:.0f}%" if limit else ""
         check = ""
         if r.result["checksum"] is not None and baseline and baseline.result["checksum"]:
             relative = abs(r.result["checksum"] / baseline.result["checksum"] - 1)
@@ -384,23 +473,26 @@ def report(rows: list[Row], batch: int) -> list[str]:
             checks.append(check == "ok")
         over = r.result["peak_rss"] - r.result["model_bytes"]
         added = r.result["steps_added_rss"]
-        body.append([r.distribution, v.phase, v.name, f"{sps:,.0f}", ratio, fraction,
+        body.append([r.distribution, v.phase, v.name, str(r.threads), f"{sps:,.0f}", ratio,
+                     share, _efficiency(one_thread(r), r.threads, r.seconds),
                      f"{1000 * r.seconds:.1f}", f"{100 * r.spread:.0f}%",
                      f"{1000 * r.cpu_seconds:.1f}", _gib(r.result["model_bytes"]),
                      _gib(r.result["peak_rss"]), f"{over / GIB:+.2f}",
                      "-" if added is None else f"{max(added, 0) / GIB:+.2f}", r.others, check])
-    lines += _table(["dist", "phase", "variant", "samples/s", "vs stock", "of gather", "ms/step",
-                     "IQR", "CPU ms", "tables+slots GiB", "peak RSS GiB", "over GiB", "steps GiB",
-                     "others", "check"], body)
+    lines += _table(["dist", "phase", "variant", "thr", "samples/s", "vs stock", "of limit",
+                     "par eff", "ms/step", "IQR", "CPU ms", "tables+slots GiB", "peak RSS GiB",
+                     "over GiB", "steps GiB", "others", "check"], body)
     lines += ["", "Variants:"]
     for v in dict.fromkeys(r.variant for r in rows if r.variant.phase != "part"):
-        role = " [baseline]" if v.baseline else " [reference]" if v.reference else ""
-        lines.append(f"  {v.name:15} {v.description}{role}")
+        lines.append(f"  {v.name:15} {v.description}{' [baseline]' if v.baseline else ''}")
     lines += [
         "",
-        "vs stock: against the phase's baseline variant of the same distribution.",
-        "of gather: share of the numpy gather reference's samples/s (gather-*: the memory "
-        "traffic alone).",
+        "thr: threads (CPUs the worker is pinned to, TensorFlow's intra- and inter-op threads).",
+        "vs stock: against the phase's baseline variant of the same distribution and threads.",
+        "of limit: share of the native limit's samples/s on the same ids and threads (forward: "
+        "its gather-sum; train: its gather-sum + deduplicated Adagrad step).",
+        "par eff: parallel efficiency, t1 / (N x tN) with the 1-thread row of the same variant "
+        "and distribution (100%: linear scaling).",
         "ms/step: median wall time; IQR: its interquartile range; CPU ms: median CPU time of a "
         "step, all threads.",
         "over: peak RSS - tables - slots (Python and TensorFlow, inputs, initialisation, "
@@ -410,6 +502,8 @@ def report(rows: list[Row], batch: int) -> list[str]:
         f"{CONTENDED_CORES}).",
         "check: the result's checksum agrees with the baseline's (forward: activations; "
         "train: the touched rows after training).",
+        "",
+        *limit_report(limits, workload),
     ]
 
     parts = [r for r in rows if r.variant.phase == "part"]
@@ -417,37 +511,38 @@ def report(rows: list[Row], batch: int) -> list[str]:
         body = []
         for r in parts:
             whole = next((w for w in rows if w.ok and w.distribution == r.distribution
-                          and w.variant.name == r.variant.part_of), None)
+                          and w.threads == r.threads and w.variant.name == r.variant.part_of),
+                         None)
             if not r.ok:
-                body.append([r.distribution, r.variant.part_of, r.variant.name, "FAILED"]
-                            + [""] * 4)
+                body.append([r.distribution, r.variant.part_of, r.variant.name, str(r.threads),
+                             "FAILED"] + [""] * 4)
                 continue
-            body.append([r.distribution, r.variant.part_of, r.variant.name,
+            body.append([r.distribution, r.variant.part_of, r.variant.name, str(r.threads),
                          f"{1000 * r.seconds:.1f}",
                          f"{100 * r.seconds / whole.seconds:.0f}%" if whole else "",
                          f"{1000 * r.cpu_seconds:.1f}",
                          f"{100 * r.cpu_seconds / whole.cpu_seconds:.0f}%" if whole else "",
                          r.others])
         lines += ["", "Breakdown (each part timed alone on precomputed inputs):", ""]
-        lines += _table(["dist", "step", "part", "ms/step", "of step", "CPU ms", "of step CPU",
-                         "others"], body)
+        lines += _table(["dist", "step", "part", "thr", "ms/step", "of step", "CPU ms",
+                         "of step CPU", "others"], body)
 
     targets = []
     for r in rows:
         v = r.variant
         if v.target is None or not r.ok:
             continue
-        baseline = find(r.distribution, v.phase, baseline=True)
+        label = f"{r.distribution:8} {v.name:14} {r.threads} thr"
+        baseline = find(r.distribution, v.phase, r.threads, baseline=True)
         if baseline:
             ratio = r.samples_per_second(batch) / baseline.samples_per_second(batch)
             passed = ratio >= v.target
-            targets.append(f"{r.distribution:8} {v.name:14} speed-up {ratio:5.2f}x "
-                           f"(target >= {v.target:g}x): {'PASS' if passed else 'FAIL'}")
+            targets.append(f"{label} speed-up {ratio:5.2f}x (target >= {v.target:g}x): "
+                           f"{'PASS' if passed else 'FAIL'}")
         over = r.result["peak_rss"] - r.result["model_bytes"]
         passed = over <= RSS_BUDGET
-        targets.append(f"{r.distribution:8} {v.name:14} peak RSS - tables - slots "
-                       f"{over / GIB:.2f} GiB (target <= {RSS_BUDGET / GIB:g} GiB): "
-                       f"{'PASS' if passed else 'FAIL'}")
+        targets.append(f"{label} peak RSS - tables - slots {over / GIB:.2f} GiB "
+                       f"(target <= {RSS_BUDGET / GIB:g} GiB): {'PASS' if passed else 'FAIL'}")
     if targets:
         lines += ["", "Targets:", *targets]
     if checks and not all(checks):
@@ -481,8 +576,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="small workload, all jobs in one worker process (smoke test)")
     parser.add_argument("--shared-process", action="store_true",
                         help="run every job in one worker (faster; peak RSS is then cumulative)")
-    parser.add_argument("--intra-op-threads", type=int, default=0, help="0: TF default")
-    parser.add_argument("--inter-op-threads", type=int, default=0, help="0: TF default")
+    parser.add_argument("--threads", default=THREADS,
+                        help="comma-separated thread counts; every row runs with each (its "
+                             "worker pinned to that many CPUs, TF intra-op threads as many)")
+    parser.add_argument("--inter-op-threads", type=int, default=0,
+                        help="TF inter-op threads (0: the row's thread count)")
     parser.add_argument("--timeout", type=float, default=3600,
                         help="seconds allowed per worker process")
     parser.add_argument("--json", help="also write every measurement to this file")
@@ -498,6 +596,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--warmup and --steps must be at least 1 (the first step traces)")
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    try:
+        args.threads = [int(n) for n in args.threads.split(",")]
+    except ValueError:
+        parser.error("--threads takes comma-separated numbers, e.g. 1,2")
+    usable = len(os.sched_getaffinity(0))
+    if any(not 1 <= n <= usable for n in args.threads):
+        parser.error(f"--threads: each count must be from 1 to the {usable} usable CPUs")
     return args
 
 
@@ -511,17 +616,18 @@ def select_variants(args: argparse.Namespace) -> list[bv.Variant]:
         names = [n for n, v in bv.VARIANTS.items() if v.default]
     if args.breakdown:
         names += [n for n, v in bv.VARIANTS.items() if v.part_of and n not in names]
-    # Registry order: baselines and references sit next to the variants they are compared with.
+    # Registry order: baselines sit next to the variants they are compared with.
     return [v for n, v in bv.VARIANTS.items() if n in names]
 
 
 def run_workers(args: argparse.Namespace, workload: bv.Workload,
                 jobs: list[dict[str, Any]], scratch: str) -> list[dict[str, Any]]:
     if args.shared_process:
-        # A process has one Keras: variants needing tf_keras share a process of their own.
-        groups = [group for group in (
-            [j for j in jobs if not bv.VARIANTS[j["variant"]].legacy_keras],
-            [j for j in jobs if bv.VARIANTS[j["variant"]].legacy_keras]) if group]
+        # A process has one Keras and one thread count: variants needing tf_keras, and each
+        # thread count, share a process of their own.
+        groups = [group for threads in args.threads for legacy in (False, True)
+                  if (group := [j for j in jobs if j["threads"] == threads
+                                and bv.VARIANTS[j["variant"]].legacy_keras == legacy])]
     else:
         groups = [[job] for job in jobs]
     results = []
@@ -531,9 +637,9 @@ def run_workers(args: argparse.Namespace, workload: bv.Workload,
         with open(spec_path, "w") as f:
             json.dump({"workload": dataclasses.asdict(workload), "jobs": group,
                        "steps": args.steps, "warmup": args.warmup, "results": results_path,
-                       "intra_op_threads": args.intra_op_threads,
+                       "threads": group[0]["threads"],
                        "inter_op_threads": args.inter_op_threads}, f)
-        label = ", ".join(f"{j['variant']}/{j['distribution']}" for j in group)
+        label = ", ".join(f"{j['variant']}/{j['distribution']}/{j['threads']}" for j in group)
         print(f"[{n + 1}/{len(groups)}] {label}", file=sys.stderr, flush=True)
         env = dict(os.environ)
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -559,12 +665,26 @@ def run_workers(args: argparse.Namespace, workload: bv.Workload,
             result.update(worker_others_cores=worker_others, worker_steal_cores=worker_steal)
         for result in done:
             if "error" in result:
-                print(f"  {result['variant']}/{result['distribution']} failed:\n"
+                print(f"  {result['variant']}/{result['distribution']}/{result['threads']} "
+                      f"failed:\n"
                       f"{result['error']}", file=sys.stderr, flush=True)
         results += done
     # In the jobs' order, whichever process ran them.
-    order = {(job["variant"], job["distribution"]): n for n, job in enumerate(jobs)}
-    return sorted(results, key=lambda r: order[(r["variant"], r["distribution"])])
+    order = {_job_key(job): n for n, job in enumerate(jobs)}
+    return sorted(results, key=lambda r: order[_job_key(r)])
+
+
+def _job_key(job: dict[str, Any]) -> tuple[str, str, int]:
+    return job["variant"], job["distribution"], job["threads"]
+
+
+def run_limit(args: argparse.Namespace, workload: bv.Workload, ids_path: str) -> NativeLimit:
+    """The native limit on the ids in `ids_path`, at every thread count of the run."""
+    others = OtherProcessesCpu()
+    run = benchmark_limit.run(ids_path, workload.vocab, workload.dim, args.threads, args.steps,
+                              args.warmup, bv.LEARNING_RATE, bv.INITIAL_ACCUMULATOR,
+                              args.timeout)
+    return NativeLimit(run, *others.cores())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -573,8 +693,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_worker(args.worker)
     if args.list_variants:
         for v in bv.VARIANTS.values():
-            tags = [t for t, on in (("baseline", v.baseline), ("reference", v.reference),
-                                    ("not default", not v.default)) if on]
+            tags = [t for t, on in (("baseline", v.baseline), ("not default", not v.default))
+                    if on]
             print(f"{v.name:18} {v.phase:8} {v.description}"
                   + (f" [{', '.join(tags)}]" if tags else ""))
         return 0
@@ -592,7 +712,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     header = [
         f"tf_embedding benchmark, {now:%Y-%m-%d %H:%M} UTC",
         f"command:  {command}",
-        *machine_info(args.intra_op_threads, args.inter_op_threads),
+        *machine_info(args.threads, args.inter_op_threads),
         f"workload: {workload.tables} tables x {workload.vocab:,} x {workload.dim} float32 "
         f"({_gib(workload.table_bytes)} GiB; Adagrad slots as much again), batch "
         f"{workload.batch}, {workload.ids_per_sample} ids per sample per table, sum combiner, "
@@ -601,13 +721,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         + (f", fastest of {args.repeat} runs" if args.repeat > 1 else "")
         + f", {args.batches} distinct batches cycled, seed {args.seed}, "
         + ("all jobs in one process (peak RSS cumulative)" if args.shared_process
-           else "one process per variant and distribution"),
+           else "one process per variant, distribution and thread count"),
         f"load average at start: {' '.join(f'{x:.2f}' for x in load_start)}",
     ]
     print("\n".join(header), flush=True)
 
     with tempfile.TemporaryDirectory(prefix="tfe_benchmark_") as scratch:
-        jobs = []
+        jobs, limits = [], {}
         for distribution in distributions:
             ids = make_ids(workload, distribution, args.batches, args.zipf_alpha)
             path = os.path.join(scratch, f"{distribution}.npy")
@@ -616,20 +736,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                      if distribution == "zipf" else "uniform")
             print(f"ids:      {label}: {100 * unique_fraction(ids):.1f}% distinct per table "
                   f"per batch", flush=True)
-            jobs += [{"variant": v.name, "distribution": distribution, "inputs": path}
-                     for v in variants]
+            print(f"[limit] native limit on the {distribution} ids", file=sys.stderr, flush=True)
+            limits[distribution] = run_limit(args, workload, path)
+            jobs += [{"variant": v.name, "distribution": distribution, "threads": threads,
+                      "inputs": path}
+                     for v in variants for threads in args.threads]
         # Round robin, so that a busy spell of the machine hits one run of each job, not all.
         results = run_workers(args, workload, jobs * args.repeat, scratch)
 
     load_end = os.getloadavg()
     others_cores, steal_cores = run_others.cores()
     first = next((r for r in results if "tf_version" in r), {})
-    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    runs: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for r in results:
-        runs.setdefault((r["distribution"], r["variant"]), []).append(r)
-    rows = [Row(distribution, bv.VARIANTS[name], group)
-            for (distribution, name), group in runs.items()]
-    lines = report(rows, workload.batch)
+        runs.setdefault((r["distribution"], r["variant"], r["threads"]), []).append(r)
+    rows = [Row(distribution, bv.VARIANTS[name], threads, group)
+            for (distribution, name, threads), group in runs.items()]
+    lines = report(rows, limits, workload)
     print(f"TensorFlow {first.get('tf_version', '?')}, op library "
           f"{first.get('ops_library', '?')}")
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in load_end)}; other processes "
@@ -639,6 +762,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump({"command": command, "header": header, "load_end": load_end,
                        "run_others_cores": others_cores, "run_steal_cores": steal_cores,
+                       "limits": {d: dataclasses.asdict(limit) for d, limit in limits.items()},
                        "results": results}, f, indent=1)
     return 1 if any("error" in r for r in results) else 0
 

@@ -25,7 +25,6 @@ reads this registry without TensorFlow's start-up time and memory.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import functools
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -85,8 +84,6 @@ class Variant:
     description: str
     setup: Callable[["Context"], Setup]
     baseline: bool = False
-    # The bandwidth reference of its phase: every variant's samples/s is given as a share of it.
-    reference: bool = False
     target: float | None = None
     # Run when --variants is not given; the breakdown parts run with --breakdown.
     default: bool = True
@@ -133,10 +130,9 @@ class Context:
     variant (and every process) sees the same batches.
     """
 
-    def __init__(self, workload: Workload, ids: np.ndarray, threads: int):
+    def __init__(self, workload: Workload, ids: np.ndarray):
         self.workload = workload
         self.ids = ids
-        self.threads = threads
 
     @property
     def num_batches(self) -> int:
@@ -456,57 +452,6 @@ def _tfrs_train(ctx: Context) -> Setup:
         optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
 
     return ctx.train_setup(train, tables, [*tables, *optimizer.variables()])
-
-
-class _NumpyTables:
-    """Plain numpy tables gathered (and scattered) by one thread per table group: the memory
-    traffic a step cannot avoid, with no framework around it."""
-
-    def __init__(self, ctx: Context, with_accumulators: bool):
-        w = ctx.workload
-        self.ctx = ctx
-        # np.ones writes every page (np.zeros could leave them mapped to the shared zero page,
-        # which would make gathers cache hits).
-        self.tables = [np.ones([w.vocab, w.dim], np.float32) for _ in range(w.tables)]
-        self.accumulators = ([np.ones([w.vocab, w.dim], np.float32) for _ in range(w.tables)]
-                             if with_accumulators else [])
-        self.gathered = [np.empty([w.lookups, w.dim], np.float32) for _ in range(w.tables)]
-        self.pool = concurrent.futures.ThreadPoolExecutor(ctx.threads)
-
-    @property
-    def model_bytes(self) -> int:
-        return sum(a.nbytes for a in self.tables + self.accumulators)
-
-    def gather(self, batch: int, table: int) -> None:
-        # mode="clip" gathers straight into `out`; the default mode buffers it.
-        np.take(self.tables[table], self.ctx.ids[batch, table].ravel(), axis=0,
-                out=self.gathered[table], mode="clip")
-
-    def gather_and_update(self, batch: int, table: int) -> None:
-        """The forward gather, then a read and a write of every touched table and slot row."""
-        self.gather(batch, table)
-        unique = self.ctx.unique_ids(batch, table)
-        for array in (self.tables[table], self.accumulators[table]):
-            array[unique] = np.take(array, unique, axis=0)
-
-    def step(self, work: Callable[[int, int], None], i: int) -> None:
-        batch = i % self.ctx.num_batches
-        list(self.pool.map(functools.partial(work, batch), range(self.ctx.workload.tables)))
-
-
-@variant("gather-forward", "forward", "numpy np.take of the looked-up rows (bandwidth reference)",
-         reference=True)
-def _gather_forward(ctx: Context) -> Setup:
-    arrays = _NumpyTables(ctx, with_accumulators=False)
-    return Setup(functools.partial(arrays.step, arrays.gather), arrays.model_bytes)
-
-
-@variant("gather-train", "train",
-         "numpy gather of looked-up rows + read/write of touched table and slot rows "
-         "(bandwidth reference)", reference=True)
-def _gather_train(ctx: Context) -> Setup:
-    arrays = _NumpyTables(ctx, with_accumulators=True)
-    return Setup(functools.partial(arrays.step, arrays.gather_and_update), arrays.model_bytes)
 
 
 @variant("ours-train:csr", "part", "features_to_csr of every table", default=False,

@@ -1,0 +1,125 @@
+"""The native limit of tools/benchmark.py: builds and runs tools/native_limit/native_limit.cc.
+
+The program times, on the benchmark's own ids, what plain C++ does on this machine: the
+gather-sum of the forward phase, the gather-sum + deduplicated exact Adagrad step of the train
+phase, and STREAM-style read and read-modify-write bandwidth (its header comment has the
+details). benchmark.py gives every forward and train row as a share of it.
+
+The binary is compiled on first use with -march=native and kept under build/native_limit/,
+named by a hash of what it depends on (source, flags, compiler, CPU), so an edit or another
+machine compiles anew and an unchanged checkout does not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+from typing import Any, Sequence
+
+TOOLS = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(TOOLS, "native_limit", "native_limit.cc")
+BUILD_DIR = os.path.join(os.path.dirname(TOOLS), "build", "native_limit")
+# -fno-math-errno: without it GCC keeps a scalar sqrt with an errno branch in the Adagrad rule
+# (as for the op library, docs/benchmarks.md).
+FLAGS = ("-std=c++17", "-O3", "-march=native", "-fno-math-errno", "-fopenmp")
+# Lookups ahead that the gather and the update prefetch; 0 is no prefetching.
+PREFETCH_DISTANCES = (0, 8, 16, 32, 64)
+
+
+@dataclasses.dataclass(frozen=True)
+class Phase:
+    """One phase at one thread count: the median step time at its fastest prefetch distance."""
+
+    seconds: float
+    best_prefetch: int
+    seconds_by_prefetch: dict[int, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Limit:
+    """The native limit at one thread count."""
+
+    threads: int
+    forward: Phase
+    train: Phase
+    read_bytes_per_second: float
+    rmw_bytes_per_second: float
+
+    def phase(self, name: str) -> Phase:
+        return {"forward": self.forward, "train": self.train}[name]
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One run of the program on one distribution's ids."""
+
+    isa: str
+    huge_page_bytes: int
+    table_bytes: int
+    limits: dict[int, Limit]
+
+    @classmethod
+    def parse(cls, output: dict[str, Any]) -> Run:
+        def phase(p: dict[str, Any]) -> Phase:
+            return Phase(p["seconds"], p["best_prefetch"],
+                         {int(k): v for k, v in p["seconds_by_prefetch"].items()})
+
+        limits = {r["threads"]: Limit(r["threads"], phase(r["forward"]), phase(r["train"]),
+                                      r["read_bytes_per_second"], r["rmw_bytes_per_second"])
+                  for r in output["results"]}
+        return cls(output["isa"], output["huge_page_bytes"], output["table_bytes"], limits)
+
+
+def _compiler() -> str:
+    return os.environ.get("CXX", "g++")
+
+
+def _build_key() -> str:
+    digest = hashlib.sha256()
+    with open(SOURCE, "rb") as f:
+        digest.update(f.read())
+    digest.update(" ".join(FLAGS).encode())
+    digest.update(subprocess.run([_compiler(), "--version"], capture_output=True,
+                                 check=True).stdout)
+    with open("/proc/cpuinfo") as f:
+        # -march=native: the first CPU's model and flags decide the code.
+        digest.update("".join(line for line in f.read().split("\n\n")[0].splitlines(True)
+                              if line.startswith(("model name", "flags"))).encode())
+    return digest.hexdigest()[:16]
+
+
+def build() -> str:
+    """The program's path, compiling it first unless this source, compiler and CPU built it."""
+    path = os.path.join(BUILD_DIR, f"native_limit-{_build_key()}")
+    if not os.path.exists(path):
+        os.makedirs(BUILD_DIR, exist_ok=True)
+        partial = f"{path}.{os.getpid()}.tmp"
+        result = subprocess.run([_compiler(), *FLAGS, SOURCE, "-o", partial],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"compiling {SOURCE} failed:\n{result.stderr}")
+        # Atomic, so a concurrent run never executes a half-written binary.
+        os.replace(partial, path)
+    return path
+
+
+def command_line() -> str:
+    return f"{_compiler()} {' '.join(FLAGS)}"
+
+
+def run(ids_path: str, vocab: int, dim: int, threads: Sequence[int], steps: int, warmup: int,
+        learning_rate: float, initial_accumulator: float, timeout: float) -> Run:
+    """Runs the program on the ids in `ids_path` (int64 [batches, tables, batch, per_sample])."""
+    command = [build(), "--ids", ids_path, "--vocab", str(vocab), "--dim", str(dim),
+               "--threads", ",".join(map(str, threads)),
+               "--prefetch", ",".join(map(str, PREFETCH_DISTANCES)),
+               "--steps", str(steps), "--warmup", str(warmup),
+               "--learning-rate", str(learning_rate),
+               "--initial-accumulator", str(initial_accumulator)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr}")
+    return Run.parse(json.loads(result.stdout))
