@@ -282,6 +282,31 @@ def test_lookup_rejects_malformed_batch(batch, message, dense):
             ops.embedding_lookup(tf.Variable(table, name="video"), *batch)
 
 
+# XLA compiles for shapes, not values: its kernels reject malformed shapes when they compile,
+# with the TF kernels' messages (value faults get the defined meaning of docs/xla.md instead).
+# (A row_splits that is no vector, or empty, fails the op's shape function while tracing.)
+SHAPE_FAULTS = ("ids_not_vector", "gains_not_vector", "gains_length")
+
+
+@pytest.mark.parametrize("batch,message", [case[1:] for case in BAD_BATCHES
+                                           if case[0] in SHAPE_FAULTS],
+                         ids=[case[0] for case in BAD_BATCHES if case[0] in SHAPE_FAULTS])
+def test_xla_lookup_rejects_malformed_shapes(batch, message):
+    table = tf.Variable(random_table(4, 2), name="video")
+    lookup = tf.function(lambda *batch: ops.embedding_lookup(table, *batch), jit_compile=True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Table 'video': " + message):
+        lookup(*batch)
+
+
+def test_xla_lookup_skips_ids_outside_the_table():
+    table = tf.Variable(random_table(4, 2), name="video")
+    lookup = tf.function(lambda *batch: ops.embedding_lookup(table, *batch), jit_compile=True)
+    row_splits, ids, gains = (np.array([0, 2, 4], np.int64), np.array([1, 7, -1, 2], np.int64),
+                              np.ones([4], np.float32))
+    expected = table.numpy()[[1, 2]]
+    np.testing.assert_array_equal(lookup(row_splits, ids, gains).numpy(), expected)
+
+
 @pytest.mark.parametrize("value,message", [
     (np.zeros([4], np.float32), r"Table 'video': table variable must be a matrix, got shape \[4\]"),
     (np.zeros([4, 2], np.int32), "Table 'video': table variable must hold float32, got int32"),
