@@ -370,14 +370,14 @@ def test_n_list_lengths_must_agree(lib):
 
 
 # ---------------------------------------------------------------------------------------------
-# The ISA variants of the row combine and huge-page backing (cc/core/simd_dispatch.h,
-# cc/core/huge_pages.h) must not change a bit.
+# The ISA variants of the row combine and of the sparse-apply row loops, and huge-page backing
+# (cc/core/simd_dispatch.h, cc/core/huge_pages.h) must not change a bit.
 
 _ISA_SCRIPT = textwrap.dedent("""
     import hashlib
     import numpy as np
     import tensorflow as tf
-    from tf_embedding import ops
+    from tf_embedding import ops, optimizers
 
     rng = np.random.default_rng(0)
     digest = hashlib.sha256()
@@ -391,6 +391,14 @@ _ISA_SCRIPT = textwrap.dedent("""
         gains = rng.normal(size=row_splits[-1]).astype(np.float32)
         table = tf.Variable(rng.normal(size=[vocab, dim]).astype(np.float32))
         digest.update(ops.embedding_lookup(table, row_splits, ids, gains).numpy().tobytes())
+        # The sparse-apply row loops (cc/core/row_updates.h) of a one-slot and a two-slot rule.
+        gradients = rng.normal(size=[len(counts), dim]).astype(np.float32)
+        for optimizer in (optimizers.Adagrad(0.1), optimizers.Adam(0.1, lazy_adam=False)):
+            slots = {name: tf.Variable(rng.uniform(0.5, 2.0, size=[vocab, dim]).astype(np.float32))
+                     for name in optimizer._slot_names()}
+            ops.sparse_apply(optimizer, table, slots, [(row_splits, ids, gains, gradients)], 0.1)
+            for variable in (table, *slots.values()):
+                digest.update(variable.numpy().tobytes())
     print(digest.hexdigest())
 """)
 

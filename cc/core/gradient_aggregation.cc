@@ -8,29 +8,8 @@
 namespace tf_embedding {
 namespace {
 
-// How many terms ahead to prefetch gradient rows, which are read in id order, i.e. at random,
-// from an array that usually exceeds L2.
-constexpr int64_t kPrefetchDistance = 8;
-
 // The input name GroupSortedRows' messages use for a list's ids.
 constexpr char kSortedIdsInput[] = "unique_ids";
-
-// kDim > 0 fixes the dimension at compile time so the row loops unroll and vectorise fully;
-// kDim == 0 handles any dimension.
-template <int64_t kDim>
-void SumGroupImpl(const GradientGroups& groups, int64_t u, int64_t dim, float* __restrict out) {
-  const int64_t d = kDim > 0 ? kDim : dim;
-  const int64_t total = static_cast<int64_t>(groups.gradient_rows.size());
-  std::fill(out, out + d, 0.0f);
-  for (int64_t i = groups.starts[u]; i < groups.starts[u + 1]; ++i) {
-    if (i + kPrefetchDistance < total) {
-      __builtin_prefetch(groups.gradient_rows[i + kPrefetchDistance]);
-    }
-    const float gain = groups.gains[i];
-    const float* __restrict row = groups.gradient_rows[i];
-    for (int64_t j = 0; j < d; ++j) out[j] += gain * row[j];
-  }
-}
 
 // Checks that a list's ids are non-negative and strictly ascending (hence distinct).
 Status ValidateSortedIds(const SortedRows& list) {
@@ -169,12 +148,12 @@ Status CheckIdsBelow(const GradientGroups& groups, int64_t vocabulary_size) {
 
 void SumGroup(const GradientGroups& groups, int64_t u, int64_t dim, float* out) {
   switch (dim) {
-    case 8: return SumGroupImpl<8>(groups, u, dim, out);
-    case 16: return SumGroupImpl<16>(groups, u, dim, out);
-    case 32: return SumGroupImpl<32>(groups, u, dim, out);
-    case 64: return SumGroupImpl<64>(groups, u, dim, out);
-    case 128: return SumGroupImpl<128>(groups, u, dim, out);
-    default: return SumGroupImpl<0>(groups, u, dim, out);
+    case 8: return SumGroupInline<8>(groups, u, dim, out);
+    case 16: return SumGroupInline<16>(groups, u, dim, out);
+    case 32: return SumGroupInline<32>(groups, u, dim, out);
+    case 64: return SumGroupInline<64>(groups, u, dim, out);
+    case 128: return SumGroupInline<128>(groups, u, dim, out);
+    default: return SumGroupInline<0>(groups, u, dim, out);
   }
 }
 

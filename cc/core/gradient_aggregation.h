@@ -5,6 +5,7 @@
 #ifndef TF_EMBEDDING_CC_CORE_GRADIENT_AGGREGATION_H_
 #define TF_EMBEDDING_CC_CORE_GRADIENT_AGGREGATION_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -65,6 +66,29 @@ Status CheckIdsBelow(const GradientGroups& groups, int64_t vocabulary_size);
 // out[0:dim] = sum over the terms of group u of gain * gradient row, accumulated in float in the
 // group's order. One thread per group makes the result independent of threading.
 void SumGroup(const GradientGroups& groups, int64_t u, int64_t dim, float* out);
+
+// How many terms ahead SumGroupInline prefetches gradient rows, which it reads in id order, i.e.
+// at random, from an array that usually exceeds L2.
+constexpr int64_t kGradientRowPrefetchDistance = 8;
+
+// SumGroup's body, for loops that inline it into code compiled for a wider ISA
+// (cc/core/row_updates.h). kDim > 0 fixes the dimension at compile time so the row loops unroll
+// and vectorise fully; kDim == 0 handles any dimension.
+template <int64_t kDim>
+__attribute__((always_inline)) inline void SumGroupInline(const GradientGroups& groups, int64_t u,
+                                                          int64_t dim, float* __restrict out) {
+  const int64_t d = kDim > 0 ? kDim : dim;
+  const int64_t total = static_cast<int64_t>(groups.gradient_rows.size());
+  std::fill(out, out + d, 0.0f);
+  for (int64_t i = groups.starts[u]; i < groups.starts[u + 1]; ++i) {
+    if (i + kGradientRowPrefetchDistance < total) {
+      __builtin_prefetch(groups.gradient_rows[i + kGradientRowPrefetchDistance]);
+    }
+    const float gain = groups.gains[i];
+    const float* __restrict row = groups.gradient_rows[i];
+    for (int64_t j = 0; j < d; ++j) out[j] += gain * row[j];
+  }
+}
 
 }  // namespace tf_embedding
 

@@ -5,10 +5,10 @@
 // Every rule is a small struct that is the whole C++ description of its optimizer: its name in
 // the op names (kName), its slots in input order (kSlotNames), its hyperparameters (members with
 // their defaults, listed by Hyperparameters(), see hyperparameters.h) and an elementwise
-// `Update(lr, g, w, slots)`. UpdateRow drives a rule over one row, so the rules share one loop;
-// AllRules lists them, and that list registers every optimizer's ops and kernels. Arithmetic is
-// float32, in the order the formulas are written, so a float32 numpy transcription of §2 agrees
-// to rounding: exactly for the rules built from correctly rounded operations (+ - * / sqrt), to
+// `Update(lr, g, w, slots)`. The row loops of row_updates.h drive every rule, so the rules
+// share one loop; AllRules lists them, and that list registers every optimizer's ops and
+// kernels. Arithmetic is float32, in the order the formulas are written, so a float32 numpy
+// transcription of §2 agrees to rounding: exactly for the rules built from correctly rounded operations (+ - * / sqrt), to
 // ~1 ulp where pow is involved.
 //
 // The math is defined once for both runtimes: `Update` and UpdateElement are templates over the
@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <limits>
 
-#include "cc/core/gradient_aggregation.h"
 #include "cc/core/hyperparameters.h"
 
 namespace tf_embedding {
@@ -376,7 +375,7 @@ struct ProximalYogiRule : LazyRule {
 };
 
 // One optimizer step of one element: g = clip(grad), w -= decay * w, the rule, w = clip(w).
-// `decay` is common.WeightDecay(lr). T is float (UpdateRow) or an XLA value (cc/xla).
+// `decay` is common.WeightDecay(lr). T is float (row_updates.h) or an XLA value (cc/xla).
 template <typename Rule, typename T>
 void UpdateElement(const Rule& rule, const CommonUpdateParams& common, const T& lr,
                    const T& decay, const T& grad, T& w, std::array<T, Rule::kNumSlots>& slots) {
@@ -386,87 +385,6 @@ void UpdateElement(const Rule& rule, const CommonUpdateParams& common, const T& 
   w = w - decay * w;
   rule.Update(lr, g, w, slots);
   w = Clamp(w, common.clip_weight_min, common.clip_weight_max);
-}
-
-// Applies one optimizer step to a row. `grad` is the summed gradient of the row; `slots` point
-// at the row in each slot variable.
-template <typename Rule>
-void UpdateRow(const Rule& rule, const CommonUpdateParams& common, float lr, const float* grad,
-               int64_t dim, float* w, const std::array<float*, Rule::kNumSlots>& slots) {
-  const float decay = common.WeightDecay(lr);
-  // Local copies: the row stores below cannot alias them, so GCC keeps them in registers
-  // instead of reloading them per element (which stopped it vectorising some rules).
-  const CommonUpdateParams limits = common;
-  const Rule local_rule = rule;
-  for (int64_t j = 0; j < dim; ++j) {
-    float wj = w[j];
-    std::array<float, Rule::kNumSlots> s;
-    for (int k = 0; k < Rule::kNumSlots; ++k) s[k] = slots[k][j];
-    UpdateElement(local_rule, limits, lr, decay, grad[j], wj, s);
-    for (int k = 0; k < Rule::kNumSlots; ++k) slots[k][j] = s[k];
-    w[j] = wj;
-  }
-}
-
-// The same row of every slot: slot pointers advanced by `offset` floats.
-template <size_t kNumSlots>
-std::array<float*, kNumSlots> SlotRows(const std::array<float*, kNumSlots>& slots,
-                                       int64_t offset) {
-  std::array<float*, kNumSlots> rows;
-  for (size_t k = 0; k < kNumSlots; ++k) rows[k] = slots[k] + offset;
-  return rows;
-}
-
-// Prefetches, for writing, the row at `offset` of the table and of every slot: touched rows are
-// scattered over tables far larger than the caches.
-template <size_t kNumSlots>
-void PrefetchRows(const float* table, const std::array<float*, kNumSlots>& slots,
-                  int64_t offset, int64_t dim) {
-  constexpr int64_t kFloatsPerCacheLine = 16;
-  for (int64_t j = 0; j < dim; j += kFloatsPerCacheLine) {
-    __builtin_prefetch(table + offset + j, 1);
-    for (size_t k = 0; k < kNumSlots; ++k) __builtin_prefetch(slots[k] + offset + j, 1);
-  }
-}
-
-// Updates the rows of groups [u_begin, u_end) of `groups` (each row once, with its summed
-// gradient). `table` and every slot are [rows, dim]; `scratch` holds dim floats. Disjoint group
-// ranges touch disjoint rows, so callers may run them concurrently.
-template <typename Rule>
-void UpdateTouchedRows(const Rule& rule, const CommonUpdateParams& common, float lr,
-                       const GradientGroups& groups, int64_t dim, int64_t u_begin, int64_t u_end,
-                       float* table, const std::array<float*, Rule::kNumSlots>& slots,
-                       float* scratch) {
-  // Far enough ahead to cover a memory latency with the work of the groups in between.
-  constexpr int64_t kPrefetchDistance = 4;
-  for (int64_t u = u_begin; u < u_end; ++u) {
-    if (u + kPrefetchDistance < u_end) {
-      PrefetchRows(table, slots, groups.unique_ids[u + kPrefetchDistance] * dim, dim);
-    }
-    SumGroup(groups, u, dim, scratch);
-    const int64_t offset = groups.unique_ids[u] * dim;
-    UpdateRow(rule, common, lr, scratch, dim, table + offset, SlotRows(slots, offset));
-  }
-}
-
-// Updates every row in [row_begin, row_end): touched rows with their summed gradient, the
-// others with a zero gradient (non-lazy Adam).
-template <typename Rule>
-void UpdateAllRows(const Rule& rule, const CommonUpdateParams& common, float lr,
-                   const GradientGroups& groups, int64_t dim, int64_t row_begin, int64_t row_end,
-                   float* table, const std::array<float*, Rule::kNumSlots>& slots,
-                   float* scratch) {
-  const auto& ids = groups.unique_ids;
-  int64_t u = std::lower_bound(ids.begin(), ids.end(), row_begin) - ids.begin();
-  for (int64_t row = row_begin; row < row_end; ++row) {
-    if (u < groups.num_unique() && ids[u] == row) {
-      SumGroup(groups, u++, dim, scratch);
-    } else {
-      std::fill(scratch, scratch + dim, 0.0f);
-    }
-    const int64_t offset = row * dim;
-    UpdateRow(rule, common, lr, scratch, dim, table + offset, SlotRows(slots, offset));
-  }
 }
 
 // A list of rule types, walked by ForEach(f), which calls f(Rule{}) for each rule in order.

@@ -6,10 +6,14 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "cc/core/row_updates.h"
+#include "cc/core/simd_dispatch.h"
 #include "cc/core/testing.h"
 
 namespace tf_embedding {
@@ -285,6 +289,73 @@ TFE_TEST(UpdateAllRowsGivesUntouchedRowsAZeroGradient) {
     TFE_EXPECT_EQ(momenta[i], slots[0]);
     TFE_EXPECT_EQ(velocities[i], slots[1]);
   }
+}
+
+// Random rows of a table and its slots, and a batch touching them, for the ISA comparison.
+struct RandomTouches {
+  static constexpr int64_t kRows = 50;
+  static constexpr int64_t kSamples = 40;
+  testing::CsrArrays csr;
+  std::vector<float> gradients;
+  std::vector<float> variables;  // the table, then each slot: [kRows, dim] each
+
+  RandomTouches(int num_slots, int64_t dim, unsigned seed) {
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> signed_unit(-1.0f, 1.0f), positive(0.25f, 2.0f);
+    std::uniform_int_distribution<int64_t> id(0, kRows - 1);
+    csr.row_splits.push_back(0);
+    for (int64_t s = 0; s < kSamples; ++s) {
+      for (int k = 0; k < 5; ++k) {
+        csr.ids.push_back(id(gen));
+        csr.gains.push_back(signed_unit(gen));
+      }
+      csr.row_splits.push_back(static_cast<int64_t>(csr.ids.size()));
+    }
+    for (int64_t i = 0; i < kSamples * dim; ++i) gradients.push_back(signed_unit(gen));
+    for (int64_t i = 0; i < kRows * dim; ++i) variables.push_back(signed_unit(gen));
+    // Slots positive: accumulators and second moments must be.
+    for (int64_t i = 0; i < num_slots * kRows * dim; ++i) variables.push_back(positive(gen));
+  }
+};
+
+// Both row loops of every rule give the same bits with every ISA this CPU runs as with the
+// baseline, at the dimension compiled in (64) and at a general one (5).
+TFE_TEST(RowLoopsGiveTheSameBitsWithEveryIsa) {
+  std::vector<SimdIsa> wider;
+  for (SimdIsa isa : {SimdIsa::kAvx2, SimdIsa::kAvx512}) {
+    if (static_cast<int>(isa) <= static_cast<int>(SupportedSimdIsa())) wider.push_back(isa);
+  }
+  AllRules::ForEach([&](auto rule) {
+    using Rule = decltype(rule);
+    for (int64_t dim : {5, 64}) {
+      const RandomTouches touches(Rule::kNumSlots, dim, /*seed=*/static_cast<unsigned>(dim));
+      GradientGroups groups;
+      TFE_ASSERT_OK(GroupLookupsById({{touches.csr.View(), touches.gradients.data()}}, dim,
+                                     &groups));
+      // Both loops, one after the other, on a copy of the variables.
+      const auto run = [&](SimdIsa isa) {
+        std::vector<float> variables = touches.variables;
+        std::array<float*, Rule::kNumSlots> slots;
+        for (int k = 0; k < Rule::kNumSlots; ++k) {
+          slots[k] = variables.data() + (1 + k) * RandomTouches::kRows * dim;
+        }
+        std::vector<float> scratch(dim);
+        UpdateTouchedRowsWithIsa(isa, rule, {}, 0.125f, groups, dim, 0, groups.num_unique(),
+                                 variables.data(), slots, scratch.data());
+        UpdateAllRowsWithIsa(isa, rule, {}, 0.125f, groups, dim, 0, RandomTouches::kRows,
+                             variables.data(), slots, scratch.data());
+        return variables;
+      };
+      const std::vector<float> baseline = run(SimdIsa::kBaseline);
+      TFE_EXPECT(baseline != touches.variables);
+      for (SimdIsa isa : wider) {
+        const std::vector<float> result = run(isa);
+        // Bit patterns, so that NaNs and signed zeros compare too.
+        TFE_EXPECT(std::memcmp(result.data(), baseline.data(), baseline.size() * sizeof(float)) ==
+                   0);
+      }
+    }
+  });
 }
 
 // The attr declarations of every optimizer op: for the first five rules as TensorFlow registered

@@ -1,5 +1,6 @@
 // Runtime choice of the widest vector ISA the CPU has, for the few loops that are bound by
-// instruction throughput once their memory traffic is prefetched (the lookup's row combine).
+// instruction throughput once their memory traffic is prefetched (the lookup's row combine,
+// the sparse-apply row loops).
 //
 // The library is compiled for baseline x86-64 so one wheel runs everywhere; such loops are
 // compiled once more per ISA with GCC's target attribute and picked at run time. Every variant

@@ -13,6 +13,7 @@
 #include "cc/core/errors.h"
 #include "cc/core/gradient_aggregation.h"
 #include "cc/core/optimizers.h"
+#include "cc/core/row_updates.h"
 #include "cc/kernels/csr_inputs.h"
 #include "cc/kernels/sparse_apply_checks.h"
 #include "cc/kernels/status.h"
