@@ -194,3 +194,15 @@ def test_replicated_export_loads_without_tf_embedding(exported_replicated, tmp_p
     actual = load_in_fresh_python(export_dir, inputs_path, tmp_path)
     for name, value in expected.items():
         np.testing.assert_allclose(actual[name], value, rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+def test_replicated_functions_traced_before_the_save_export_stock_ops(tmp_path):
+    """The save traces a module's functions again, in its save context: a serving function that
+    already ran the fused kernels is exported with stock ops all the same."""
+    from tf_embedding.replicated import TPUEmbeddingV0  # pylint: disable=import-outside-toplevel
+    module = ServingModule(TPUEmbeddingV0(feature_config(config), optimizers.Adagrad(0.1)))
+    features, weights, _ = example_inputs()
+    module.serve(features, weights)
+    module.serve_friends(features["friends"])
+    tf.saved_model.save(module, str(tmp_path), signatures={"serving_default": module.serve_friends})
+    assert not [op for op in ops_in(tmp_path) if op.startswith("Tfe")]
