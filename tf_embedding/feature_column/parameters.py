@@ -13,11 +13,10 @@ those names, which are not public names of `tf_embedding`.
 """
 
 import abc
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional
 
 from tf_embedding import optimizers
-
-LearningRate = Union[float, Callable[[], Any]]
+from tf_embedding.optimizer_base import LearningRate
 
 
 class _OptimizationParameters(metaclass=abc.ABCMeta):
