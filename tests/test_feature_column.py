@@ -130,15 +130,9 @@ class NumpyTables:
                            [(row_splits, ids, gains, grads.astype(F))], lr)
 
 
-def test_training_applies_the_tpu_rule_with_multiplier_clipping_and_learning_rate_fn():
-    spec = efc.EmbeddingConfigSpec(
-        feature_columns=columns(), optimization_parameters=efc.AdagradParameters(0.1),
-        clipping_limit=0.3, experimental_gradient_multiplier_fn=lambda step: 2.0)
-    layer = efc.EmbeddingFeatures(spec)
-    rng = np.random.default_rng(4)
-    layer(raw_features(rng))
-    reference = NumpyTables(layer, lambda name: layer._tpu_embedding._table_config[
-        [t.name for t in layer._tpu_embedding._table_config].index(name)].optimizer)
+def train_three_steps_against(reference, layer, rng) -> None:
+    """Three steps of a loss linear in the layer's output, whose gradient multiplier is 2: the
+    tables after each step equal `reference`'s (NumpyTables) after the same step."""
     names = sorted(c.name for c in columns())
 
     @tf.function
@@ -159,6 +153,18 @@ def test_training_applies_the_tpu_rule_with_multiplier_clipping_and_learning_rat
             np.testing.assert_allclose(
                 tf.convert_to_tensor(layer.embedding_tables[name]).numpy(), table,
                 rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_training_applies_the_tpu_rule_with_multiplier_clipping_and_learning_rate_fn():
+    spec = efc.EmbeddingConfigSpec(
+        feature_columns=columns(), optimization_parameters=efc.AdagradParameters(0.1),
+        clipping_limit=0.3, experimental_gradient_multiplier_fn=lambda step: 2.0)
+    layer = efc.EmbeddingFeatures(spec)
+    rng = np.random.default_rng(4)
+    layer(raw_features(rng))
+    reference = NumpyTables(layer, lambda name: layer._tpu_embedding._table_config[
+        [t.name for t in layer._tpu_embedding._table_config].index(name)].optimizer)
+    train_three_steps_against(reference, layer, rng)
 
 
 # The Parameter classes v1 had beyond SGD, Adagrad, Adam and FTRL, each trained by its fused
@@ -193,26 +199,7 @@ def test_training_applies_the_tpu_rule_of_each_v1_only_parameter_class(name):
         assert type(optimizer) is optimizer_class
         assert (optimizer.clip_gradient_min, optimizer.clip_gradient_max) == (-0.3, 0.3)
     reference = NumpyTables(layer, table_optimizers.__getitem__)
-    names = sorted(c.name for c in columns())
-
-    @tf.function
-    def train(features, targets):
-        with tf.GradientTape() as tape:
-            out = layer(features)
-            loss = tf.reduce_sum(out * targets)
-        return tape.gradient(loss, layer.trainable_variables)
-
-    for step in range(3):
-        features = raw_features(rng)
-        targets = rng.uniform(-1, 1, (4, DIM * len(names))).astype(F)
-        train(features, targets)
-        per_column = {n: 2.0 * targets[:, i * DIM:(i + 1) * DIM] for i, n in enumerate(names)}
-        reference.step(layer, features, per_column, 0.1)
-        assert int(layer.global_step.numpy()) == step + 1
-        for table_name, table in reference.tables.items():
-            np.testing.assert_allclose(
-                tf.convert_to_tensor(layer.embedding_tables[table_name]).numpy(), table,
-                rtol=1e-5, atol=1e-6, err_msg=table_name)
+    train_three_steps_against(reference, layer, rng)
 
 
 def test_proximal_yogi_trains_through_the_v1_config_dicts():
