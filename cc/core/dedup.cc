@@ -52,8 +52,9 @@ Status DedupByShard(const std::string& table_name, Span<int64_t> ids, int64_t nu
     lookups[i] = {(id % shards) * per_shard + id / shards, static_cast<uint32_t>(i)};
     max_key = std::max(max_key, lookups[i].key);
   }
+  std::vector<KeyedLookup> scratch;
   StableRadixSort(/*low_bit=*/0, BitWidth(max_key),
-                  [](const KeyedLookup& lookup) { return lookup.key; }, &lookups);
+                  [](const KeyedLookup& lookup) { return lookup.key; }, &lookups, &scratch);
 
   unique_ids->clear();
   std::fill(shard_splits, shard_splits + num_shards + 1, 0);

@@ -8,7 +8,8 @@
 namespace tf_embedding {
 namespace {
 
-// The input name GroupSortedRows' messages use for a list's ids.
+// The input names the groups' messages use for the ids: a CSR batch's, and a SortedRows list's.
+constexpr char kLookupIdsInput[] = "ids";
 constexpr char kSortedIdsInput[] = "unique_ids";
 
 // Checks that a list's ids are non-negative and strictly ascending (hence distinct).
@@ -29,9 +30,20 @@ Status ValidateSortedIds(const SortedRows& list) {
 
 }  // namespace
 
+void GradientGroups::Reset(const char* ids_input_name) {
+  unique_ids.clear();
+  starts.clear();
+  gains.clear();
+  gradient_rows.clear();
+  max_id = -1;
+  max_id_batch = 0;
+  max_id_index = 0;
+  ids_input = ids_input_name;
+}
+
 Status GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t dim,
                         GradientGroups* groups) {
-  *groups = GradientGroups();
+  groups->Reset(kLookupIdsInput);
   int64_t total = 0;
   for (size_t b = 0; b < batches.size(); ++b) {
     const Status status = ValidateCsrBatch(batches[b].csr, /*vocabulary_size=*/-1);
@@ -43,8 +55,10 @@ Status GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t dim,
 
   // Global position p numbers the lookups in batch order, then lookup order; record what the
   // gradient sum needs of each one, and the largest id (which sizes the sort).
-  std::vector<float> gain_at(total);
-  std::vector<const float*> row_at(total);
+  std::vector<float>& gain_at = groups->gain_at;
+  std::vector<const float*>& row_at = groups->row_at;
+  gain_at.resize(total);
+  row_at.resize(total);
   int64_t p = 0;
   for (size_t b = 0; b < batches.size(); ++b) {
     const CsrBatch& csr = batches[b].csr;
@@ -69,14 +83,16 @@ Status GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t dim,
     return InvalidArgument(total, " lookups with ids up to ", groups->max_id,
                            " do not fit the 64-bit sort key");
   }
-  std::vector<uint64_t> keys;
-  keys.reserve(total);
+  std::vector<uint64_t>& keys = groups->sort_keys;
+  keys.resize(total);
+  p = 0;
   for (const GradientBatch& batch : batches) {
-    for (int64_t k = 0; k < batch.csr.num_ids; ++k) {
-      keys.push_back((static_cast<uint64_t>(batch.csr.ids[k]) << position_bits) | keys.size());
+    for (int64_t k = 0; k < batch.csr.num_ids; ++k, ++p) {
+      keys[p] = (static_cast<uint64_t>(batch.csr.ids[k]) << position_bits) | p;
     }
   }
-  StableRadixSort(position_bits, id_bits, [](uint64_t key) { return key; }, &keys);
+  StableRadixSort(position_bits, id_bits, [](uint64_t key) { return key; }, &keys,
+                  &groups->sort_scratch);
 
   groups->gains.resize(total);
   groups->gradient_rows.resize(total);
@@ -97,8 +113,7 @@ Status GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t dim,
 
 Status GroupSortedRows(const std::vector<SortedRows>& lists, int64_t dim,
                        GradientGroups* groups) {
-  *groups = GradientGroups();
-  groups->ids_input = kSortedIdsInput;
+  groups->Reset(kSortedIdsInput);
   int64_t total = 0;
   for (size_t b = 0; b < lists.size(); ++b) {
     const SortedRows& list = lists[b];

@@ -32,6 +32,11 @@ struct SortedRows {
 // order (batch or list order, then position). A term is gain * gradient row: a lookup of a CSR
 // batch with its activation-gradient row, or a SortedRows row with gain 1. Group u is entries
 // [starts[u], starts[u + 1]) of `gains` and `gradient_rows`.
+//
+// Grouping fills an existing object: it keeps the capacity of every buffer, its own scratch
+// included, so a caller that groups batch after batch into one object (the kernels keep one per
+// thread) allocates once instead of once per batch. Fresh buffers of a few MiB per batch cost
+// more than the grouping's own work: the kernel zero-fills every page on first touch.
 struct GradientGroups {
   std::vector<int64_t> unique_ids;
   std::vector<int64_t> starts;
@@ -43,9 +48,18 @@ struct GradientGroups {
   int64_t max_id = -1;
   int64_t max_id_batch = 0;
   int64_t max_id_index = 0;
-  const char* ids_input = "ids";
+  const char* ids_input = nullptr;
+
+  // GroupLookupsById's scratch: each lookup's term by input position, and the sort's keys.
+  std::vector<float> gain_at;
+  std::vector<const float*> row_at;
+  std::vector<uint64_t> sort_keys;
+  std::vector<uint64_t> sort_scratch;
 
   int64_t num_unique() const { return static_cast<int64_t>(unique_ids.size()); }
+
+  // Empties the groups (not the capacity) for a grouping whose ids input is `ids_input_name`.
+  void Reset(const char* ids_input_name);
 };
 
 // Validates each batch (ValidateCsrBatch with an unknown vocabulary: ids must be non-negative)

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -197,6 +198,55 @@ TFE_TEST(MergedRowsSumLikeTheEquivalentCsrBatches) {
   TFE_EXPECT_EQ(merged.unique_ids, grouped.unique_ids);
   TFE_EXPECT_EQ(merged.starts, grouped.starts);
   TFE_EXPECT(SameBits(Sums(merged, dim), Sums(grouped, dim)));
+}
+
+// Kernels group batch after batch into one object: what an earlier grouping (a larger batch, a
+// failed one, the other kind) left in it must not show in the next.
+TFE_TEST(GroupingIntoAReusedObjectGivesWhatAFreshOneGives) {
+  std::mt19937 random(11);
+  const int64_t dim = 3;
+  const auto random_batch = [&](int64_t rows, int64_t vocabulary) {
+    Batch batch;
+    batch.csr.row_splits.push_back(0);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t k = random() % 4; k > 0; --k) {
+        batch.csr.ids.push_back(static_cast<int64_t>(random() % vocabulary));
+        batch.csr.gains.push_back(std::normal_distribution<float>()(random));
+      }
+      batch.csr.row_splits.push_back(static_cast<int64_t>(batch.csr.ids.size()));
+    }
+    for (int64_t j = 0; j < rows * dim; ++j) {
+      batch.gradients.push_back(std::normal_distribution<float>()(random));
+    }
+    return batch;
+  };
+  const std::vector<Batch> large = {random_batch(200, 1 << 20), random_batch(50, 1000)};
+  const std::vector<Batch> small = {random_batch(7, 30)};
+  const std::vector<Rows> lists = {{{2, 5}, {1, 2, 3, 4, 5, 6}}};
+  GradientGroups reused;
+  TFE_ASSERT_OK(GroupLookupsById(BatchViews(large), dim, &reused));
+  TFE_EXPECT(!GroupLookupsById(BatchViews({{{0, 1}, {-1}, {1}, {0, 0, 0}}}), dim, &reused).ok());
+  TFE_ASSERT_OK(GroupSortedRows(ListViews(lists), 2, &reused));
+  TFE_ASSERT_OK(GroupLookupsById(BatchViews(small), dim, &reused));
+  GradientGroups fresh;
+  TFE_ASSERT_OK(GroupLookupsById(BatchViews(small), dim, &fresh));
+  TFE_EXPECT_EQ(reused.unique_ids, fresh.unique_ids);
+  TFE_EXPECT_EQ(reused.starts, fresh.starts);
+  TFE_EXPECT_EQ(reused.gains, fresh.gains);
+  TFE_EXPECT_EQ(reused.gradient_rows, fresh.gradient_rows);
+  TFE_EXPECT_EQ(reused.max_id, fresh.max_id);
+  TFE_EXPECT_EQ(reused.max_id_batch, fresh.max_id_batch);
+  TFE_EXPECT_EQ(reused.max_id_index, fresh.max_id_index);
+  TFE_EXPECT_EQ(std::string(reused.ids_input), std::string(fresh.ids_input));
+  // And the other way: a list merge after lookups.
+  TFE_ASSERT_OK(GroupSortedRows(ListViews(lists), 2, &reused));
+  TFE_ASSERT_OK(GroupSortedRows(ListViews(lists), 2, &fresh));
+  TFE_EXPECT_EQ(reused.unique_ids, fresh.unique_ids);
+  TFE_EXPECT_EQ(reused.starts, fresh.starts);
+  TFE_EXPECT_EQ(reused.gains, fresh.gains);
+  TFE_EXPECT_EQ(reused.gradient_rows, fresh.gradient_rows);
+  TFE_EXPECT_EQ(reused.max_id, fresh.max_id);
+  TFE_EXPECT_EQ(std::string(reused.ids_input), std::string("unique_ids"));
 }
 
 TFE_TEST(SumGroupHandlesEveryDimension) {

@@ -19,20 +19,24 @@ constexpr int kMaxRadixDigitBits = 11;
 inline int BitWidth(uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
 
 // Sorts `items` stably by bits [low_bit, low_bit + key_bits) of key(item), a uint64_t; the other
-// bits of the key are ignored. REQUIRES: low_bit + key_bits <= 64.
+// bits of the key are ignored. `scratch` is resized to items' size and left holding garbage; a
+// caller sorting repeatedly passes the same one to reuse its memory. REQUIRES: low_bit +
+// key_bits <= 64.
 //
 // The bits are split into the fewest digits of at most kMaxRadixDigitBits, of equal width (the
 // last may be narrower), and each digit is a stable counting sort: count, then scatter. A digit
 // that every item shares would move nothing, so its scatter is skipped: clustered keys (small
 // ids, one shard) cost fewer passes.
 template <typename T, typename KeyFn>
-void StableRadixSort(int low_bit, int key_bits, KeyFn key, std::vector<T>* items) {
+void StableRadixSort(int low_bit, int key_bits, KeyFn key, std::vector<T>* items,
+                     std::vector<T>* scratch) {
   const int64_t n = static_cast<int64_t>(items->size());
   if (key_bits <= 0 || n < 2) return;
   const int passes = (key_bits + kMaxRadixDigitBits - 1) / kMaxRadixDigitBits;
   const int digit_bits = (key_bits + passes - 1) / passes;
   std::vector<int64_t> offsets(int64_t{1} << digit_bits);
-  std::vector<T> sorted(n);
+  std::vector<T>& sorted = *scratch;
+  sorted.resize(n);
   for (int pass = 0; pass < passes; ++pass) {
     const int shift = low_bit + pass * digit_bits;
     const uint64_t mask = (uint64_t{1} << std::min(digit_bits, key_bits - pass * digit_bits)) - 1;

@@ -46,7 +46,8 @@ std::vector<Item> Expected(std::vector<Item> items, int low_bit, int key_bits) {
 }
 
 std::vector<Item> RadixSorted(std::vector<Item> items, int low_bit, int key_bits) {
-  StableRadixSort(low_bit, key_bits, [](const Item& item) { return item.key; }, &items);
+  std::vector<Item> scratch;
+  StableRadixSort(low_bit, key_bits, [](const Item& item) { return item.key; }, &items, &scratch);
   return items;
 }
 

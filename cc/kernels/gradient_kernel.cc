@@ -6,6 +6,7 @@
 #include "cc/core/errors.h"
 #include "cc/core/gradient_aggregation.h"
 #include "cc/kernels/csr_inputs.h"
+#include "cc/kernels/gradient_groups_pool.h"
 #include "cc/kernels/status.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/util/work_sharder.h"
@@ -30,7 +31,8 @@ class EmbeddingGradientOp : public OpKernel {
     int64_t dim = -1;
     std::vector<GradientBatch> batches;
     OP_REQUIRES_OK(ctx, ReadGradientBatches(ctx, table_name_, &dim, &batches));
-    GradientGroups groups;
+    const GradientGroupsPool::Lease lease = groups_pool_.Take();
+    GradientGroups& groups = *lease.get();
     Status status = GroupLookupsById(batches, dim, &groups);
     if (status.ok() && vocabulary_size_ >= 0) status = CheckIdsBelow(groups, vocabulary_size_);
     OP_REQUIRES_OK(ctx, ToAbslStatus(status.WithContext(TableContext(table_name_))));
@@ -56,6 +58,7 @@ class EmbeddingGradientOp : public OpKernel {
  private:
   int64_t vocabulary_size_;
   std::string table_name_;
+  GradientGroupsPool groups_pool_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("TfeEmbeddingGradient").Device(tensorflow::DEVICE_CPU),

@@ -15,6 +15,7 @@
 #include "cc/core/optimizers.h"
 #include "cc/core/row_updates.h"
 #include "cc/kernels/csr_inputs.h"
+#include "cc/kernels/gradient_groups_pool.h"
 #include "cc/kernels/sparse_apply_checks.h"
 #include "cc/kernels/status.h"
 #include "cc/kernels/variable_access.h"
@@ -86,7 +87,8 @@ class SparseApplyOp : public OpKernel {
     // Validate and group the gradients before locking: only the id bound and the dimension need
     // the table, so the variables stay locked for the update alone.
     int64_t dim = -1;
-    GradientGroups groups;
+    const GradientGroupsPool::Lease lease = groups_pool_.Take();
+    GradientGroups& groups = *lease.get();
     OP_REQUIRES_OK(ctx, Gradients::Group(ctx, table_name_, &dim, &groups));
 
     std::array<tensorflow::core::RefCountPtr<Var>, kNumVariables> refs;
@@ -170,6 +172,7 @@ class SparseApplyOp : public OpKernel {
   std::string table_name_;
   CommonUpdateParams common_;
   Rule rule_;
+  GradientGroupsPool groups_pool_;
 };
 
 // What REGISTER_KERNEL_BUILDER expands to, for an op name computed at startup.
