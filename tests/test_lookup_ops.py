@@ -333,27 +333,51 @@ def test_dense_lookup_rejects_non_matrix_table():
 GRADIENTS = np.ones([2, 3], np.float32)
 
 
-@pytest.mark.parametrize("batches,vocabulary_size,message", [
-    ([(*VALID, np.ones([3], np.float32))], -1,
+# (name, batches, vocabulary_size, message)
+GRADIENT_FAULTS = [
+    ("grads_rank", [(*VALID, np.ones([3], np.float32))], -1,
      r"batch 0: activation_gradients must be a matrix, got shape \[3\]"),
-    ([(*VALID, np.ones([3, 3], np.float32))], -1,
+    ("grads_rows", [(*VALID, np.ones([3, 3], np.float32))], -1,
      r"batch 0: activation_gradients has shape \[3,3\] but must be \[2,3\]"),
-    ([(*VALID, GRADIENTS), (*VALID, np.ones([2, 4], np.float32))], -1,
+    ("grads_dim_mismatch", [(*VALID, GRADIENTS), (*VALID, np.ones([2, 4], np.float32))], -1,
      r"batch 1: activation_gradients has shape \[2,4\] but must be \[2,3\]"),
-    ([(*VALID, GRADIENTS), (*_replace(VALID, row_splits=np.array([0, 1, 2], np.int64)),
-                            GRADIENTS)], -1,
+    ("row_splits", [(*VALID, GRADIENTS),
+                    (*_replace(VALID, row_splits=np.array([0, 1, 2], np.int64)), GRADIENTS)], -1,
      r"batch 1: row_splits\[2\] = 2 must equal the number of ids, 3"),
-    ([(*VALID, GRADIENTS), (*_replace(VALID, ids=np.array([0, -7, 1], np.int64)), GRADIENTS)],
+    ("negative_id", [(*VALID, GRADIENTS), (*_replace(VALID, ids=np.array([0, -7, 1], np.int64)),
+                                           GRADIENTS)],
      -1, r"batch 1: id -7 at ids\[1\] is negative"),
-    ([(*VALID, GRADIENTS), (*_replace(VALID, ids=np.array([0, 9, 9], np.int64)), GRADIENTS)],
+    ("id_above_vocabulary", [(*VALID, GRADIENTS),
+                             (*_replace(VALID, ids=np.array([0, 9, 9], np.int64)), GRADIENTS)],
      4, r"batch 1: id 9 at ids\[1\] is out of range for vocabulary size 4"),
-    ([(*_replace(VALID, gains=np.ones([1], np.float32)), GRADIENTS)], -1,
+    ("gains_length", [(*_replace(VALID, gains=np.ones([1], np.float32)), GRADIENTS)], -1,
      "batch 0: gains has 1 elements but ids has 3"),
-], ids=["grads_rank", "grads_rows", "grads_dim_mismatch", "row_splits", "negative_id",
-        "id_above_vocabulary", "gains_length"])
+]
+
+
+@pytest.mark.parametrize("batches,vocabulary_size,message",
+                         [case[1:] for case in GRADIENT_FAULTS],
+                         ids=[case[0] for case in GRADIENT_FAULTS])
 def test_embedding_gradient_rejects_malformed_batches(batches, vocabulary_size, message):
     with pytest.raises(tf.errors.InvalidArgumentError, match="Table 'video': " + message):
         ops.embedding_gradient(batches, vocabulary_size=vocabulary_size, table_name="video")
+
+
+# Under XLA the shape faults are rejected when the kernel compiles, with the same messages.
+GRADIENT_SHAPE_FAULTS = ("grads_rank", "grads_rows", "grads_dim_mismatch", "gains_length")
+
+
+@pytest.mark.parametrize("batches,message",
+                         [(case[1], case[3]) for case in GRADIENT_FAULTS
+                          if case[0] in GRADIENT_SHAPE_FAULTS],
+                         ids=[case[0] for case in GRADIENT_FAULTS
+                              if case[0] in GRADIENT_SHAPE_FAULTS])
+def test_xla_embedding_gradient_rejects_malformed_shapes(batches, message):
+    gradient = tf.function(
+        lambda batches: ops.embedding_gradient(batches, vocabulary_size=4, table_name="video"),
+        jit_compile=True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Table 'video': " + message):
+        gradient(batches)
 
 
 def test_n_list_lengths_must_agree(lib):
