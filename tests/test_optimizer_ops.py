@@ -322,6 +322,30 @@ def test_apply_rejects(changes, message):
         _apply_adam(**changes)
 
 
+# Under XLA the faults of shapes and dtypes are rejected when the kernel compiles, with the same
+# messages; value faults (a non-finite rate, ids outside the table, row_splits out of order) have
+# the defined meaning docs/xla.md gives them instead.
+XLA_FAULTS = ("lr_not_scalar", "slot_shape", "slot_dtype", "table_rank", "grads_dim",
+              "grads_rows")
+
+
+@pytest.mark.parametrize("changes,message",
+                         [case[1:] for case in BAD_APPLIES if case[0] in XLA_FAULTS],
+                         ids=[case[0] for case in BAD_APPLIES if case[0] in XLA_FAULTS])
+def test_xla_apply_rejects(changes, message):
+    optimizer = opt.Adam()
+    table, slots = make_variables(optimizer, random_table())
+    table = changes.get("table", table)
+    slots.update({name: changes[name] for name in slots if name in changes})
+
+    @tf.function(jit_compile=True)
+    def apply(batches, lr):
+        ops.sparse_apply(optimizer, table, slots, batches, lr, table_name="video")
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Table 'video': " + message):
+        apply(list(changes.get("batches", [GOOD_BATCH])), changes.get("lr", 0.1))
+
+
 def test_apply_rejects_a_variable_passed_twice():
     table_variable, slots = make_variables(opt.Adagrad(), random_table())
     with pytest.raises(tf.errors.InvalidArgumentError,

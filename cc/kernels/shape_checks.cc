@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "cc/core/errors.h"
 #include "cc/kernels/status.h"
+#include "tensorflow/core/framework/types.h"
 #include "tensorflow/core/platform/errors.h"
 
 namespace tf_embedding {
@@ -33,6 +34,12 @@ absl::Status CheckMatrixVariableShape(const std::string& what, const TensorShape
   if (shape.dims() == 2) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(what, " variable must be a matrix, got shape ", shape.DebugString()));
+}
+
+absl::Status CheckFloatVariableType(const std::string& what, tensorflow::DataType dtype) {
+  if (dtype == tensorflow::DT_FLOAT) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, " variable must hold float32, got ",
+                                                 tensorflow::DataTypeString(dtype)));
 }
 
 absl::Status CheckLearningRateShape(const std::string& table_name, const TensorShape& shape) {

@@ -1,6 +1,6 @@
-// Shape checks that the TF kernels (cc/kernels) and the XLA kernels (cc/xla) share, so that a
-// malformed input gets the same message from both: XLA kernels see shapes only, and make these
-// checks when they compile. Messages start with the table (and batch) they concern.
+// Shape (and dtype) checks that the TF kernels (cc/kernels) and the XLA kernels (cc/xla) share,
+// so that a malformed input gets the same message from both: XLA kernels see shapes only, and
+// make these checks when they compile. Messages start with the table (and batch) they concern.
 #ifndef TF_EMBEDDING_CC_KERNELS_SHAPE_CHECKS_H_
 #define TF_EMBEDDING_CC_KERNELS_SHAPE_CHECKS_H_
 
@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/framework/types.pb.h"
 
 namespace tf_embedding {
 
@@ -26,6 +27,9 @@ absl::Status CheckGradientShape(const std::string& table_name, const std::string
 // Checks that a variable (`what`: "Table 't': table", say) holds a matrix.
 absl::Status CheckMatrixVariableShape(const std::string& what,
                                       const tensorflow::TensorShape& shape);
+
+// Checks that a variable (`what` as above) holds float32.
+absl::Status CheckFloatVariableType(const std::string& what, tensorflow::DataType dtype);
 
 // Checks that the learning rate is a scalar.
 absl::Status CheckLearningRateShape(const std::string& table_name,

@@ -36,10 +36,7 @@ inline absl::Status CheckFloatMatrixVariable(tensorflow::Var* var, const std::st
     return absl::FailedPreconditionError(absl::StrCat(what, " variable is not initialized"));
   }
   const tensorflow::Tensor& t = *var->tensor();
-  if (t.dtype() != tensorflow::DT_FLOAT) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " variable must hold float32, got ",
-                                                   tensorflow::DataTypeString(t.dtype())));
-  }
+  TF_RETURN_IF_ERROR(CheckFloatVariableType(what, t.dtype()));
   return CheckMatrixVariableShape(what, t.shape());
 }
 

@@ -43,6 +43,17 @@ absl::StatusOr<TensorShape> InputShapeOf(XlaOpKernelContext* ctx, int index) {
   return tensor_shape;
 }
 
+// Reads float32 resource input `index` (`what`: "Table 't': table", say), rejecting a variable of
+// another dtype with the TF kernels' message rather than XLA's, which names no table.
+absl::Status ReadFloatVariable(XlaOpKernelContext* ctx, int index, const std::string& what,
+                               TensorShape* shape, xla::XlaOp* value) {
+  tensorflow::DataType dtype;
+  TensorShape declared_shape;
+  TF_RETURN_IF_ERROR(ctx->GetVariableTypeAndShape(index, &dtype, &declared_shape));
+  TF_RETURN_IF_ERROR(CheckFloatVariableType(what, dtype));
+  return ctx->ReadVariableInput(index, tensorflow::DT_FLOAT, shape, value);
+}
+
 // Checks a CSR batch's shapes (`context`: "" or "batch <b>: ") as the TF kernels do.
 absl::Status CheckCsrShapes(const std::string& table_name, const std::string& context,
                             const TensorShape& row_splits, const TensorShape& ids,
@@ -120,9 +131,9 @@ class EmbeddingLookupOp : public XlaOpKernel {
     TensorShape table_shape;
     xla::XlaOp table;
     if (kVariable) {
-      OP_REQUIRES_OK(ctx, ctx->ReadVariableInput(0, tensorflow::DT_FLOAT, &table_shape, &table));
-      OP_REQUIRES_OK(ctx, CheckMatrixVariableShape(TableContext(table_name_) + "table",
-                                                   table_shape));
+      const std::string what = TableContext(table_name_) + "table";
+      OP_REQUIRES_OK(ctx, ReadFloatVariable(ctx, 0, what, &table_shape, &table));
+      OP_REQUIRES_OK(ctx, CheckMatrixVariableShape(what, table_shape));
     } else {
       table = ctx->Input(0);
       OP_REQUIRES_VALUE(table_shape, ctx, InputShapeOf(ctx, 0));
@@ -241,8 +252,8 @@ class SparseApplyOp : public XlaOpKernel {
                                        "distinct"));
       }
       resources.push_back(resource);
-      TF_RETURN_IF_ERROR(
-          ctx->ReadVariableInput(i, tensorflow::DT_FLOAT, &(*shapes)[i], &(*values)[i]));
+      const std::string what = TableContext(table_name_) + VariableName<Rule>(i);
+      TF_RETURN_IF_ERROR(ReadFloatVariable(ctx, i, what, &(*shapes)[i], &(*values)[i]));
     }
     return absl::OkStatus();
   }
