@@ -129,16 +129,30 @@ def cluster_processes(address: str) -> list[str]:
     return found
 
 
+# The chief announces its address; its tasks' TF_CONFIG names it.
+CHIEF_LINE = re.compile(r"training as the chief \((127\.0\.0\.1:\d+)\)")
+
+
 def run_cluster(args: list[str], interrupt_after: str | None = None) -> tuple[int, str]:
     """Runs `tf-embedding cluster` to its end, with SIGINT once it printed a line starting with
     `interrupt_after`; returns its status and output, after checking that none of its
     processes is left."""
+    # SIGINT at its default disposition, as in a terminal: a script that runs these tests in the
+    # background hands them SIGINT ignored, and the command then rightly does not pass it on.
     process = subprocess.Popen(
         [sys.executable, "-m", "tf_embedding", "cluster", *args], stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, env=local_cluster.child_environment())
+        stderr=subprocess.STDOUT, text=True, env=local_cluster.child_environment(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
-    # Kills a hung run, whose output then ends.
-    guard = threading.Timer(TIMEOUT, process.kill)
+
+    def kill_hung_run():
+        """Kills the command and its tasks, which hold its output open until they end."""
+        process.kill()
+        chief = CHIEF_LINE.search("".join(lines))
+        for task in cluster_processes(chief.group(1)) if chief else []:
+            os.kill(int(task.split(":", 1)[0]), signal.SIGKILL)
+
+    guard = threading.Timer(TIMEOUT, kill_hung_run)
     guard.start()
     try:
         for line in process.stdout:
@@ -150,7 +164,7 @@ def run_cluster(args: list[str], interrupt_after: str | None = None) -> tuple[in
     finally:
         guard.cancel()
     output = "".join(lines)
-    chief = re.search(r"training as the chief \((127\.0\.0\.1:\d+)\)", output)
+    chief = CHIEF_LINE.search(output)
     assert chief, output
     assert not cluster_processes(chief.group(1)), output
     return status, output
