@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "cc/core/cache_lines.h"
+
 namespace tf_embedding {
 namespace {
 
@@ -10,11 +12,9 @@ namespace {
 // cost a full memory latency. 128 lines keep enough misses in flight to cover it (measured on
 // 1M x 64 tables: 8 lookups ahead took 1.6x as long as 32).
 constexpr int64_t kPrefetchLinesAhead = 128;
-constexpr int64_t kFloatsPerCacheLine = 16;
 
 int64_t PrefetchDistance(int64_t dim) {
-  const int64_t lines_per_row = (dim + kFloatsPerCacheLine - 1) / kFloatsPerCacheLine;
-  return std::max<int64_t>(4, kPrefetchLinesAhead / std::max<int64_t>(lines_per_row, 1));
+  return RowsAhead(kPrefetchLinesAhead, CacheLinesPerRow(dim), /*min_rows=*/4);
 }
 
 // kDim > 0 fixes the dimension at compile time: the row's sums then live in registers and the

@@ -8,8 +8,8 @@
 // `Update(lr, g, w, slots)`. The row loops of row_updates.h drive every rule, so the rules
 // share one loop; AllRules lists them, and that list registers every optimizer's ops and
 // kernels. Arithmetic is float32, in the order the formulas are written, so a float32 numpy
-// transcription of §2 agrees to rounding: exactly for the rules built from correctly rounded operations (+ - * / sqrt), to
-// ~1 ulp where pow is involved.
+// transcription of §2 agrees to rounding: exactly for the rules built from correctly rounded
+// operations (+ - * / sqrt), to ~1 ulp where pow is involved.
 //
 // The math is defined once for both runtimes: `Update` and UpdateElement are templates over the
 // scalar type T they compute with, written in the vocabulary below (operators, Sqrt, Pow,

@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 
+#include "cc/core/cache_lines.h"
 #include "cc/core/gradient_aggregation.h"
 #include "cc/core/optimizers.h"
 #include "cc/core/simd_dispatch.h"
@@ -23,10 +24,9 @@ namespace tf_embedding {
 // Applies one optimizer step to a row. `grad` is the summed gradient of the row; `slots` point
 // at the row in each slot variable. kDim > 0 fixes the dimension at compile time.
 template <typename Rule, int64_t kDim = 0>
-__attribute__((always_inline)) inline void UpdateRow(const Rule& rule,
-                                                     const CommonUpdateParams& common, float lr,
-                                                     const float* grad, int64_t dim, float* w,
-                                                     const std::array<float*, Rule::kNumSlots>& slots) {
+__attribute__((always_inline)) inline void UpdateRow(
+    const Rule& rule, const CommonUpdateParams& common, float lr, const float* grad, int64_t dim,
+    float* w, const std::array<float*, Rule::kNumSlots>& slots) {
   const int64_t d = kDim > 0 ? kDim : dim;
   const float decay = common.WeightDecay(lr);
   // Local copies: the row stores below cannot alias them, so GCC keeps them in registers
@@ -58,7 +58,6 @@ template <size_t kNumSlots>
 __attribute__((always_inline)) inline void PrefetchRows(const float* table,
                                                         const std::array<float*, kNumSlots>& slots,
                                                         int64_t offset, int64_t dim) {
-  constexpr int64_t kFloatsPerCacheLine = 16;
   for (int64_t j = 0; j < dim; j += kFloatsPerCacheLine) {
     __builtin_prefetch(table + offset + j, 1);
     for (size_t k = 0; k < kNumSlots; ++k) __builtin_prefetch(slots[k] + offset + j, 1);
@@ -72,8 +71,7 @@ namespace row_updates_internal {
 constexpr int64_t kPrefetchLinesAhead = 64;
 
 inline int64_t PrefetchDistance(int64_t dim, int num_slots) {
-  const int64_t lines_per_row = (dim + 15) / 16 * (1 + num_slots);
-  return std::max<int64_t>(2, kPrefetchLinesAhead / std::max<int64_t>(lines_per_row, 1));
+  return RowsAhead(kPrefetchLinesAhead, CacheLinesPerRow(dim) * (1 + num_slots), /*min_rows=*/2);
 }
 
 template <typename Rule, int64_t kDim>
