@@ -307,13 +307,18 @@ def test_xla_lookup_skips_ids_outside_the_table():
     np.testing.assert_array_equal(lookup(row_splits, ids, gains).numpy(), expected)
 
 
+# Under XLA too: the kernel checks the variable's dtype and rank when it compiles.
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["tf", "xla"])
 @pytest.mark.parametrize("value,message", [
     (np.zeros([4], np.float32), r"Table 'video': table variable must be a matrix, got shape \[4\]"),
     (np.zeros([4, 2], np.int32), "Table 'video': table variable must hold float32, got int32"),
 ])
-def test_lookup_rejects_bad_table_variable(value, message):
+def test_lookup_rejects_bad_table_variable(value, message, jit_compile):
+    table = tf.Variable(value, name="video")
+    lookup = tf.function(lambda *batch: ops.embedding_lookup(table, *batch),
+                         jit_compile=jit_compile)
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
-        ops.embedding_lookup(tf.Variable(value, name="video"), *VALID)
+        lookup(*VALID)
 
 
 def test_lookup_rejects_uninitialized_variable():
