@@ -340,6 +340,34 @@ def _ours_train(ctx: Context) -> Setup:
     return ctx.train_setup(train, tables, [*tables, *accumulators])
 
 
+def _sharded_embedding(ctx: Context) -> tuple[Any, list[tf.Variable], list[tf.Variable]]:
+    """A TPUEmbedding (default strategy) with one feature per table: it, its tables, their
+    Adagrad accumulators."""
+    table_configs = _table_configs(ctx)
+    embedding = tf_embedding.TPUEmbedding(
+        [tf_embedding.FeatureConfig(table=config, name=f"feature_{t}")
+         for t, config in enumerate(table_configs)], _adagrad())
+    embedding.build(per_replica_batch_size=ctx.workload.batch)
+    # Under the default strategy every table is one block: that block is the table.
+    tables = [list(embedding.embedding_tables[config])[0] for config in table_configs]
+    ctx.fill_tables(tables)
+    accumulators = [list(embedding._variables[config.name]["accumulators"])[0]  # pylint: disable=protected-access
+                    for config in table_configs]
+    return embedding, tables, accumulators
+
+
+@variant("sharded-forward", "forward", "TPUEmbedding enqueue(training=False) + dequeue")
+def _sharded_forward(ctx: Context) -> Setup:
+    embedding, tables, _ = _sharded_embedding(ctx)
+
+    @tf.function
+    def forward(features):
+        embedding.enqueue(list(features), training=False)
+        return embedding.dequeue()
+
+    return ctx.forward_setup(forward, tables)
+
+
 @variant("sharded-train", "train", "TPUEmbedding enqueue + dequeue + apply_gradients (Adagrad)",
          target=4.0)
 def _sharded_train(ctx: Context) -> Setup:
@@ -353,17 +381,7 @@ def _sharded_train_xla(ctx: Context) -> Setup:
 
 
 def _sharded_train_setup(ctx: Context, jit_compile: bool) -> Setup:
-    w = ctx.workload
-    table_configs = _table_configs(ctx)
-    embedding = tf_embedding.TPUEmbedding(
-        [tf_embedding.FeatureConfig(table=config, name=f"feature_{t}")
-         for t, config in enumerate(table_configs)], _adagrad())
-    embedding.build(per_replica_batch_size=w.batch)
-    # Under the default strategy every table is one block: that block is the table.
-    tables = [list(embedding.embedding_tables[config])[0] for config in table_configs]
-    ctx.fill_tables(tables)
-    accumulators = [list(embedding._variables[config.name]["accumulators"])[0]  # pylint: disable=protected-access
-                    for config in table_configs]
+    embedding, tables, accumulators = _sharded_embedding(ctx)
 
     @tf.function(jit_compile=jit_compile)
     def train(features):
@@ -391,9 +409,9 @@ def _v0_keras_train(ctx: Context) -> Setup:
     return _keras_train_setup(ctx, tables, embedding.__call__)
 
 
-@variant("keras-layer-train", "train",
-         "tf_embedding.keras.TPUEmbedding, tape.gradient of its trainable variables (Adagrad)")
-def _keras_layer_train(ctx: Context) -> Setup:
+def _keras_layer(ctx: Context) -> tuple[Any, list[tf.Variable], list[tf.Variable]]:
+    """tf_embedding.keras.TPUEmbedding with one feature per table: it, its tables, their Adagrad
+    accumulators."""
     from tf_embedding import keras as embedding_keras  # pylint: disable=import-outside-toplevel
     table_configs = _table_configs(ctx)
     layer = embedding_keras.TPUEmbedding(
@@ -405,6 +423,19 @@ def _keras_layer_train(ctx: Context) -> Setup:
     ctx.fill_tables(tables)
     accumulators = [list(layer._tpu_embedding._variables[config.name]["accumulators"])[0]  # pylint: disable=protected-access
                     for config in table_configs]
+    return layer, tables, accumulators
+
+
+@variant("keras-layer-forward", "forward", "tf_embedding.keras.TPUEmbedding called for inference")
+def _keras_layer_forward(ctx: Context) -> Setup:
+    layer, tables, _ = _keras_layer(ctx)
+    return ctx.forward_setup(tf.function(lambda features: layer(list(features))), tables)
+
+
+@variant("keras-layer-train", "train",
+         "tf_embedding.keras.TPUEmbedding, tape.gradient of its trainable variables (Adagrad)")
+def _keras_layer_train(ctx: Context) -> Setup:
+    layer, tables, accumulators = _keras_layer(ctx)
 
     @tf.function
     def train(features):
