@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the op library with AddressSanitizer and runs every fuzz test against it.
 #
-# Every cc/**/*.cc except unit tests (*_test.cc) is compiled with -fsanitize=address into
-# $OUT_DIR (default /tmp/tf_embedding_asan), then tests/test_fuzz_*.py run with g++'s libasan
+# setup.py compiles every cc/**/*.cc except unit tests (*_test.cc) with -fsanitize=address (its
+# objects under build/ops/, apart from the regular build's) and links the library into $OUT_DIR
+# (default /tmp/tf_embedding_asan), then tests/test_fuzz_*.py run with g++'s libasan
 # preloaded: the Python interpreter is not instrumented, so the ASan runtime has to be loaded
 # before anything else. libstdc++ is preloaded right after it because Python does not link it,
 # and ASan's C++-exception interceptor must find it at start-up (otherwise the first exception
@@ -20,40 +21,16 @@ if [[ -z $python ]]; then
 fi
 out_dir=${OUT_DIR:-/tmp/tf_embedding_asan}
 jobs=${JOBS:-2}
-mkdir -p "$out_dir/obj"
 
-tf_flags() {
-    TF_CPP_MIN_LOG_LEVEL=3 "$python" -c \
-        "import tensorflow as tf; print(' '.join(tf.sysconfig.$1()))" | tail -n 1
-}
-read -r -a tf_compile <<<"$(tf_flags get_compile_flags)"
-read -r -a tf_link <<<"$(tf_flags get_link_flags)"
-# Warnings are the regular build's business (setup.py); -w keeps this output to the findings.
-flags=(-std=c++17 -fPIC -DNDEBUG -w -fsanitize=address -fno-omit-frame-pointer -O1 -g -I.
-       "${tf_compile[@]}")
+# setup.py builds it, so it has the regular build's sources and flags; CXX adds the sanitizer
+# to every compile and to the link (its objects are kept apart, keyed by the compiler command).
+CXX="g++ -fsanitize=address -fno-omit-frame-pointer -g" "$python" setup.py -q build_ext \
+    --parallel "$jobs" --build-lib "$out_dir" --build-temp "$out_dir/temp"
+library="$out_dir/tf_embedding/_ops.so"
 
-mapfile -t sources < <(find cc -name '*.cc' ! -name '*_test.cc' | sort)
-objects=()
-running=()
-for source in "${sources[@]}"; do
-    object="$out_dir/obj/${source//\//_}.o"
-    objects+=("$object")
-    echo "compiling $source"
-    g++ "${flags[@]}" -c "$source" -o "$object" &
-    running+=($!)
-    if ((${#running[@]} >= jobs)); then
-        wait "${running[0]}"
-        running=("${running[@]:1}")
-    fi
-done
-for pid in "${running[@]}"; do
-    wait "$pid"
-done
-g++ -shared -fsanitize=address -o "$out_dir/_ops.so" "${objects[@]}" "${tf_link[@]}"
-
-echo "running tests/test_fuzz_*.py against $out_dir/_ops.so"
+echo "running tests/test_fuzz_*.py against $library"
 LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libstdc++.so)" \
     ASAN_OPTIONS=detect_leaks=0 \
-    TF_EMBEDDING_OPS_LIBRARY="$out_dir/_ops.so" \
+    TF_EMBEDDING_OPS_LIBRARY="$library" \
     TF_CPP_MIN_LOG_LEVEL=3 \
     "$python" -m pytest -q -p no:cacheprovider tests/test_fuzz_*.py "$@"
