@@ -53,12 +53,6 @@ Status CheckRowCount(const FeatureErrors& error, int64_t rows, const char* what)
   return Status();
 }
 
-// The local output row of every input lookup of a feature (one per id, owned by the caller),
-// or -1 for positions beyond max_sequence_length.
-void DenseRows(const FeatureTensors& t, int64_t* row_of_lookup) {
-  for (int64_t i = 0; i < t.ids.size(); ++i) row_of_lookup[i] = i;
-}
-
 // Checks the sparse tensor's structure; element-wise index bounds are checked in SparseRows.
 Status CheckSparseStructure(const FeatureErrors& error, const FeatureTensors& t) {
   const std::vector<int64_t>& shape = t.row_info_shape;
@@ -124,44 +118,6 @@ Status SparseLayout(const FeatureErrors& error, const FeatureSpec& spec, const F
   return CheckRowCount(error, layout->num_rows, "the sparse dense_shape");
 }
 
-// Sparse rows: pooled rows are the row-major index of indices[i, :-1]; sequence rows are
-// b * msl + p.
-Status SparseRows(const FeatureErrors& error, const FeatureSpec& spec, const FeatureTensors& t,
-                  bool sequence, int64_t* row_of_lookup) {
-  const Span<int64_t>& dense_shape = t.dense_shape;
-  const int64_t rank = dense_shape.size;
-  const int64_t msl = spec.max_sequence_length;
-  const int64_t nnz = t.ids.size();
-  if (rank == 2 && !sequence) {
-    // The common case, [batch, ids] indices, in a loop the compiler keeps tight.
-    const int64_t* index = t.row_info.data;
-    const uint64_t batch = dense_shape[0];
-    const uint64_t width = dense_shape[1];
-    for (int64_t i = 0; i < nnz; ++i, index += 2) {
-      // Unsigned compares reject negative indices too.
-      if (static_cast<uint64_t>(index[0]) >= batch || static_cast<uint64_t>(index[1]) >= width) {
-        return SparseIndexError(error, t, i);
-      }
-      row_of_lookup[i] = index[0];
-    }
-    return Status();
-  }
-  for (int64_t i = 0; i < nnz; ++i) {
-    const int64_t* index = t.row_info.data + i * rank;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (index[d] < 0 || index[d] >= dense_shape[d]) return SparseIndexError(error, t, i);
-    }
-    int64_t row = 0;
-    if (sequence) {
-      row = index[1] < msl ? index[0] * msl + index[1] : -1;
-    } else {
-      for (int64_t d = 0; d + 1 < rank; ++d) row = row * dense_shape[d] + index[d];
-    }
-    row_of_lookup[i] = row;
-  }
-  return Status();
-}
-
 // Rows of a ragged feature: one per batch row when pooled, batch * msl for a sequence.
 Status RaggedLayout(const FeatureErrors& error, const FeatureSpec& spec, const FeatureTensors& t,
                     FeatureLayout* layout) {
@@ -173,18 +129,68 @@ Status RaggedLayout(const FeatureErrors& error, const FeatureSpec& spec, const F
   return CheckRowCount(error, layout->num_rows, "the ragged row_splits");
 }
 
-// Ragged rows: the batch row when pooled, b * msl + position for sequence features.
-Status RaggedRows(const FeatureErrors& error, const FeatureSpec& spec, const FeatureTensors& t,
-                  int64_t* row_of_lookup) {
-  const Span<int64_t>& splits = t.row_info;
-  TFE_RETURN_IF_ERROR(error.About(
-      ValidateRowSplits(splits.data, splits.size, t.ids.size())));
-  const int64_t batch = splits.size - 1;
+// Calls visit(i, row) for every lookup i of a feature, in input order, with its local output row:
+// the lookup's position for dense ids; for sparse ids the row-major index of indices[i, :-1]
+// when pooled, b * msl + p for a sequence; for ragged ids the batch row when pooled,
+// b * msl + position for a sequence; -1 for a sequence position beyond max_sequence_length.
+// Stops when visit returns false. Checks the indices that give the rows as it goes (the layout
+// checks of FeatureLayoutOf have passed) and returns the first bad one's error.
+template <typename Visit>
+Status VisitLookupRows(const FeatureErrors& error, const FeatureSpec& spec,
+                       const FeatureTensors& t, bool sequence, Visit&& visit) {
+  const int64_t nnz = t.ids.size();
   const int64_t msl = spec.max_sequence_length;
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t i = splits[b]; i < splits[b + 1]; ++i) {
-      const int64_t position = i - splits[b];
-      row_of_lookup[i] = msl == 0 ? b : (position < msl ? b * msl + position : -1);
+  switch (spec.kind) {
+    case InputKind::kDense:
+      for (int64_t i = 0; i < nnz; ++i) {
+        if (!visit(i, i)) break;
+      }
+      return Status();
+    case InputKind::kSparse: {
+      const Span<int64_t>& dense_shape = t.dense_shape;
+      const int64_t rank = dense_shape.size;
+      if (rank == 2 && !sequence) {
+        // The common case, [batch, ids] indices, in a loop the compiler keeps tight.
+        const int64_t* index = t.row_info.data;
+        const uint64_t batch = dense_shape[0];
+        const uint64_t width = dense_shape[1];
+        for (int64_t i = 0; i < nnz; ++i, index += 2) {
+          // Unsigned compares reject negative indices too.
+          if (static_cast<uint64_t>(index[0]) >= batch ||
+              static_cast<uint64_t>(index[1]) >= width) {
+            return SparseIndexError(error, t, i);
+          }
+          if (!visit(i, index[0])) break;
+        }
+        return Status();
+      }
+      for (int64_t i = 0; i < nnz; ++i) {
+        const int64_t* index = t.row_info.data + i * rank;
+        for (int64_t d = 0; d < rank; ++d) {
+          if (index[d] < 0 || index[d] >= dense_shape[d]) return SparseIndexError(error, t, i);
+        }
+        int64_t row = 0;
+        if (sequence) {
+          row = index[1] < msl ? index[0] * msl + index[1] : -1;
+        } else {
+          for (int64_t d = 0; d + 1 < rank; ++d) row = row * dense_shape[d] + index[d];
+        }
+        if (!visit(i, row)) break;
+      }
+      return Status();
+    }
+    case InputKind::kRagged: {
+      const Span<int64_t>& splits = t.row_info;
+      TFE_RETURN_IF_ERROR(error.About(ValidateRowSplits(splits.data, splits.size, nnz)));
+      for (int64_t b = 0; b + 1 < splits.size; ++b) {
+        for (int64_t i = splits[b]; i < splits[b + 1]; ++i) {
+          const int64_t position = i - splits[b];
+          if (!visit(i, msl == 0 ? b : (position < msl ? b * msl + position : -1))) {
+            return Status();
+          }
+        }
+      }
+      return Status();
     }
   }
   return Status();
@@ -286,117 +292,95 @@ Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) 
   const FeatureErrors error(table_.name, spec.name);
   FeatureLayout layout;
   TFE_RETURN_IF_ERROR(FeatureLayoutOf(table_.name, spec, t, &layout));
-  // The feature's lookups get their output rows in place, at the end of lookup_rows_.
-  const int64_t first_lookup = static_cast<int64_t>(lookup_rows_.size());
-  lookup_rows_.resize(first_lookup + t.ids.size());
-  int64_t* const row_of_lookup = lookup_rows_.data() + first_lookup;
-  Status status;
-  switch (spec.kind) {
-    case InputKind::kDense: DenseRows(t, row_of_lookup); break;
-    case InputKind::kSparse:
-      status = SparseRows(error, spec, t, layout.sequence, row_of_lookup);
-      break;
-    case InputKind::kRagged: status = RaggedRows(error, spec, t, row_of_lookup); break;
-  }
-  if (!status.ok()) return status;
   TFE_RETURN_IF_ERROR(CheckStackedRows(table_.name, spec, num_rows_, layout.num_rows));
+  AddedFeature feature{spec, t, num_rows_, layout.num_rows, !layout.sequence,
+                       spec.prune_invalid && spec.has_weights && table_.combiner != Combiner::kSum};
+  if (!spec.has_weights) feature.tensors.weights = Span<float>{};
 
-  // Stock safe_embedding_lookup_sparse prunes negative ids always and non-positive weights
-  // only when they would feed a mean or sqrtn denominator.
-  const bool prune_weights =
-      spec.prune_invalid && spec.has_weights && table_.combiner != Combiner::kSum;
+  // One pass validates the lookups and counts the kept ones of each output row; Build places
+  // them from those counts.
+  row_sizes_.resize(num_rows_ + layout.num_rows, 0);
+  int64_t* const row_sizes = row_sizes_.data() + num_rows_;
   const int64_t vocabulary_size = table_.vocabulary_size;
-  // Locals, not members: the row writes below could alias members, which would keep the
-  // compiler from holding them in registers over this, the conversion's hottest loop.
-  int64_t kept = 0;
-  int64_t last_row = last_row_;
-  bool in_row_order = in_row_order_;
-  for (int64_t i = 0; i < t.ids.size(); ++i) {
+  const bool prune_invalid = spec.prune_invalid;
+  int64_t dropped = 0, last_row = 0, bad_lookup = -1;
+  bool in_row_order = true;
+  TFE_RETURN_IF_ERROR(VisitLookupRows(error, spec, t, layout.sequence,
+                                      [&](int64_t i, int64_t row) {
     const int64_t id = t.ids[i];
-    if (id >= vocabulary_size || (id < 0 && !spec.prune_invalid)) {
-      return error(IdOutOfRange(id, LookupName(i), vocabulary_size));
+    if (id >= vocabulary_size || (id < 0 && !prune_invalid)) {
+      bad_lookup = i;
+      return false;
     }
-    const int64_t row = row_of_lookup[i];
-    if (row < 0 || id < 0 || (prune_weights && !(t.weights[i] > 0))) {
-      row_of_lookup[i] = -1;
-      continue;
+    if (!feature.Keeps(i, row)) {
+      ++dropped;
+      return true;
     }
-    row_of_lookup[i] = num_rows_ + row;
-    ++kept;
-    in_row_order = in_row_order && num_rows_ + row >= last_row;
-    last_row = num_rows_ + row;
+    ++row_sizes[row];
+    in_row_order = in_row_order && row >= last_row;
+    last_row = row;
+    return true;
+  }));
+  if (bad_lookup >= 0) {
+    return error(IdOutOfRange(t.ids[bad_lookup], LookupName(bad_lookup), vocabulary_size));
   }
-  num_lookups_ += kept;
-  last_row_ = last_row;
-  in_row_order_ = in_row_order;
-  features_.push_back(AddedFeature{t.ids, spec.has_weights ? t.weights : Span<float>{},
-                                   num_rows_, !layout.sequence});
+  feature.contiguous = in_row_order && dropped == 0;
+  num_lookups_ += t.ids.size() - dropped;
+  features_.push_back(std::move(feature));
   feature_row_counts_.push_back(layout.num_rows);
   num_rows_ += layout.num_rows;
   return Status();
 }
 
 void CsrBuilder::Build(int64_t* row_splits, int64_t* ids, float* gains) const {
-  if (in_row_order_) {
-    // Lookups already in row order (canonical sparse indices, ragged and dense inputs): no sort,
-    // one pass copies the kept lookups and closes the rows they pass.
-    CopyInRowOrder(row_splits, ids, gains);
-  } else {
-    Scatter(row_splits, ids, gains);
-  }
-  for (size_t f = 0; f < features_.size(); ++f) {
-    if (features_[f].pooled) {
-      ApplyCombiner(features_[f], feature_row_counts_[f], row_splits, gains);
-    }
-  }
-}
-
-void CsrBuilder::CopyInRowOrder(int64_t* row_splits, int64_t* ids, float* gains) const {
-  const int64_t* row_of = lookup_rows_.data();
-  int64_t slot = 0;
-  // row_splits[0 .. closed] are written: row r starts at the number of kept lookups before it.
-  int64_t closed = 0;
   row_splits[0] = 0;
+  for (int64_t r = 0; r < num_rows_; ++r) row_splits[r + 1] = row_splits[r] + row_sizes_[r];
   for (const AddedFeature& feature : features_) {
-    const bool weighted = feature.weights.size > 0;
-    for (int64_t i = 0; i < feature.ids.size(); ++i) {
-      const int64_t row = row_of[i];
-      if (row < 0) continue;
-      while (closed < row) row_splits[++closed] = slot;
-      ids[slot] = feature.ids[i];
-      gains[slot] = weighted ? feature.weights[i] : 1.0f;
-      ++slot;
+    if (feature.contiguous) {
+      Copy(feature, row_splits, ids, gains);
+    } else {
+      Scatter(feature, row_splits, ids, gains);
     }
-    row_of += feature.ids.size();
+    if (feature.pooled) ApplyCombiner(feature, row_splits, gains);
   }
-  while (closed < num_rows_) row_splits[++closed] = slot;
 }
 
-void CsrBuilder::Scatter(int64_t* row_splits, int64_t* ids, float* gains) const {
-  // Stable counting sort by output row: count, prefix-sum, then scatter in input order.
-  std::fill(row_splits, row_splits + num_rows_ + 1, 0);
-  for (int64_t row : lookup_rows_) {
-    if (row >= 0) ++row_splits[row + 1];
+void CsrBuilder::Copy(const AddedFeature& feature, const int64_t* row_splits, int64_t* ids,
+                      float* gains) const {
+  const int64_t begin = row_splits[feature.first_row];
+  const FeatureTensors& t = feature.tensors;
+  t.ids.CopyTo(ids + begin);
+  if (t.weights.size > 0) {
+    std::copy(t.weights.data, t.weights.data + t.weights.size, gains + begin);
+  } else {
+    std::fill(gains + begin, gains + begin + t.ids.size(), 1.0f);
   }
-  for (int64_t r = 0; r < num_rows_; ++r) row_splits[r + 1] += row_splits[r];
-  std::vector<int64_t> next(row_splits, row_splits + num_rows_);
-  const int64_t* row_of = lookup_rows_.data();
-  for (const AddedFeature& feature : features_) {
-    for (int64_t i = 0; i < feature.ids.size(); ++i, ++row_of) {
-      if (*row_of < 0) continue;
-      const int64_t slot = next[*row_of]++;
-      ids[slot] = feature.ids[i];
-      gains[slot] = feature.weights.size > 0 ? feature.weights[i] : 1.0f;
-    }
-  }
+}
+
+void CsrBuilder::Scatter(const AddedFeature& feature, const int64_t* row_splits, int64_t* ids,
+                         float* gains) const {
+  // Stable counting sort by output row, the counts being row_splits: each row's kept lookups
+  // in input order.
+  std::vector<int64_t> next(row_splits + feature.first_row,
+                            row_splits + feature.first_row + feature.num_rows);
+  const FeatureTensors& t = feature.tensors;
+  // AddFeature validated the feature, so no error can come back.
+  (void)VisitLookupRows(FeatureErrors(table_.name, feature.spec.name), feature.spec, t,
+                        !feature.pooled, [&](int64_t i, int64_t row) {
+    if (!feature.Keeps(i, row)) return true;
+    const int64_t slot = next[row]++;
+    ids[slot] = t.ids[i];
+    gains[slot] = t.weights.size > 0 ? t.weights[i] : 1.0f;
+    return true;
+  });
 }
 
 // Turns the weights of each pooled row into gains: w, w / sum(w) or w / sqrt(sum(w^2)),
 // with 0 when the denominator is 0 (SparseCore's rule; stock TF's div_no_nan agrees).
-void CsrBuilder::ApplyCombiner(const AddedFeature& feature, int64_t num_rows,
-                               const int64_t* row_splits, float* gains) const {
+void CsrBuilder::ApplyCombiner(const AddedFeature& feature, const int64_t* row_splits,
+                               float* gains) const {
   if (table_.combiner == Combiner::kSum) return;
-  for (int64_t r = feature.first_row; r < feature.first_row + num_rows; ++r) {
+  for (int64_t r = feature.first_row; r < feature.first_row + feature.num_rows; ++r) {
     float* begin = gains + row_splits[r];
     float* end = gains + row_splits[r + 1];
     double denominator = 0;

@@ -7,6 +7,7 @@
 #ifndef TF_EMBEDDING_CC_CORE_CSR_CONVERSION_H_
 #define TF_EMBEDDING_CC_CORE_CSR_CONVERSION_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -33,6 +34,14 @@ class IdSpan {
   IdSpan(const int64_t* data, int64_t size) : i64_(data), size_(size) {}
   int64_t size() const { return size_; }
   int64_t operator[](int64_t i) const { return i64_ != nullptr ? i64_[i] : i32_[i]; }
+  // Writes the ids, widened, to out[0 .. size()).
+  void CopyTo(int64_t* out) const {
+    if (i64_ != nullptr) {
+      std::copy(i64_, i64_ + size_, out);
+    } else {
+      std::copy(i32_, i32_ + size_, out);
+    }
+  }
 
  private:
   const int32_t* i32_ = nullptr;
@@ -120,31 +129,42 @@ class CsrBuilder {
   void Build(int64_t* row_splits, int64_t* ids, float* gains) const;
 
  private:
-  // What Build needs of an added feature: its lookups and where its rows start.
+  // What Build needs of an added feature: its inputs and the rows they give.
   struct AddedFeature {
-    IdSpan ids;
-    Span<float> weights;  // empty when the feature has no weights
+    FeatureSpec spec;
+    FeatureTensors tensors;  // weights empty when the feature has no weights
     int64_t first_row;
-    bool pooled;          // fold the combiner into the gains (not a sequence feature)
+    int64_t num_rows;
+    bool pooled;             // fold the combiner into the gains (not a sequence feature)
+    bool prune_weights;      // drop lookups of non-positive weight
+    // Every lookup kept, in row order: the feature's ids are its CSR ids as they are.
+    bool contiguous = false;
+
+    // Whether lookup i, of local output row `row` (-1: beyond max_sequence_length), is kept.
+    // Stock safe_embedding_lookup_sparse prunes negative ids always and non-positive weights
+    // only when they would feed a mean or sqrtn denominator. (Defined here so that it inlines
+    // into the conversion's loops: out of line it is a call through the PLT.)
+    bool Keeps(int64_t i, int64_t row) const {
+      return row >= 0 && tensors.ids[i] >= 0 && !(prune_weights && !(tensors.weights[i] > 0));
+    }
   };
 
-  // Build's two ways to place the kept lookups: a copy when they are already in row order,
-  // else a stable counting-sort scatter by row.
-  void CopyInRowOrder(int64_t* row_splits, int64_t* ids, float* gains) const;
-  void Scatter(int64_t* row_splits, int64_t* ids, float* gains) const;
-  void ApplyCombiner(const AddedFeature& feature, int64_t num_rows, const int64_t* row_splits,
+  // Build's two ways to place a feature's kept lookups after its rows' start: a copy when it is
+  // contiguous, else a stable counting-sort scatter by row.
+  void Copy(const AddedFeature& feature, const int64_t* row_splits, int64_t* ids,
+            float* gains) const;
+  void Scatter(const AddedFeature& feature, const int64_t* row_splits, int64_t* ids,
+               float* gains) const;
+  void ApplyCombiner(const AddedFeature& feature, const int64_t* row_splits,
                      float* gains) const;
 
   TableSpec table_;
   std::vector<AddedFeature> features_;
   std::vector<int64_t> feature_row_counts_;
-  // Output row of every input lookup, features concatenated; -1 for dropped lookups.
-  std::vector<int64_t> lookup_rows_;
+  // Kept lookups of every output row, features concatenated.
+  std::vector<int64_t> row_sizes_;
   int64_t num_rows_ = 0;
   int64_t num_lookups_ = 0;
-  // Whether the kept lookups' rows never decrease in input order, and the last of those rows.
-  bool in_row_order_ = true;
-  int64_t last_row_ = 0;
 };
 
 }  // namespace tf_embedding

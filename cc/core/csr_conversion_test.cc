@@ -150,6 +150,20 @@ TFE_TEST(FeaturesStackInOrder) {
   TFE_EXPECT_EQ(csr.ids, (std::vector<int64_t>{1, 2, 3, 4, 5}));
 }
 
+// Build copies a feature whose lookups are all kept and in row order and scatters the others by
+// row; in one table each feature must land in its own rows either way.
+TFE_TEST(CopiedAndScatteredFeaturesStackInOrder) {
+  const Feature unsorted = Sparse({1, 2, 3}, {1, 0, 0, 0, 1, 1}, {2, 2});
+  const Feature pruned = Ragged({-1, 4, 5}, {0, 2, 3}, Spec(InputKind::kRagged, false, 0, true));
+  Feature weighted = Sparse({6, 7}, {0, 0, 1, 0}, {2, 2}, Spec(InputKind::kSparse, true));
+  weighted.weights = {0.5f, 2.0f};
+  Csr csr;
+  TFE_ASSERT_OK(Convert({weighted, unsorted, pruned, weighted}, &csr));
+  TFE_EXPECT_EQ(csr.row_splits, (std::vector<int64_t>{0, 1, 2, 3, 5, 6, 7, 8, 9}));
+  TFE_EXPECT_EQ(csr.ids, (std::vector<int64_t>{6, 7, 2, 1, 3, 4, 5, 6, 7}));
+  TFE_EXPECT_EQ(csr.gains, (std::vector<float>{0.5f, 2.0f, 1, 1, 1, 1, 1, 0.5f, 2.0f}));
+}
+
 TFE_TEST(Int32IdsAreWidened) {
   const std::vector<int32_t> ids32 = {8, 9};
   CsrBuilder builder(TableSpec{"tbl", 10, Combiner::kSum});

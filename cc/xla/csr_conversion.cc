@@ -24,8 +24,8 @@ struct Lookups {
   xla::XlaOp pooled;   // pred
 };
 
-// The lookups of one feature whose rows start at `first_row`, as the TF kernel's
-// DenseRows, SparseRows and RaggedRows place them (cc/core/csr_conversion.cc).
+// The lookups of one feature whose rows start at `first_row`, in the rows the TF kernel's
+// VisitLookupRows gives them (cc/core/csr_conversion.cc).
 Lookups FeatureLookups(xla::XlaBuilder* builder, const TableSpec& table, const FeatureSpec& spec,
                        const XlaFeatureInput& input, int64_t first_row) {
   const FeatureLayout& layout = input.layout;
