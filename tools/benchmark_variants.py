@@ -358,14 +358,15 @@ def _sharded_embedding(ctx: Context) -> tuple[Any, list[tf.Variable], list[tf.Va
 
 @variant("sharded-forward", "forward", "TPUEmbedding enqueue(training=False) + dequeue")
 def _sharded_forward(ctx: Context) -> Setup:
-    embedding, tables, _ = _sharded_embedding(ctx)
+    embedding, tables, accumulators = _sharded_embedding(ctx)
 
     @tf.function
     def forward(features):
         embedding.enqueue(list(features), training=False)
         return embedding.dequeue()
 
-    return ctx.forward_setup(forward, tables)
+    # The engine holds its optimizer's slots whether or not the step trains.
+    return ctx.forward_setup(forward, [*tables, *accumulators])
 
 
 @variant("sharded-train", "train", "TPUEmbedding enqueue + dequeue + apply_gradients (Adagrad)",
@@ -428,8 +429,10 @@ def _keras_layer(ctx: Context) -> tuple[Any, list[tf.Variable], list[tf.Variable
 
 @variant("keras-layer-forward", "forward", "tf_embedding.keras.TPUEmbedding called for inference")
 def _keras_layer_forward(ctx: Context) -> Setup:
-    layer, tables, _ = _keras_layer(ctx)
-    return ctx.forward_setup(tf.function(lambda features: layer(list(features))), tables)
+    layer, tables, accumulators = _keras_layer(ctx)
+    # The layer holds its optimizer's slots whether or not the step trains.
+    return ctx.forward_setup(tf.function(lambda features: layer(list(features))),
+                             [*tables, *accumulators])
 
 
 @variant("keras-layer-train", "train",
