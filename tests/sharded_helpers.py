@@ -1,10 +1,11 @@
-"""The sharded TPUEmbedding tests' fixture, shared by the training and the checkpoint tests.
+"""The sharded TPUEmbedding tests' fixture, shared by the training, checkpoint and XLA tests.
 
 `feature_config` builds, with tf_embedding's or stock's configs, the features of FEATURES over
 the tables of TABLES, with fixed initial tables (`initial_table`). `make_strategy` gives one of
 STRATEGIES: the default strategy or MirroredStrategy over 2 or 4 logical CPUs (conftest.py), so
 tables are split into 1, 2 and 4 row blocks. `variable_values` reads a TPUEmbedding's tables and
-slots as whole arrays, whatever the block count.
+slots as whole arrays, whatever the block count. `make_samples` draws a batch of GLOBAL_BATCH
+samples per step and `to_inputs` turns one into the features' tf inputs of a given kind.
 """
 
 import dataclasses
@@ -15,6 +16,9 @@ import tensorflow as tf
 import tf_embedding
 
 MAX_SEQUENCE_LENGTH = 3
+GLOBAL_BATCH = 8
+# Sparse inputs have this many columns; sequences longer than MAX_SEQUENCE_LENGTH are truncated.
+MAX_IDS = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,3 +88,62 @@ def variable_values(emb) -> dict[str, dict[str, np.ndarray]]:
     return {name: {slot: tf.convert_to_tensor(variable).numpy()
                    for slot, variable in slots.items()}
             for name, slots in emb._variables.items()}
+
+
+# Data: per step, every feature's samples as [(id, weight), ...] lists, and their tf inputs.
+
+
+def make_samples(num_steps: int, seed: int) -> list[dict[str, list]]:
+    rng = np.random.default_rng(seed)
+    steps = []
+    for _ in range(num_steps):
+        step = {}
+        for name, feature in FEATURES.items():
+            vocab = TABLES[feature.table].vocabulary_size
+            samples = []
+            for _ in range(GLOBAL_BATCH):
+                dense = feature.kind.startswith("dense")
+                length = 1 if dense else int(rng.integers(0, MAX_IDS + 1))
+                ids = rng.integers(0, vocab, length)
+                weights = rng.uniform(0.5, 2, length) if feature.weighted else np.ones(length)
+                samples.append([(int(i), float(w)) for i, w in zip(ids, weights)])
+            step[name] = samples
+        steps.append(step)
+    return steps
+
+
+def to_input(feature: Feature, samples: list, kind: str, weights: bool = False):
+    """Samples -> a tf input (ids or, with `weights`, their weights) of the feature's kind."""
+    column = 1 if weights else 0
+    dtype = tf.float32 if weights else tf.int64
+    if feature.kind == "dense":
+        return tf.constant([[s[0][column]] for s in samples], dtype)
+    if feature.kind == "dense1":
+        return tf.constant([s[0][column] for s in samples], dtype)
+    if kind == "ragged":
+        return tf.ragged.constant([[x[column] for x in s] for s in samples], dtype=dtype,
+                                  row_splits_dtype=tf.int64)
+    indices = [[b, k] for b, s in enumerate(samples) for k in range(len(s))]
+    values = [x[column] for s in samples for x in s]
+    return tf.SparseTensor(tf.constant(indices, tf.int64, shape=[len(indices), 2]),
+                           tf.constant(values, dtype, shape=[len(values)]),
+                           [len(samples), MAX_IDS])
+
+
+def feature_kind(name: str, kind: str) -> str:
+    """The input kind of feature `name` in a run of `kind`: "mixed" alternates sparse and
+    ragged over the features, so features of one table arrive as different kinds."""
+    if kind != "mixed":
+        return kind
+    id_lists = [n for n in sorted(FEATURES) if not FEATURES[n].kind.startswith("dense")]
+    return ("sparse", "ragged")[id_lists.index(name) % 2] if name in id_lists else kind
+
+
+def to_inputs(step: dict, kind: str, start: int = 0, stop: int = GLOBAL_BATCH):
+    """(features, weights) of samples [start, stop) in feature_config's structure."""
+    features = {name: to_input(FEATURES[name], step[name][start:stop], feature_kind(name, kind))
+                for name in step}
+    weights = {name: to_input(FEATURES[name], step[name][start:stop], feature_kind(name, kind),
+                              weights=True)
+               if FEATURES[name].weighted else None for name in step}
+    return features, weights

@@ -17,75 +17,11 @@ from tensorflow.python.distribute import sharded_variable
 import tf_embedding
 
 from references import combined_gains, reference_step
-from sharded_helpers import FEATURES, MAX_SEQUENCE_LENGTH, STRATEGIES, TABLES, Feature
-from sharded_helpers import feature_config, initial_table, make_strategy, variable_values
+from sharded_helpers import FEATURES, GLOBAL_BATCH, MAX_SEQUENCE_LENGTH, STRATEGIES, TABLES
+from sharded_helpers import feature_config, feature_kind, initial_table, make_samples
+from sharded_helpers import make_strategy, to_inputs, variable_values
 
 F = np.float32
-GLOBAL_BATCH = 8
-# Sparse inputs have this many columns; sequences longer than MAX_SEQUENCE_LENGTH are truncated.
-MAX_IDS = 5
-
-
-# ---------------------------------------------------------------------------------------------
-# Data: per step, every feature's samples as [(id, weight), ...] lists.
-
-
-def make_samples(num_steps: int, seed: int) -> list[dict[str, list]]:
-    rng = np.random.default_rng(seed)
-    steps = []
-    for _ in range(num_steps):
-        step = {}
-        for name, feature in FEATURES.items():
-            vocab = TABLES[feature.table].vocabulary_size
-            samples = []
-            for _ in range(GLOBAL_BATCH):
-                dense = feature.kind.startswith("dense")
-                length = 1 if dense else int(rng.integers(0, MAX_IDS + 1))
-                ids = rng.integers(0, vocab, length)
-                weights = rng.uniform(0.5, 2, length) if feature.weighted else np.ones(length)
-                samples.append([(int(i), float(w)) for i, w in zip(ids, weights)])
-            step[name] = samples
-        steps.append(step)
-    return steps
-
-
-def to_input(feature: Feature, samples: list, kind: str, weights: bool = False):
-    """Samples -> a tf input (ids or, with `weights`, their weights) of the feature's kind."""
-    column = 1 if weights else 0
-    dtype = tf.float32 if weights else tf.int64
-    if feature.kind == "dense":
-        return tf.constant([[s[0][column]] for s in samples], dtype)
-    if feature.kind == "dense1":
-        return tf.constant([s[0][column] for s in samples], dtype)
-    if kind == "ragged":
-        return tf.ragged.constant([[x[column] for x in s] for s in samples], dtype=dtype,
-                                  row_splits_dtype=tf.int64)
-    indices = [[b, k] for b, s in enumerate(samples) for k in range(len(s))]
-    values = [x[column] for s in samples for x in s]
-    return tf.SparseTensor(tf.constant(indices, tf.int64, shape=[len(indices), 2]),
-                           tf.constant(values, dtype, shape=[len(values)]),
-                           [len(samples), MAX_IDS])
-
-
-def feature_kind(name: str, kind: str) -> str:
-    """The input kind of feature `name` in a run of `kind`: "mixed" alternates sparse and
-    ragged over the features, so features of one table arrive as different kinds."""
-    if kind != "mixed":
-        return kind
-    id_lists = [n for n in sorted(FEATURES) if not FEATURES[n].kind.startswith("dense")]
-    return ("sparse", "ragged")[id_lists.index(name) % 2] if name in id_lists else kind
-
-
-def to_inputs(step: dict, kind: str, start: int = 0, stop: int = GLOBAL_BATCH):
-    """(features, weights) of samples [start, stop) in feature_config's structure."""
-    features = {name: to_input(FEATURES[name], step[name][start:stop], feature_kind(name, kind))
-                for name in step}
-    weights = {name: to_input(FEATURES[name], step[name][start:stop], feature_kind(name, kind),
-                              weights=True)
-               if FEATURES[name].weighted else None for name in step}
-    return features, weights
-
-
 def output_shape(name: str, batch: int) -> tuple[int, ...]:
     feature = FEATURES[name]
     dim = TABLES[feature.table].dim

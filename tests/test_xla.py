@@ -11,12 +11,10 @@ import tensorflow as tf
 import tf_embedding
 
 from references import XLA_TOLERANCE
-from sharded_helpers import FEATURES, MAX_SEQUENCE_LENGTH, TABLES, feature_config
-from sharded_helpers import make_strategy, variable_values
+from sharded_helpers import FEATURES, GLOBAL_BATCH, MAX_SEQUENCE_LENGTH, TABLES, feature_config
+from sharded_helpers import make_samples, make_strategy, to_inputs, variable_values
 
 F = np.float32
-BATCH = 6
-MAX_IDS = 4
 NUM_STEPS = 3
 
 OPTIMIZERS = {
@@ -33,40 +31,15 @@ OPTIMIZERS = {
 }
 
 
-def make_batch(rng: np.random.Generator, kind: str) -> tuple[dict, dict]:
-    """Features and weights of FEATURES: dense features as [BATCH] or [BATCH, 1] tensors, id
-    lists as `kind` ("ragged", "sparse", or "mixed": the two alternating), some rows empty and
-    some sequences longer than MAX_SEQUENCE_LENGTH."""
-    features, weights = {}, {}
-    for index, (name, feature) in enumerate(sorted(FEATURES.items())):
-        vocab = TABLES[feature.table].vocabulary_size
-        if feature.kind.startswith("dense"):
-            shape = [BATCH, 1] if feature.kind == "dense" else [BATCH]
-            features[name] = tf.constant(rng.integers(0, vocab, shape), tf.int64)
-            weights[name] = None
-            continue
-        lengths = rng.integers(0, MAX_IDS + 1, BATCH)
-        ids = tf.RaggedTensor.from_row_lengths(
-            rng.integers(0, vocab, lengths.sum()), tf.constant(lengths, tf.int64))
-        gains = ids.with_flat_values(rng.uniform(0.5, 2, lengths.sum()).astype(F))
-        if kind == "sparse" or (kind == "mixed" and index % 2):
-            features[name] = ids.to_sparse()
-            weights[name] = gains.to_sparse() if feature.weighted else None
-        else:
-            features[name] = ids
-            weights[name] = gains if feature.weighted else None
-    return features, weights
-
-
 def train(optimizer: str, kind: str, jit_compile: bool, **options) -> tuple[list, dict]:
     """NUM_STEPS steps of enqueue, dequeue and apply_gradients in one function: the activations
     of each step and the final tables and slots."""
     emb = tf_embedding.TPUEmbedding(feature_config(), OPTIMIZERS[optimizer](), **options)
     rng = np.random.default_rng(7)
-    targets = {name: tf.constant(rng.uniform(-1, 1, [BATCH, MAX_SEQUENCE_LENGTH,
+    targets = {name: tf.constant(rng.uniform(-1, 1, [GLOBAL_BATCH, MAX_SEQUENCE_LENGTH,
                                                      TABLES[f.table].dim]
                                              if f.kind == "sequence"
-                                             else [BATCH, TABLES[f.table].dim]).astype(F))
+                                             else [GLOBAL_BATCH, TABLES[f.table].dim]).astype(F))
                for name, f in FEATURES.items()}
 
     @tf.function(jit_compile=jit_compile)
@@ -81,9 +54,9 @@ def train(optimizer: str, kind: str, jit_compile: bool, **options) -> tuple[list
         return activations
 
     history = []
-    for _ in range(NUM_STEPS):
+    for samples in make_samples(NUM_STEPS, seed=7):
         history.append({name: value.numpy()
-                        for name, value in step(*make_batch(rng, kind)).items()})
+                        for name, value in step(*to_inputs(samples, kind)).items()})
     return history, variable_values(emb)
 
 
@@ -117,7 +90,7 @@ def test_tables_of_several_blocks_are_refused_inside_xla(table_devices):
 
 def test_an_enqueue_outside_the_compiled_step_is_named_as_the_call_to_move():
     emb = tf_embedding.TPUEmbedding(feature_config(), OPTIMIZERS["sgd"]())
-    features, weights = make_batch(np.random.default_rng(0), "ragged")
+    features, weights = to_inputs(make_samples(1, seed=0)[0], "ragged")
     emb.enqueue(features, weights, training=False)
 
     @tf.function(jit_compile=True)
