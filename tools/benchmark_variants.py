@@ -238,6 +238,26 @@ def _table_configs(ctx: Context) -> list[tf_embedding.TableConfig]:
             for t in range(w.tables)]
 
 
+def _one_feature_per_table(table_configs: Sequence[Any], configs: Any = None) -> list[Any]:
+    """Feature t on table t, as FeatureConfigs of `configs` (tf_embedding's, or stock's module)."""
+    configs = configs or tf_embedding
+    return [configs.FeatureConfig(table=config, name=f"feature_{t}")
+            for t, config in enumerate(table_configs)]
+
+
+def _filled_tables_and_accumulators(ctx: Context, table_configs: Sequence[Any],
+                                    embedding_tables: dict[Any, Any], engine: Any
+                                    ) -> tuple[list[tf.Variable], list[tf.Variable]]:
+    """The tables of a sharded TPUEmbedding `engine` (its `embedding_tables` by `table_configs`),
+    filled by ctx, and their Adagrad accumulators. Under the default strategy every table is one
+    block: that block is the table."""
+    tables = [list(embedding_tables[config])[0] for config in table_configs]
+    ctx.fill_tables(tables)
+    accumulators = [list(engine._variables[config.name]["accumulators"])[0]  # pylint: disable=protected-access
+                    for config in table_configs]
+    return tables, accumulators
+
+
 def _stock_lookup(tables: Sequence[tf.Variable],
                   features: Sequence[tf.SparseTensor]) -> list[tf.Tensor]:
     return [tf.nn.safe_embedding_lookup_sparse(table, feature, combiner="sum")
@@ -247,9 +267,7 @@ def _stock_lookup(tables: Sequence[tf.Variable],
 def _v0_embedding(ctx: Context) -> tuple[Any, list[tf.Variable]]:
     """A TPUEmbeddingV0 with one feature per table and no embedding optimizer."""
     table_configs = _table_configs(ctx)
-    embedding = tf_embedding.TPUEmbeddingV0(
-        [tf_embedding.FeatureConfig(table=config, name=f"feature_{t}")
-         for t, config in enumerate(table_configs)], optimizer=None)
+    embedding = tf_embedding.TPUEmbeddingV0(_one_feature_per_table(table_configs), optimizer=None)
     embedding.build()
     tables = [embedding.embedding_tables[config] for config in table_configs]
     ctx.fill_tables(tables)
@@ -344,16 +362,10 @@ def _sharded_embedding(ctx: Context) -> tuple[Any, list[tf.Variable], list[tf.Va
     """A TPUEmbedding (default strategy) with one feature per table: it, its tables, their
     Adagrad accumulators."""
     table_configs = _table_configs(ctx)
-    embedding = tf_embedding.TPUEmbedding(
-        [tf_embedding.FeatureConfig(table=config, name=f"feature_{t}")
-         for t, config in enumerate(table_configs)], _adagrad())
+    embedding = tf_embedding.TPUEmbedding(_one_feature_per_table(table_configs), _adagrad())
     embedding.build(per_replica_batch_size=ctx.workload.batch)
-    # Under the default strategy every table is one block: that block is the table.
-    tables = [list(embedding.embedding_tables[config])[0] for config in table_configs]
-    ctx.fill_tables(tables)
-    accumulators = [list(embedding._variables[config.name]["accumulators"])[0]  # pylint: disable=protected-access
-                    for config in table_configs]
-    return embedding, tables, accumulators
+    return (embedding, *_filled_tables_and_accumulators(ctx, table_configs,
+                                                         embedding.embedding_tables, embedding))
 
 
 @variant("sharded-forward", "forward", "TPUEmbedding enqueue(training=False) + dequeue")
@@ -415,16 +427,12 @@ def _keras_layer(ctx: Context) -> tuple[Any, list[tf.Variable], list[tf.Variable
     accumulators."""
     from tf_embedding import keras as embedding_keras  # pylint: disable=import-outside-toplevel
     table_configs = _table_configs(ctx)
-    layer = embedding_keras.TPUEmbedding(
-        [tf_embedding.FeatureConfig(table=config, name=f"feature_{t}")
-         for t, config in enumerate(table_configs)], _adagrad())
+    layer = embedding_keras.TPUEmbedding(_one_feature_per_table(table_configs), _adagrad())
     layer.build(None)
-    # Under the default strategy every table is one block: that block is the table.
-    tables = [list(layer.embedding_tables[config])[0] for config in table_configs]
-    ctx.fill_tables(tables)
-    accumulators = [list(layer._tpu_embedding._variables[config.name]["accumulators"])[0]  # pylint: disable=protected-access
-                    for config in table_configs]
-    return layer, tables, accumulators
+    # The layer's engine holds clones of the TableConfigs; its embedding_tables maps the user's.
+    return (layer, *_filled_tables_and_accumulators(
+        ctx, table_configs, layer.embedding_tables,
+        layer._tpu_embedding))  # pylint: disable=protected-access
 
 
 @variant("keras-layer-forward", "forward", "tf_embedding.keras.TPUEmbedding called for inference")
@@ -470,9 +478,8 @@ def _tfrs_train(ctx: Context) -> Setup:
         learning_rate=LEARNING_RATE, initial_accumulator_value=INITIAL_ACCUMULATOR, epsilon=0.0)
     # On CPU TFRS's layer optimizer only decides which slots the layer makes; the Keras
     # optimizer trains the tables (and holds the accumulators).
-    layer = tfrs.layers.embedding.TPUEmbedding(
-        [stock.FeatureConfig(table=config, name=f"feature_{t}")
-         for t, config in enumerate(table_configs)], optimizer=None)
+    layer = tfrs.layers.embedding.TPUEmbedding(_one_feature_per_table(table_configs, configs=stock),
+                                               optimizer=None)
     layer.build(None)
     tables = [layer.embedding_tables[config] for config in table_configs]
     ctx.fill_tables(tables)

@@ -53,7 +53,8 @@ Status CheckRowCount(const FeatureErrors& error, int64_t rows, const char* what)
   return Status();
 }
 
-// Checks the sparse tensor's structure; element-wise index bounds are checked in SparseRows.
+// Checks the sparse tensor's structure; element-wise index bounds are checked in
+// VisitLookupRows.
 Status CheckSparseStructure(const FeatureErrors& error, const FeatureTensors& t) {
   const std::vector<int64_t>& shape = t.row_info_shape;
   const int64_t rank = t.dense_shape.size;

@@ -35,8 +35,9 @@ struct SortedRows {
 //
 // Grouping fills an existing object: it keeps the capacity of every buffer, its own scratch
 // included, so a caller that groups batch after batch into one object (the kernels lease theirs
-// from a pool, cc/kernels/gradient_groups_pool.h) allocates once instead of once per batch. Fresh buffers of a few MiB per batch cost
-// more than the grouping's own work: the kernel zero-fills every page on first touch.
+// from a pool, cc/kernels/gradient_groups_pool.h) allocates once instead of once per batch.
+// Fresh buffers of a few MiB per batch cost more than the grouping's own work: the kernel
+// zero-fills every page on first touch.
 struct GradientGroups {
   std::vector<int64_t> unique_ids;
   std::vector<int64_t> starts;
