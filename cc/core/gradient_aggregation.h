@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cc/core/cache_lines.h"
 #include "cc/core/csr_batch.h"
 #include "cc/core/status.h"
 
@@ -88,17 +89,34 @@ constexpr int64_t kGradientRowPrefetchDistance = 8;
 
 // SumGroup's body, for loops that inline it into code compiled for a wider ISA
 // (cc/core/row_updates.h). kDim > 0 fixes the dimension at compile time so the row loops unroll
-// and vectorise fully; kDim == 0 handles any dimension.
+// and vectorise fully (and a caller's local `out` can stay in registers); kDim == 0 handles any
+// dimension.
 template <int64_t kDim>
 __attribute__((always_inline)) inline void SumGroupInline(const GradientGroups& groups, int64_t u,
                                                           int64_t dim, float* __restrict out) {
   const int64_t d = kDim > 0 ? kDim : dim;
   const int64_t total = static_cast<int64_t>(groups.gradient_rows.size());
-  std::fill(out, out + d, 0.0f);
-  for (int64_t i = groups.starts[u]; i < groups.starts[u + 1]; ++i) {
+  const int64_t begin = groups.starts[u], end = groups.starts[u + 1];
+  // Gradient rows are read in id order, i.e. at random: each is prefetched whole, some terms
+  // ahead.
+  const auto prefetch_ahead = [&](int64_t i) {
     if (i + kGradientRowPrefetchDistance < total) {
-      __builtin_prefetch(groups.gradient_rows[i + kGradientRowPrefetchDistance]);
+      const float* ahead = groups.gradient_rows[i + kGradientRowPrefetchDistance];
+      for (int64_t j = 0; j < d; j += kFloatsPerCacheLine) __builtin_prefetch(ahead + j);
     }
+  };
+  if (begin == end) {
+    std::fill(out, out + d, 0.0f);
+    return;
+  }
+  // The first term sets the sum to 0 + term: the value of summing from zero, without first
+  // storing the zeros.
+  prefetch_ahead(begin);
+  const float first_gain = groups.gains[begin];
+  const float* __restrict first_row = groups.gradient_rows[begin];
+  for (int64_t j = 0; j < d; ++j) out[j] = 0.0f + first_gain * first_row[j];
+  for (int64_t i = begin + 1; i < end; ++i) {
+    prefetch_ahead(i);
     const float gain = groups.gains[i];
     const float* __restrict row = groups.gradient_rows[i];
     for (int64_t j = 0; j < d; ++j) out[j] += gain * row[j];

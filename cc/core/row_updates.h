@@ -85,9 +85,13 @@ __attribute__((always_inline)) inline void UpdateTouchedRowsBody(
     if (u + distance < u_end) {
       PrefetchRows(table, slots, groups.unique_ids[u + distance] * d, d);
     }
-    SumGroupInline<kDim>(groups, u, d, scratch);
+    // With the dimension fixed, the gradient is a local array the compiler can keep in
+    // registers from its sum to the update; through `scratch` it would be stored per term.
+    float registers[kDim > 0 ? kDim : 1];
+    float* gradient = kDim > 0 ? registers : scratch;
+    SumGroupInline<kDim>(groups, u, d, gradient);
     const int64_t offset = groups.unique_ids[u] * d;
-    UpdateRow<Rule, kDim>(rule, common, lr, scratch, d, table + offset, SlotRows(slots, offset));
+    UpdateRow<Rule, kDim>(rule, common, lr, gradient, d, table + offset, SlotRows(slots, offset));
   }
 }
 
