@@ -29,21 +29,34 @@ __attribute__((always_inline)) inline void CombineRowsImpl(
   const int64_t* __restrict ids = batch.ids;
   const float* __restrict gains = batch.gains;
   const int64_t end_lookup = batch.row_splits[row_end];
-  constexpr int64_t kSumSize = kDim > 0 ? kDim : 1;
+  const auto prefetch_ahead = [&](int64_t k) {
+    if (k + prefetch_distance < end_lookup) {
+      const float* ahead = table + ids[k + prefetch_distance] * d;
+      for (int64_t j = 0; j < d; j += kFloatsPerCacheLine) __builtin_prefetch(ahead + j);
+    }
+  };
   for (int64_t r = row_begin; r < row_end; ++r) {
-    float register_sum[kSumSize] = {};
-    float* __restrict sum = kDim > 0 ? register_sum : activations + r * d;
-    if (kDim == 0) std::fill(sum, sum + d, 0.0f);
-    for (int64_t k = batch.row_splits[r]; k < batch.row_splits[r + 1]; ++k) {
-      if (k + prefetch_distance < end_lookup) {
-        const float* ahead = table + ids[k + prefetch_distance] * d;
-        for (int64_t j = 0; j < d; j += kFloatsPerCacheLine) __builtin_prefetch(ahead + j);
-      }
+    float* __restrict out = activations + r * d;
+    const int64_t begin = batch.row_splits[r], end = batch.row_splits[r + 1];
+    if (begin == end) {
+      std::fill(out, out + d, 0.0f);
+      continue;
+    }
+    // The first lookup sets the sum to 0 + term, the value of summing from zero, so the sum's
+    // registers need no zeroed memory behind them.
+    float register_sum[kDim > 0 ? kDim : 1];
+    float* __restrict sum = kDim > 0 ? register_sum : out;
+    prefetch_ahead(begin);
+    const float first_gain = gains[begin];
+    const float* __restrict first_row = table + ids[begin] * d;
+    for (int64_t j = 0; j < d; ++j) sum[j] = 0.0f + first_gain * first_row[j];
+    for (int64_t k = begin + 1; k < end; ++k) {
+      prefetch_ahead(k);
       const float gain = gains[k];
       const float* __restrict row = table + ids[k] * d;
       for (int64_t j = 0; j < d; ++j) sum[j] += gain * row[j];
     }
-    if (kDim > 0) std::copy(sum, sum + d, activations + r * d);
+    if (kDim > 0) std::copy(sum, sum + d, out);
   }
 }
 
