@@ -84,5 +84,6 @@ class FunctionHandoff:
         # `training` was a tensor: the check can only run with the step.
         with tf.control_dependencies([tf.debugging.Assert(training, [
                 "apply_gradients() called for a batch enqueued with training=False."])]):
-            return [queues.TableBatch(*[tf.identity(tensor) for tensor in table])
+            return [queues.TableBatch(*[None if tensor is None else tf.identity(tensor)
+                                        for tensor in table])
                     for table in tables]

@@ -71,7 +71,7 @@ class LookupProfiler:
         def profile() -> tf.Tensor:
             values = []
             for state, batch, inputs in zip(self._tables, batches, table_inputs):
-                ids = tf.gather(batch.unique_ids, batch.inverse)
+                ids = tf.gather(batch.unique_ids, batch.inverse_or_identity())
                 examples = inputs_lib.activation_shape(inputs[0], state.config.dim)[0]
                 values += [examples, ids, state.layout.block_of(ids)]
             return tf.py_function(self._write, values, tf.int64)

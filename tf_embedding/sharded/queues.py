@@ -21,25 +21,34 @@ class TableBatch(NamedTuple):
     with gain `gains[k]` into output row r, row_splits[r] <= k < row_splits[r + 1].
 
     Tables of several blocks in the rows mode are deduplicated (`unique_ids` distinct, in the
-    layout's order: `ShardLayout`). Tables in the partial mode (every table of one block) are not: `unique_ids` are
-    the lookups' ids, `inverse` is the identity, and with P blocks the lookups are grouped by
-    block over P * R rows (`ShardLayout.group_by_block`; `table_state` has both modes)."""
+    layout's order: `ShardLayout`). Tables in the partial mode (every table of one block) are
+    not: `unique_ids` are the lookups' ids and `inverse` is None (lookup k reads row
+    `unique_ids[k]`), and with P blocks the lookups are grouped by block over P * R rows
+    (`ShardLayout.group_by_block`; `table_state` has both modes)."""
 
     row_splits: tf.Tensor  # int64 [R + 1]
     unique_ids: tf.Tensor  # int64 [U]
-    inverse: tf.Tensor  # int64 [nnz]
+    inverse: tf.Tensor | None  # int64 [nnz]; None in the partial mode
     gains: tf.Tensor  # float32 [nnz]
     feature_row_counts: tf.Tensor  # int64 [num_features]: output rows of each feature
+
+    def inverse_or_identity(self) -> tf.Tensor:
+        """`inverse`, or in the partial mode the identity it stands for (made only where a
+        caller needs it: the partial mode's own lookup and update read `unique_ids` directly)."""
+        if self.inverse is not None:
+            return self.inverse
+        return tf.range(tf.size(self.unique_ids, out_type=tf.int64))
 
 
 _TABLE_BATCH_DTYPES = (tf.int64, tf.int64, tf.int64, tf.float32, tf.int64)
 
 
 class TableSpec(NamedTuple):
-    """What the queues need to know about a table to restore static shapes."""
+    """What the queues need to know about a table to restore its batches."""
 
     num_features: int
     dim: int
+    deduplicated: bool  # whether its batches have an `inverse` (the rows mode)
 
 
 class Batch(NamedTuple):
@@ -71,14 +80,15 @@ class ReplicaQueues:
         self._pipelined = pipelined
         # Pipelining lets one batch be looked up ahead, while the previous one is still in use.
         self._capacity = 2 if pipelined else 1
-        batch_dtypes = list(_TABLE_BATCH_DTYPES) * len(self._tables)
+        table_dtypes = [dtype for table in self._tables for dtype in _table_dtypes(table)]
+        batch_dtypes = list(table_dtypes)
         if pipelined:
             batch_dtypes += [tf.float32] * len(self._tables)
         # Queues are resources made once, outside any tf.function being traced, so that every
         # function using this object captures the same ones.
         with tf.init_scope(), tf.device(device):
             self._batches = tf.queue.FIFOQueue(self._capacity, batch_dtypes + [tf.bool])
-            self._pending = tf.queue.FIFOQueue(1, list(_TABLE_BATCH_DTYPES) * len(self._tables))
+            self._pending = tf.queue.FIFOQueue(1, table_dtypes)
 
     def put_batch(self, batch: Batch) -> None:
         components = _flatten(batch.tables) + list(batch.rows or []) + [batch.training]
@@ -94,7 +104,7 @@ class ReplicaQueues:
             f"dequeue() called on replica {self._replica} with no enqueued batch: call "
             "enqueue() before each dequeue().",
             self._batches.dequeue)
-        count = len(_TABLE_BATCH_DTYPES) * len(self._tables)
+        count = sum(len(_table_dtypes(table)) for table in self._tables)
         rows = None
         if self._pipelined:
             rows = components[count:count + len(self._tables)]
@@ -132,16 +142,26 @@ class ReplicaQueues:
             self._pending.dequeue))
 
     def _unflatten(self, components: Sequence[tf.Tensor]) -> list[TableBatch]:
-        width = len(_TABLE_BATCH_DTYPES)
+        remaining = list(components)
         batches = []
-        for index, table in enumerate(self._tables):
-            batch = TableBatch(*components[index * width:(index + 1) * width])
-            for tensor in batch[:-1]:
-                tensor.set_shape([None])
-            batch.feature_row_counts.set_shape([table.num_features])
-            batches.append(batch)
+        for table in self._tables:
+            row_splits, unique_ids = remaining.pop(0), remaining.pop(0)
+            inverse = remaining.pop(0) if table.deduplicated else None
+            gains, feature_row_counts = remaining.pop(0), remaining.pop(0)
+            for tensor in (row_splits, unique_ids, inverse, gains):
+                if tensor is not None:
+                    tensor.set_shape([None])
+            feature_row_counts.set_shape([table.num_features])
+            batches.append(TableBatch(row_splits, unique_ids, inverse, gains, feature_row_counts))
         return batches
 
 
+def _table_dtypes(table: TableSpec) -> list[tf.DType]:
+    """The dtypes of a table's batch in the queues: a TableBatch's, without the inverse of a
+    table in the partial mode."""
+    return [dtype for field, dtype in zip(TableBatch._fields, _TABLE_BATCH_DTYPES)
+            if table.deduplicated or field != "inverse"]
+
+
 def _flatten(tables: Sequence[TableBatch]) -> list[tf.Tensor]:
-    return [tensor for batch in tables for tensor in batch]
+    return [tensor for batch in tables for tensor in batch if tensor is not None]

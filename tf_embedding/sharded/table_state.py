@@ -73,7 +73,7 @@ class TableState:
             # `block_updates`), so deduplicating them would be wasted work.
             row_splits, ids, gains = self.layout.group_by_block(batch.row_splits, batch.ids,
                                                                 batch.gains)
-            inverse = tf.range(tf.size(ids, out_type=tf.int64))
+            inverse = None
         else:
             row_splits, gains = batch.row_splits, batch.gains
             # Unique ids in the layout's order (ascending for 'div', grouped by block for 'mod'),
@@ -110,8 +110,8 @@ class TableState:
             rows = self.gather(batch.unique_ids)
         if quantization is not None:
             rows = quantization.quantize(rows)
-        return ops.embedding_lookup_dense(rows, batch.row_splits, batch.inverse, batch.gains,
-                                          table_name=self.name)
+        return ops.embedding_lookup_dense(rows, batch.row_splits, batch.inverse_or_identity(),
+                                          batch.gains, table_name=self.name)
 
     def _partial_lookup(self, batch: queues.TableBatch) -> tf.Tensor:
         """Each block's fused lookup reads it in place and combines its own lookups, on its

@@ -203,7 +203,8 @@ class TPUEmbedding(tables.EmbeddingBase):
             self._queues = self._no_dependency(
                 [handoff.FunctionHandoff(parameter_server.ONE_FUNCTION)])
             return
-        specs = [queues.TableSpec(len(state.feature_indices), state.config.dim)
+        specs = [queues.TableSpec(len(state.feature_indices), state.config.dim,
+                                  deduplicated=not state.combines_on_owner)
                  for state in self._tables]
         self._queues = self._no_dependency([
             queues.ReplicaQueues(replica, device, specs,
