@@ -22,6 +22,7 @@ import tensorflow as tf
 
 import tf_embedding
 from tf_embedding.job import export
+from tf_embedding.job import interrupts
 from tf_embedding.job import model as model_lib
 from tf_embedding.job.evaluation import evaluate
 from tf_embedding.job.progress import Progress, RunningMetrics, resolve_mode
@@ -388,22 +389,25 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
     step = checkpoints.first_step  # the steps dispatched so far
     interrupted = False
     try:
-        while step < last_step:
-            try:
-                batch = next(batches)
-            except StopIteration:
-                raise ValueError("the training input holds no examples") from None
-            execution.dispatch(train_step, batch)
-            examples += int(tf.shape(batch["label"])[0])
-            step += 1
-            if (step % execution.steps_per_wait == 0 or step % options.checkpoint_every == 0
-                    or step == last_step):
-                execution.wait()
-                checkpoints.after_step()
-                progress.update(step, examples, run.metrics, int(run.malformed),
-                                force=step == last_step)
+        with interrupts.stop_on_interrupt() as stop:
+            while step < last_step and not stop.requested:
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    raise ValueError("the training input holds no examples") from None
+                execution.dispatch(train_step, batch)
+                examples += int(tf.shape(batch["label"])[0])
+                step += 1
+                if (step % execution.steps_per_wait == 0
+                        or step % options.checkpoint_every == 0 or step == last_step):
+                    execution.wait()
+                    checkpoints.after_step()
+                    progress.update(step, examples, run.metrics, int(run.malformed),
+                                    force=step == last_step)
+            # The checkpoint below keeps the work; --resume continues from it.
+            interrupted = stop.requested
     except KeyboardInterrupt:
-        interrupted = True  # The checkpoint below keeps the work; --resume continues from it.
+        interrupted = True  # a second Ctrl-C, inside a step
     finally:
         progress.close()
     execution.wait()  # the steps still running when interrupted go into the checkpoint
@@ -429,13 +433,23 @@ def _fit_keras(run: _Run, options: TrainOptions, dataset: tf.data.Dataset, last_
         inputs = dataset.map(lambda batch: ({key: batch[key] for key in _KERAS_INPUTS},
                                             batch["label"]))
         try:
-            run.keras_model.fit(
-                inputs, epochs=1, steps_per_epoch=last_step - checkpoints.first_step,
-                shuffle=False, verbose=_KERAS_VERBOSITY[resolve_mode(options.progress, stream)],
-                callbacks=[keras.callbacks.LambdaCallback(
-                    on_train_batch_end=lambda batch, logs: checkpoints.after_step())])
+            with interrupts.stop_on_interrupt() as stop:
+
+                def after_batch(batch: int, logs: Any) -> None:
+                    del batch, logs
+                    checkpoints.after_step()
+                    # Keras ends the epoch, so fit returns, after this batch.
+                    run.keras_model.stop_training = stop.requested
+
+                run.keras_model.fit(
+                    inputs, epochs=1, steps_per_epoch=last_step - checkpoints.first_step,
+                    shuffle=False,
+                    verbose=_KERAS_VERBOSITY[resolve_mode(options.progress, stream)],
+                    callbacks=[keras.callbacks.LambdaCallback(on_train_batch_end=after_batch)])
+                # As in the custom loop: saved below, --resume continues.
+                interrupted = stop.requested
         except KeyboardInterrupt:
-            interrupted = True  # As in the custom loop: saved below, --resume continues.
+            interrupted = True  # a second Ctrl-C, inside a step
     checkpoints.finish(int(run.keras_model.examples))
     return not interrupted
 
