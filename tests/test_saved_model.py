@@ -151,6 +151,33 @@ def test_loads_without_tf_embedding(exported, tmp_path):
         np.testing.assert_array_equal(actual[name], value, err_msg=name)
 
 
+def test_jit_compiled_lookups_load_without_tf_embedding(tmp_path_factory, tmp_path):
+    """`jit_compile=True` exports its XLA-compiled pooling as a stock function, which plain
+    TensorFlow compiles on load; its activations are TF's up to the order of additions."""
+    embedding = TPUEmbeddingForServing(feature_config(config), optimizers.Adagrad(0.1),
+                                       jit_compile=True)
+    reference = TPUEmbeddingForServing(feature_config(config), optimizers.Adagrad(0.1))
+    reference.build()
+    embedding.build()
+    for table, values in zip(embedding.embedding_tables.values(),
+                             reference.embedding_tables.values()):
+        table.assign(values)
+    features, weights, arrays = example_inputs()
+    reference_module = ServingModule(reference)
+    expected = {name: value.numpy()
+                for name, value in reference_module.serve(features, weights).items()}
+    expected["signature"] = reference({"friends": features["friends"]})["friends"].numpy()
+    module = ServingModule(embedding)
+    export_dir, inputs_path = save_with_inputs(module, arrays,
+                                               tmp_path_factory.mktemp("export_jit"))
+    ops = ops_in(export_dir)
+    assert not [op for op in ops if op.startswith("Tfe")]
+    assert "SparseSegmentSumWithNumSegments" not in ops  # every pooled feature is compiled
+    actual = load_in_fresh_python(export_dir, inputs_path, tmp_path)
+    for name, value in expected.items():
+        np.testing.assert_allclose(actual[name], value, rtol=1e-6, atol=1e-6, err_msg=name)
+
+
 def test_graph_uses_stock_ops_only(exported):
     ops = ops_in(exported[0])
     assert not [op for op in ops if op.startswith("Tfe")]

@@ -5,6 +5,8 @@ with stock `tf.tpu.experimental.embedding` configs, gives both objects identical
 requires identical activations. Error tests require stock's exception type and message.
 """
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -43,6 +45,23 @@ def test_random_configurations_match_stock():
                 lambda a, e: np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-6,
                                                         err_msg=context),
                 traced, expected)
+
+
+def test_random_configurations_with_jit_compile_match_stock():
+    """The XLA-compiled pooling gives stock's activations up to the order of its additions."""
+    rng = np.random.default_rng(20261125)
+    compiled_class = functools.partial(TPUEmbeddingForServing, jit_compile=True)
+    for index in range(NUM_CASES // 3):
+        case = random_case(rng)
+        ours, theirs = make_pair(compiled_class, case, rng)
+        ids, weights = random_inputs(rng, case)
+        expected = theirs(ids, weights)
+        context = f"case {index}: {case}"
+        for actual in [ours(ids, weights), trace_with_unknown_batch(ours, ids, weights)]:
+            tf.nest.map_structure(
+                lambda a, e: np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6,
+                                                        err_msg=context),
+                actual, expected)
 
 
 def ragged_case(combiner: str = "sum", **feature_kwargs):

@@ -1,7 +1,8 @@
 """`TPUEmbeddingForServing` and `serving_embedding_lookup`: TF 2.21's CPU lookups.
 
 Lookups are built from stock TensorFlow ops only (never the tf_embedding op library), so a graph
-or SavedModel exported from them runs in plain TensorFlow or TF Serving.
+or SavedModel exported from them runs in plain TensorFlow or TF Serving. Pooled sparse and ragged
+features take the faster formulations of `pooled_lookup` where they apply.
 """
 
 import functools
@@ -14,6 +15,7 @@ from tensorflow.python.tpu import tpu_embedding_v3_utils
 from tensorflow.python.trackable import base as trackable_base
 
 from tf_embedding import features as features_lib
+from tf_embedding import pooled_lookup
 from tf_embedding.tables import EmbeddingBase
 
 
@@ -30,7 +32,8 @@ class TPUEmbeddingForServing(EmbeddingBase):
     """
 
     def __init__(self, feature_config: Any, optimizer: Any,
-                 experimental_sparsecore_restore_info: dict[str, Any] | None = None):
+                 experimental_sparsecore_restore_info: dict[str, Any] | None = None, *,
+                 jit_compile: bool = False):
         """Creates the object; variables are created by `build()` or on first use.
 
         Args:
@@ -38,12 +41,15 @@ class TPUEmbeddingForServing(EmbeddingBase):
           optimizer: an embedding optimizer, used by tables without one of their own, or None so
             that tables without an optimizer get no slot variables.
           experimental_sparsecore_restore_info: accepted for TF compatibility and unused, as in TF.
+          jit_compile: pool sparse and ragged features with an XLA-compiled gather-and-sum
+            (`serving_embedding_lookup`). Not in TF.
 
         Raises:
           RuntimeError: if created under a TPUStrategy.
         """
         del experimental_sparsecore_restore_info
         super().__init__(feature_config, optimizer)
+        self._jit_compile = jit_compile
         if isinstance(tf.distribute.get_strategy(),
                       (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)):
             raise RuntimeError("Serving on TPU is not yet supported.")
@@ -106,7 +112,7 @@ class TPUEmbeddingForServing(EmbeddingBase):
     def embedding_lookup(self, features: Any, weights: Any = None) -> Any:
         """`serving_embedding_lookup` on this object's tables; see there."""
         return serving_embedding_lookup(features, weights, self.embedding_tables,
-                                        self._feature_config)
+                                        self._feature_config, jit_compile=self._jit_compile)
 
 
 def _string_variable_getter(name: str, shape: Any, dtype: tf.DType, initializer: Any,
@@ -117,8 +123,13 @@ def _string_variable_getter(name: str, shape: Any, dtype: tf.DType, initializer:
 
 
 def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any, tf.Variable],
-                             feature_config: Any) -> Any:
+                             feature_config: Any, *, jit_compile: bool = False) -> Any:
     """Looks up `inputs` in `tables` as TF 2.21's CPU `serving_embedding_lookup` does.
+
+    The activations are TF's, bit for bit, except with `jit_compile`: then pooled sparse and
+    ragged features are summed by an XLA-compiled gather-and-sum (`pooled_lookup`), several times
+    faster on CPUs, whose additions may come in another order. A SavedModel holding such a lookup
+    loads in plain TensorFlow; TF Serving runs it with `--xla_cpu_compilation_enabled=true`.
 
     Args:
       inputs: a nested structure of `tf.Tensor`, `tf.SparseTensor` or `tf.RaggedTensor` ids whose
@@ -127,6 +138,7 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
         None) per sparse or ragged input.
       tables: {TableConfig: variable or tensor of shape (vocabulary_size, dim)}.
       feature_config: the nested structure of `FeatureConfig`s.
+      jit_compile: see above. Not in TF.
 
     Returns:
       The structure of `inputs`, each input replaced by its activations:
@@ -135,13 +147,15 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
       ragged inputs whose feature sets `output_shape`.
     """
     outputs = [_lookup(features_lib.cpu_lookup_plan(item), item.feature,
-                       tables[item.feature.table])
+                       tables[item.feature.table], jit_compile)
                for item in features_lib.validate_features(inputs, weights, feature_config)]
     return tf.nest.pack_sequence_as(inputs, outputs)
 
 
-def _lookup(plan: features_lib.CpuLookupPlan, feature: Any, table: Any) -> tf.Tensor:
-    """One feature's activations, by the stock op TF's CPU lookup uses for its plan."""
+def _lookup(plan: features_lib.CpuLookupPlan, feature: Any, table: Any,
+            jit_compile: bool) -> tf.Tensor:
+    """One feature's activations, by the stock ops TF's CPU lookup uses for its plan (or a
+    faster formulation of the same pooling: `pooled_lookup`)."""
     inp, weight = plan.feature_input.tensor, plan.feature_input.weight
     if isinstance(inp, tf.Tensor):
         return tf.nn.embedding_lookup(table, inp)
@@ -149,19 +163,20 @@ def _lookup(plan: features_lib.CpuLookupPlan, feature: Any, table: Any) -> tf.Te
         return _ragged_output_shape_lookup_dynamic_batch(inp, weight, table,
                                                          plan.runtime_output_shape_feature)
     if isinstance(inp, tf.SparseTensor):
-        activations = _sparse_lookup(inp, weight, table, plan, feature)
+        activations = _sparse_lookup(inp, weight, table, plan, feature, jit_compile)
     elif plan.sequence_length:
         activations = tf.nn.embedding_lookup(table, inp).to_tensor(
             shape=[inp.shape[0], plan.sequence_length, feature.table.dim])
     else:
-        activations = _ragged_pooled_lookup(table, inp, weight, feature.table.combiner)
+        activations = _ragged_pooled(inp, weight, table, feature, jit_compile)
     if plan.output_shape is not None:
         activations = tf.reshape(activations, plan.output_shape)
     return activations
 
 
 def _sparse_lookup(inp: tf.SparseTensor, weight: tf.SparseTensor | None, table: Any,
-                   plan: features_lib.CpuLookupPlan, feature: Any) -> tf.Tensor:
+                   plan: features_lib.CpuLookupPlan, feature: Any,
+                   jit_compile: bool) -> tf.Tensor:
     combiner = feature.table.combiner
     if plan.sequence_length:
         batch_size = inp.dense_shape[0]
@@ -174,8 +189,37 @@ def _sparse_lookup(inp: tf.SparseTensor, weight: tf.SparseTensor | None, table: 
             tf.stack([batch_size, plan.sequence_length, feature.table.dim]))
     if plan.trim_trailing_rows:
         return tf.nn.embedding_lookup_sparse(table, inp, sp_weights=weight, combiner=combiner)
-    return tf.nn.safe_embedding_lookup_sparse(table, inp, sparse_weights=weight,
-                                              combiner=combiner)
+
+    def stock() -> tf.Tensor:
+        return tf.nn.safe_embedding_lookup_sparse(table, inp, sparse_weights=weight,
+                                                  combiner=combiner)
+
+    if inp.shape.rank != 2:
+        return stock()
+    if jit_compile:
+        return pooled_lookup.compiled_lookup(
+            table, feature.table.name, feature.table.vocabulary_size, combiner, inp.values,
+            inp.indices[:, 0], inp.dense_shape[0], None if weight is None else weight.values,
+            prune_invalid=True, fallback=stock)
+    if weight is None:
+        return pooled_lookup.segment_lookup(table, feature.table.vocabulary_size, inp, combiner,
+                                            stock)
+    return stock()
+
+
+def _ragged_pooled(inp: tf.RaggedTensor, weight: tf.RaggedTensor | None, table: Any,
+                   feature: Any, jit_compile: bool) -> tf.Tensor:
+    combiner = feature.table.combiner
+
+    def stock() -> tf.Tensor:
+        return _ragged_pooled_lookup(table, inp, weight, combiner)
+
+    if not jit_compile:
+        return stock()
+    return pooled_lookup.compiled_lookup(
+        table, feature.table.name, feature.table.vocabulary_size, combiner, inp.values,
+        inp.value_rowids(), inp.nrows(), None if weight is None else weight.values,
+        prune_invalid=False, fallback=stock)
 
 
 def _ragged_output_shape_lookup_dynamic_batch(inp: tf.RaggedTensor,
