@@ -20,7 +20,8 @@ A worker with N threads is pinned to N CPUs and runs TensorFlow's intra-op and i
 with N threads; rows with more than one thread give their parallel efficiency against the
 1-thread row. Samples/s are compared with the stock-TF baseline of the same phase, distribution
 and thread count measured in the same run, and with the native limit of the same ids and thread
-count (benchmark_limit.py: plain C++ doing the phase's work on this machine). While a worker times
+count (benchmark_limit.py: plain C++ doing the phase's work on this machine), timed again right
+after each worker so that both see the same minute of the machine. While a worker times
 its steps it also measures the CPU that other processes used (from /proc/stat), so a row
 measured on a busy machine is marked as such. See docs/benchmarks.md for results.
 """
@@ -461,11 +462,11 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
             body.append([r.distribution, v.phase, v.name, str(r.threads), "FAILED"] + [""] * 12)
             continue
         baseline = find(r.distribution, v.phase, r.threads, baseline=True)
-        limit = limits[r.distribution].run.limits.get(r.threads)
         sps = r.samples_per_second(batch)
         ratio = f"{sps / baseline.samples_per_second(batch):.2f}x" if baseline else ""
-        # Samples/s as a share of the limit's: its step time over ours.
-        share = f"{100 * limit.phase(v.phase).seconds / r.seconds:.0f}%" if limit else ""
+        # Samples/s as a share of the limit's: its step time (timed right after the row) over
+        # ours.
+        share = f"{100 * r.result['paired_limit_seconds'] / r.seconds:.0f}%"
         check = ""
         if r.result["checksum"] is not None and baseline and baseline.result["checksum"]:
             relative = abs(r.result["checksum"] / baseline.result["checksum"] - 1)
@@ -490,7 +491,8 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
         "thr: threads (CPUs the worker is pinned to, TensorFlow's intra- and inter-op threads).",
         "vs stock: against the phase's baseline variant of the same distribution and threads.",
         "of limit: share of the native limit's samples/s on the same ids and threads (forward: "
-        "its gather-sum; train: its gather-sum + deduplicated Adagrad step).",
+        "its gather-sum; train: its gather-sum + deduplicated Adagrad step), the limit timed "
+        "right after the row at the fastest prefetch distance of the table below.",
         "par eff: parallel efficiency, t1 / (N x tN) with the 1-thread row of the same variant "
         "and distribution (100%: linear scaling).",
         "ms/step: median wall time; IQR: its interquartile range; CPU ms: median CPU time of a "
@@ -620,8 +622,8 @@ def select_variants(args: argparse.Namespace) -> list[bv.Variant]:
     return [v for n, v in bv.VARIANTS.items() if n in names]
 
 
-def run_workers(args: argparse.Namespace, workload: bv.Workload,
-                jobs: list[dict[str, Any]], scratch: str) -> list[dict[str, Any]]:
+def run_workers(args: argparse.Namespace, workload: bv.Workload, jobs: list[dict[str, Any]],
+                limits: dict[str, NativeLimit], scratch: str) -> list[dict[str, Any]]:
     if args.shared_process:
         # A process has one Keras and one thread count: variants needing tf_keras, and each
         # thread count, share a process of their own.
@@ -663,6 +665,9 @@ def run_workers(args: argparse.Namespace, workload: bv.Workload,
         worker_others, worker_steal = others.cores()
         for result in done:
             result.update(worker_others_cores=worker_others, worker_steal_cores=worker_steal)
+            if "error" not in result and bv.VARIANTS[result["variant"]].phase != "part":
+                result["paired_limit_seconds"] = paired_limit_seconds(
+                    args, workload, limits[result["distribution"]], result)
         for result in done:
             if "error" in result:
                 print(f"  {result['variant']}/{result['distribution']}/{result['threads']} "
@@ -672,6 +677,21 @@ def run_workers(args: argparse.Namespace, workload: bv.Workload,
     # In the jobs' order, whichever process ran them.
     order = {_job_key(job): n for n, job in enumerate(jobs)}
     return sorted(results, key=lambda r: order[_job_key(r)])
+
+
+def paired_limit_seconds(args: argparse.Namespace, workload: bv.Workload, limit: NativeLimit,
+                         result: dict[str, Any]) -> float:
+    """The native limit's step time for `result`'s phase, distribution and thread count, timed
+    right after its worker at the fastest prefetch distance of the run's first limit: this
+    machine's memory speed drifts within minutes, so a share of a limit timed elsewhere in the
+    run moves with the drift."""
+    phase = bv.VARIANTS[result["variant"]].phase
+    threads = result["threads"]
+    best = limit.run.limits[threads].phase(phase).best_prefetch
+    run = benchmark_limit.run(result["inputs"], workload.vocab, workload.dim, [threads],
+                              args.steps, args.warmup, bv.LEARNING_RATE,
+                              bv.INITIAL_ACCUMULATOR, args.timeout, prefetch=[best])
+    return run.limits[threads].phase(phase).seconds
 
 
 def _job_key(job: dict[str, Any]) -> tuple[str, str, int]:
@@ -742,7 +762,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       "inputs": path}
                      for v in variants for threads in args.threads]
         # Round robin, so that a busy spell of the machine hits one run of each job, not all.
-        results = run_workers(args, workload, jobs * args.repeat, scratch)
+        results = run_workers(args, workload, jobs * args.repeat, limits, scratch)
 
     load_end = os.getloadavg()
     others_cores, steal_cores = run_others.cores()

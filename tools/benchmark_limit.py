@@ -49,7 +49,8 @@ class Limit:
     rmw_bytes_per_second: float
 
     def phase(self, name: str) -> Phase:
-        return {"forward": self.forward, "train": self.train}[name]
+        """The limit of a benchmark phase: a serving lookup's is the forward gather-sum."""
+        return {"forward": self.forward, "serve": self.forward, "train": self.train}[name]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,11 +112,13 @@ def command_line() -> str:
 
 
 def run(ids_path: str, vocab: int, dim: int, threads: Sequence[int], steps: int, warmup: int,
-        learning_rate: float, initial_accumulator: float, timeout: float) -> Run:
-    """Runs the program on the ids in `ids_path` (int64 [batches, tables, batch, per_sample])."""
+        learning_rate: float, initial_accumulator: float, timeout: float,
+        prefetch: Sequence[int] = PREFETCH_DISTANCES) -> Run:
+    """Runs the program on the ids in `ids_path` (int64 [batches, tables, batch, per_sample]),
+    timing each phase at every distance of `prefetch`."""
     command = [build(), "--ids", ids_path, "--vocab", str(vocab), "--dim", str(dim),
                "--threads", ",".join(map(str, threads)),
-               "--prefetch", ",".join(map(str, PREFETCH_DISTANCES)),
+               "--prefetch", ",".join(map(str, prefetch)),
                "--steps", str(steps), "--warmup", str(warmup),
                "--learning-rate", str(learning_rate),
                "--initial-accumulator", str(initial_accumulator)]

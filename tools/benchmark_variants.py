@@ -15,8 +15,9 @@ decorated function, e.g. for the sharded TPUEmbedding step:
 
         return ctx.train_setup(step, tables, variables)
 
-Phases: "forward" (CSR conversion + lookup), "train" (forward + backward + Adagrad), and "part"
-(one piece of another variant's step, for the per-phase breakdown). Ratios are taken against the
+Phases: "forward" (CSR conversion + lookup), "train" (forward + backward + Adagrad), "serve" (the
+forward pass of a serving lookup, stock ops only), and "part" (one piece of another variant's step,
+for the per-phase breakdown). Ratios are taken against the
 phase's `baseline` variant; `target` is the speed-up the issue asks of it.
 
 TensorFlow is imported by the worker processes only (`import_tensorflow`), so the orchestrator
@@ -493,6 +494,67 @@ def _tfrs_train(ctx: Context) -> Setup:
         optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
 
     return ctx.train_setup(train, tables, [*tables, *optimizer.variables()])
+
+
+def _serving_embedding(ctx: Context, configs: Any, **options: Any
+                       ) -> tuple[Any, list[tf.Variable]]:
+    """A built TPUEmbeddingForServing of `configs` (tf_embedding, or stock's module) with one
+    feature per table, and its tables, filled by ctx."""
+    w = ctx.workload
+    table_configs = [configs.TableConfig(vocabulary_size=w.vocab, dim=w.dim,
+                                         initializer=tf.zeros_initializer(), combiner="sum",
+                                         name=f"table_{t}")
+                     for t in range(w.tables)]
+    embedding = configs.TPUEmbeddingForServing(_one_feature_per_table(table_configs, configs),
+                                               None, **options)
+    embedding.build()
+    tables = [embedding.embedding_tables[config] for config in table_configs]
+    ctx.fill_tables(tables)
+    return embedding, tables
+
+
+@variant("stock-serving", "serve", "stock TF TPUEmbeddingForServing.embedding_lookup",
+         baseline=True)
+def _stock_serving(ctx: Context) -> Setup:
+    embedding, tables = _serving_embedding(ctx, tf.tpu.experimental.embedding)
+    return ctx.forward_setup(tf.function(embedding.embedding_lookup), tables)
+
+
+@variant("serving-export", "serve",
+         "our TPUEmbeddingForServing's lookup exported to a SavedModel, loaded and called",
+         target=2.0)
+def _serving_export(ctx: Context) -> Setup:
+    return _serving_export_setup(ctx, jit_compile=False)
+
+
+@variant("serving-export-xla", "serve",
+         "serving-export with TPUEmbeddingForServing(jit_compile=True)", target=2.0)
+def _serving_export_xla(ctx: Context) -> Setup:
+    return _serving_export_setup(ctx, jit_compile=True)
+
+
+def _serving_export_setup(ctx: Context, jit_compile: bool) -> Setup:
+    """Exports the lookup, drops every object of this process that holds the tables, and times
+    the function of the loaded SavedModel, as a server that loads the export would run it."""
+    import gc  # pylint: disable=import-outside-toplevel
+    import tempfile  # pylint: disable=import-outside-toplevel
+    w = ctx.workload
+    embedding, tables = _serving_embedding(ctx, tf_embedding, jit_compile=jit_compile)
+    model_bytes = sum(_nbytes(table) for table in tables)
+    module = tf.Module()
+    module.embedding = embedding
+    module.lookup = tf.function(
+        embedding.embedding_lookup,
+        input_signature=[[tf.SparseTensorSpec([None, w.ids_per_sample], tf.int64)] * w.tables])
+    with tempfile.TemporaryDirectory(prefix="serving_export_") as export_dir:
+        tf.saved_model.save(module, export_dir)
+        del module, embedding, tables
+        gc.collect()
+        # Loading restores the tables into memory, so the files are not needed afterwards.
+        loaded = tf.saved_model.load(export_dir)
+    # The lambda keeps `loaded`, which owns the variables, alive.
+    return dataclasses.replace(ctx.forward_setup(lambda features: loaded.lookup(features), []),
+                               model_bytes=model_bytes)
 
 
 @variant("ours-train:csr", "part", "features_to_csr of every table", default=False,
