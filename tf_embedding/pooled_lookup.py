@@ -82,7 +82,8 @@ def compiled_lookup(table: tf.Variable | tf.Tensor, table_name: str, vocabulary_
     in_row_order = tf.reduce_all(rows[1:] >= rows[:-1])
     lengths = tf.math.bincount(rows, minlength=num_rows, maxlength=num_rows, dtype=tf.int64)
     grid_rows = _bucket(num_rows)
-    grid_length = _bucket(tf.reduce_max(tf.concat([lengths, [0]], axis=0)))
+    # (The maximum of no rows is the lowest int64, which buckets to 1.)
+    grid_length = _bucket(tf.reduce_max(lengths))
     row_zero_finite = tf.reduce_all(tf.math.is_finite(tf.gather(table, [0])))
     small_padding = grid_rows * grid_length <= _MAX_PADDING_FACTOR * (tf.size(ids, tf.int64) +
                                                                        num_rows)
