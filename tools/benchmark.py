@@ -490,9 +490,9 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
         "",
         "thr: threads (CPUs the worker is pinned to, TensorFlow's intra- and inter-op threads).",
         "vs stock: against the phase's baseline variant of the same distribution and threads.",
-        "of limit: share of the native limit's samples/s on the same ids and threads (forward: "
-        "its gather-sum; train: its gather-sum + deduplicated Adagrad step), the limit timed "
-        "right after the row at the fastest prefetch distance of the table below.",
+        "of limit: share of the native limit's samples/s on the same ids and threads (forward "
+        "and serve: its gather-sum; train: its gather-sum + deduplicated Adagrad step), the "
+        "limit timed right after the row at the fastest prefetch distance of the table below.",
         "par eff: parallel efficiency, t1 / (N x tN) with the 1-thread row of the same variant "
         "and distribution (100%: linear scaling).",
         "ms/step: median wall time; IQR: its interquartile range; CPU ms: median CPU time of a "
