@@ -71,7 +71,7 @@ def compiled_lookup(table: tf.Variable | tf.Tensor, table_name: str, vocabulary_
     optional `weights`, reduced with `combiner` by an XLA-compiled gather-and-sum.
 
     `prune_invalid` drops ids < 0, and for "mean" and "sqrtn" weights <= 0, as
-    `safe_embedding_lookup_sparse` does; without it such ids fail as TF's gather would.
+    `safe_embedding_lookup_sparse` does; without it a negative id is outside the table.
     `fallback` computes the batch TF's way when `rows` are not ascending, the grid would be
     mostly padding, or row 0 of the table is not finite (padding cells add 0 x row 0). Ids
     outside the table raise InvalidArgumentError naming the table (XLA's gather would clamp
