@@ -29,6 +29,10 @@ FLAGS = ("-std=c++17", "-O3", "-march=native", "-fno-math-errno", "-fopenmp")
 PREFETCH_DISTANCES = (0, 8, 16, 32, 64)
 
 
+# The limit phase of each benchmark phase: a serving lookup's is the forward gather-sum.
+LIMIT_PHASES = {"forward": "forward", "serve": "forward", "train": "train"}
+
+
 @dataclasses.dataclass(frozen=True)
 class Phase:
     """One phase at one thread count: the median step time at its fastest prefetch distance."""
@@ -49,8 +53,8 @@ class Limit:
     rmw_bytes_per_second: float
 
     def phase(self, name: str) -> Phase:
-        """The limit of a benchmark phase: a serving lookup's is the forward gather-sum."""
-        return {"forward": self.forward, "serve": self.forward, "train": self.train}[name]
+        """The limit of a benchmark phase (`LIMIT_PHASES`)."""
+        return {"forward": self.forward, "train": self.train}[LIMIT_PHASES[name]]
 
 
 @dataclasses.dataclass(frozen=True)
