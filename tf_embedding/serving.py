@@ -127,9 +127,10 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
     """Looks up `inputs` in `tables` as TF 2.21's CPU `serving_embedding_lookup` does.
 
     The activations are TF's, bit for bit, except with `jit_compile`: then pooled sparse and
-    ragged features are summed by an XLA-compiled gather-and-sum (`pooled_lookup`), several times
-    faster on CPUs, whose additions may come in another order. A SavedModel holding such a lookup
-    loads in plain TensorFlow; TF Serving runs it with `--xla_cpu_compilation_enabled=true`.
+    ragged features are summed by an XLA-compiled gather-and-sum (`pooled_lookup`), 2x to 3x
+    TF's throughput on CPUs (docs/benchmarks.md), whose additions may come in another order. A
+    SavedModel holding such a lookup loads in plain TensorFlow; TF Serving runs it with
+    `--xla_cpu_compilation_enabled=true`.
 
     Args:
       inputs: a nested structure of `tf.Tensor`, `tf.SparseTensor` or `tf.RaggedTensor` ids whose
