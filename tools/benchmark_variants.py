@@ -231,11 +231,13 @@ def _keras_adagrad() -> keras.optimizers.Adagrad:
                                     initial_accumulator_value=INITIAL_ACCUMULATOR)
 
 
-def _table_configs(ctx: Context) -> list[tf_embedding.TableConfig]:
+def _table_configs(ctx: Context, configs: Any = None) -> list[Any]:
+    """The workload's tables as TableConfigs of `configs` (tf_embedding's, or stock's module)."""
+    configs = configs or tf_embedding
     w = ctx.workload
-    return [tf_embedding.TableConfig(vocabulary_size=w.vocab, dim=w.dim,
-                                     initializer=tf.zeros_initializer(), combiner="sum",
-                                     name=f"table_{t}")
+    return [configs.TableConfig(vocabulary_size=w.vocab, dim=w.dim,
+                                initializer=tf.zeros_initializer(), combiner="sum",
+                                name=f"table_{t}")
             for t in range(w.tables)]
 
 
@@ -467,11 +469,7 @@ def _tfrs_train(ctx: Context) -> Setup:
     import tensorflow_recommenders as tfrs
     import tf_keras
     stock = tf.tpu.experimental.embedding
-    w = ctx.workload
-    table_configs = [stock.TableConfig(vocabulary_size=w.vocab, dim=w.dim,
-                                       initializer=tf.zeros_initializer(), combiner="sum",
-                                       name=f"table_{t}")
-                     for t in range(w.tables)]
+    table_configs = _table_configs(ctx, stock)
     # Legacy Adagrad adds epsilon outside the square root; 0 makes it the TPU rule the other
     # training variants run, so the checksums agree.
     tf_keras.backend.set_epsilon(0.0)
@@ -500,11 +498,7 @@ def _serving_embedding(ctx: Context, configs: Any, **options: Any
                        ) -> tuple[Any, list[tf.Variable]]:
     """A built TPUEmbeddingForServing of `configs` (tf_embedding, or stock's module) with one
     feature per table, and its tables, filled by ctx."""
-    w = ctx.workload
-    table_configs = [configs.TableConfig(vocabulary_size=w.vocab, dim=w.dim,
-                                         initializer=tf.zeros_initializer(), combiner="sum",
-                                         name=f"table_{t}")
-                     for t in range(w.tables)]
+    table_configs = _table_configs(ctx, configs)
     embedding = configs.TPUEmbeddingForServing(_one_feature_per_table(table_configs, configs),
                                                None, **options)
     embedding.build()
