@@ -52,8 +52,7 @@ def segment_lookup(table: tf.Variable | tf.Tensor, vocabulary_size: int,
     id is outside the table (so that the error is TF's).
     """
     ids, rows = sparse.values, sparse.indices[:, 0]
-    in_row_order = tf.reduce_all(rows[1:] >= rows[:-1])
-    applies = tf.logical_and(in_row_order,
+    applies = tf.logical_and(_in_row_order(rows),
                              tf.reduce_all((ids >= 0) & (ids < vocabulary_size)))
 
     def reduce() -> tf.Tensor:
@@ -79,7 +78,6 @@ def compiled_lookup(table: tf.Variable | tf.Tensor, table_name: str, vocabulary_
     """
     ids, rows = tf.cast(ids, tf.int64), tf.cast(rows, tf.int64)
     num_rows = tf.cast(num_rows, tf.int64)
-    in_row_order = tf.reduce_all(rows[1:] >= rows[:-1])
     lengths = tf.math.bincount(rows, minlength=num_rows, maxlength=num_rows, dtype=tf.int64)
     grid_rows = _bucket(num_rows)
     # (The maximum of no rows is the lowest int64, which buckets to 1.)
@@ -87,7 +85,7 @@ def compiled_lookup(table: tf.Variable | tf.Tensor, table_name: str, vocabulary_
     row_zero_finite = tf.reduce_all(tf.math.is_finite(tf.gather(table, [0])))
     small_padding = grid_rows * grid_length <= _MAX_PADDING_FACTOR * (tf.size(ids, tf.int64) +
                                                                        num_rows)
-    applies = in_row_order & row_zero_finite & small_padding
+    applies = _in_row_order(rows) & row_zero_finite & small_padding
 
     def compiled() -> tf.Tensor:
         lowest, highest = tf.reduce_min(ids), tf.reduce_max(ids)
@@ -145,6 +143,12 @@ def _bucket(size: tf.Tensor) -> tf.Tensor:
     power = tf.where(tf.bitwise.left_shift(one, power + 1) <= size, power + 1, power)
     step = tf.bitwise.left_shift(one, tf.maximum(power - 2, 0))
     return (size + step - 1) // step * step
+
+
+def _in_row_order(rows: tf.Tensor) -> tf.Tensor:
+    """Whether each lookup's output row is >= the previous one's: both formulations need a
+    row's lookups contiguous (TF's own sorts them)."""
+    return tf.reduce_all(rows[1:] >= rows[:-1])
 
 
 def _read_in_place(table: tf.Variable | tf.Tensor) -> tf.Tensor:
