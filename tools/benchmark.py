@@ -449,14 +449,16 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
 
     def fastest_limit(r: Row) -> float:
         """The fastest timing, in this run, of the native limit of r's distribution, phase and
-        thread count: the limit table's and those timed right after each row of the same limit
-        phase. As for the rows, contention (and a run that got fewer 2 MiB pages) only ever
-        adds time, so the fastest timing is the least disturbed estimate of the limit."""
+        thread count: the limit table's and those timed right after each worker (every
+        --repeat) of the same limit phase. As for the rows, contention (and a run that got
+        fewer 2 MiB pages) only ever adds time, so the fastest timing is the least disturbed
+        estimate of the limit."""
         phase = benchmark_limit.LIMIT_PHASES[r.variant.phase]
-        paired = [o.result["paired_limit_seconds"] for o in rows
+        paired = [run["paired_limit_seconds"] for o in rows
                   if o.ok and o.variant.phase != "part" and o.distribution == r.distribution
                   and o.threads == r.threads
-                  and benchmark_limit.LIMIT_PHASES[o.variant.phase] == phase]
+                  and benchmark_limit.LIMIT_PHASES[o.variant.phase] == phase
+                  for run in o.runs]
         return min([limits[r.distribution].run.limits[r.threads].phase(phase).seconds, *paired])
 
     def one_thread(r: Row) -> float | None:
