@@ -1,6 +1,7 @@
 #include "cc/core/csr_batch.h"
 
 #include "cc/core/errors.h"
+#include "cc/core/range_checks.h"
 
 namespace tf_embedding {
 namespace {
@@ -40,6 +41,7 @@ Status ValidateCsrBatch(const CsrBatch& batch, int64_t vocabulary_size) {
   // Unsigned comparison folds the two bounds into one test; a negative bound admits every
   // non-negative id.
   const uint64_t bound = vocabulary_size < 0 ? (uint64_t{1} << 63) : vocabulary_size;
+  if (AllInRange(batch.ids, batch.num_ids, bound)) return Status();
   for (int64_t k = 0; k < batch.num_ids; ++k) {
     if (static_cast<uint64_t>(batch.ids[k]) >= bound) {
       return Status::Error(

@@ -6,6 +6,7 @@
 
 #include "cc/core/csr_batch.h"
 #include "cc/core/errors.h"
+#include "cc/core/range_checks.h"
 
 namespace tf_embedding {
 namespace {
@@ -197,6 +198,30 @@ Status VisitLookupRows(const FeatureErrors& error, const FeatureSpec& spec,
   return Status();
 }
 
+// The fast path of AddFeature for a rank-2 pooled sparse feature whose lookups are all valid
+// and in row order (what tf.sparse ops and tf.data give): a vectorised check of that, then each
+// row's size from where its run of indices ends, one store per row. Returns false, having
+// written nothing, for any other input, which takes the exact per-lookup pass.
+bool CountInOrderSparseRows(const FeatureTensors& t, int64_t vocabulary_size,
+                            int64_t* row_sizes) {
+  const int64_t nnz = t.ids.size();
+  const int64_t* index = t.row_info.data;
+  const bool valid = t.ids.WithData([&](const auto* ids) {
+    return SparseLookupsValidInRowOrder(index, ids, nnz, t.dense_shape[0], t.dense_shape[1],
+                                        vocabulary_size);
+  });
+  if (!valid) return false;
+  int64_t run_begin = 0;
+  for (int64_t i = 1; i < nnz; ++i) {
+    if (index[2 * i] != index[2 * i - 2]) {
+      row_sizes[index[2 * i - 2]] = i - run_begin;
+      run_begin = i;
+    }
+  }
+  if (nnz > 0) row_sizes[index[2 * nnz - 2]] = nnz - run_begin;
+  return true;
+}
+
 bool ParseInputKind(const std::string& name, InputKind* kind) {
   if (name == "dense") *kind = InputKind::kDense;
   else if (name == "sparse") *kind = InputKind::kSparse;
@@ -298,30 +323,36 @@ Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) 
                        spec.prune_invalid && spec.has_weights && table_.combiner != Combiner::kSum};
   if (!spec.has_weights) feature.tensors.weights = Span<float>{};
 
-  // One pass validates the lookups and counts the kept ones of each output row; Build places
-  // them from those counts.
+  // One pass validates the lookups and counts the kept ones of each output row (a vectorised
+  // one for valid in-order sparse lookups, else VisitLookupRows's); Build places them from
+  // those counts.
   row_sizes_.resize(num_rows_ + layout.num_rows, 0);
   int64_t* const row_sizes = row_sizes_.data() + num_rows_;
   const int64_t vocabulary_size = table_.vocabulary_size;
   const bool prune_invalid = spec.prune_invalid;
   int64_t dropped = 0, last_row = 0, bad_lookup = -1;
   bool in_row_order = true;
-  TFE_RETURN_IF_ERROR(VisitLookupRows(error, spec, t, layout.sequence,
-                                      [&](int64_t i, int64_t row) {
-    const int64_t id = t.ids[i];
-    if (id >= vocabulary_size || (id < 0 && !prune_invalid)) {
-      bad_lookup = i;
-      return false;
-    }
-    if (!feature.Keeps(i, row)) {
-      ++dropped;
+  const bool fast = spec.kind == InputKind::kSparse && t.dense_shape.size == 2 &&
+                    !layout.sequence && !feature.prune_weights &&
+                    CountInOrderSparseRows(t, vocabulary_size, row_sizes);
+  if (!fast) {
+    TFE_RETURN_IF_ERROR(VisitLookupRows(error, spec, t, layout.sequence,
+                                        [&](int64_t i, int64_t row) {
+      const int64_t id = t.ids[i];
+      if (id >= vocabulary_size || (id < 0 && !prune_invalid)) {
+        bad_lookup = i;
+        return false;
+      }
+      if (!feature.Keeps(i, row)) {
+        ++dropped;
+        return true;
+      }
+      ++row_sizes[row];
+      in_row_order = in_row_order && row >= last_row;
+      last_row = row;
       return true;
-    }
-    ++row_sizes[row];
-    in_row_order = in_row_order && row >= last_row;
-    last_row = row;
-    return true;
-  }));
+    }));
+  }
   if (bad_lookup >= 0) {
     return error(IdOutOfRange(t.ids[bad_lookup], LookupName(bad_lookup), vocabulary_size));
   }

@@ -34,6 +34,11 @@ class IdSpan {
   IdSpan(const int64_t* data, int64_t size) : i64_(data), size_(size) {}
   int64_t size() const { return size_; }
   int64_t operator[](int64_t i) const { return i64_ != nullptr ? i64_[i] : i32_[i]; }
+  // Calls f(pointer) with the ids as they are stored (const int32_t* or const int64_t*).
+  template <typename F>
+  auto WithData(F&& f) const {
+    return i64_ != nullptr ? f(i64_) : f(i32_);
+  }
   // Writes the ids, widened, to out[0 .. size()).
   void CopyTo(int64_t* out) const {
     if (i64_ != nullptr) {

@@ -177,6 +177,30 @@ TFE_TEST(Int32IdsAreWidened) {
   TFE_EXPECT_EQ(row_splits, (std::vector<int64_t>{0, 1, 2}));
 }
 
+// The vectorised path of valid, in-order rank-2 lookups gives the rows the per-lookup path
+// gives: empty rows first, between and last, and a repeated row index.
+TFE_TEST(InOrderSparseRowsCountEveryRowIncludingEmptyOnes) {
+  Csr csr;
+  TFE_ASSERT_OK(Convert({Sparse({4, 5, 6, 7, 8}, {1, 0, 1, 1, 3, 0, 3, 0, 4, 2}, {6, 3})}, &csr));
+  TFE_EXPECT_EQ(csr.row_splits, (std::vector<int64_t>{0, 0, 2, 2, 4, 5, 5}));
+  TFE_EXPECT_EQ(csr.ids, (std::vector<int64_t>{4, 5, 6, 7, 8}));
+  TFE_EXPECT_EQ(csr.gains, (std::vector<float>{1, 1, 1, 1, 1}));
+  // Stacked after another feature, its rows start after that feature's.
+  TFE_ASSERT_OK(Convert({Ragged({1}, {0, 1}), Sparse({2, 3}, {0, 0, 2, 1}, {3, 2})}, &csr));
+  TFE_EXPECT_EQ(csr.row_splits, (std::vector<int64_t>{0, 1, 2, 2, 3}));
+}
+
+// A bad lookup after valid in-order ones is reported as the per-lookup pass reports it.
+TFE_TEST(BadInOrderSparseLookupsNameTheFirstBadOne) {
+  Csr csr;
+  TFE_EXPECT_ERROR(Convert({Sparse({1, 2, 10, 11}, {0, 0, 0, 1, 1, 0, 1, 1}, {2, 2})}, &csr),
+                   "Table 'tbl', feature 'f': id 10 at lookup 2 is out of range for vocabulary "
+                   "size 10");
+  TFE_EXPECT_ERROR(Convert({Sparse({1, 2}, {0, 0, 0, 2}, {2, 2})}, &csr),
+                   "Table 'tbl', feature 'f': sparse indices[1] = [0, 2] is out of bounds for "
+                   "dense_shape [2, 2]");
+}
+
 TFE_TEST(ErrorsNameTheTableAndFeature) {
   Csr csr;
   TFE_EXPECT_ERROR(Convert({Ragged({1, 10}, {0, 2})}, &csr),
