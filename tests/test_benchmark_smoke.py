@@ -32,15 +32,19 @@ def test_quick_run_prints_every_variant():
                 for threads in ("1", "2")]
     for distribution in ("zipf", "uniform"):
         assert [(row[2], row[3]) for row in rows if row[0] == distribution] == expected
-    share, efficiency = header.index("of limit"), header.index("par eff")
+    share, fused, efficiency = (header.index("of limit"), header.index("of fused"),
+                                header.index("par eff"))
     for row in rows:
         assert row[share].endswith("%")
+        # Only a training row has the fused train step to compare with.
+        assert row[fused].endswith("%") == (row[1] == "train")
         assert row[efficiency].endswith("%") == (row[3] == "2")
 
     limit_header, limit_rows = next(t for t in tables if t[0][:3] == ["dist", "thr",
                                                                       "forward samples/s"])
     assert [(row[0], row[1]) for row in limit_rows] == [
         (d, n) for d in ("zipf", "uniform") for n in ("1", "2")]
+    assert "fused train samples/s" in limit_header
     for row in limit_rows:
         assert float(row[limit_header.index("read GB/s")]) > 0
     assert "FAILED" not in out and "DIFF" not in out

@@ -401,7 +401,7 @@ def limit_report(limits: dict[str, NativeLimit], workload: bv.Workload) -> list[
         one = limit.run.limits.get(1)
         for threads, at in sorted(limit.run.limits.items()):
             cells = [distribution, str(threads)]
-            for phase in ("forward", "train"):
+            for phase in ("forward", "train_in_api_order", "train"):
                 seconds = at.phase(phase).seconds
                 cells += [f"{workload.batch / seconds:,.0f}", f"{1000 * seconds:.2f}",
                           str(at.phase(phase).best_prefetch)]
@@ -421,14 +421,20 @@ def limit_report(limits: dict[str, NativeLimit], workload: bv.Workload) -> list[
         f"{', '.join(map(str, benchmark_limit.PREFETCH_DISTANCES))} rows ahead:",
         "",
         *_table(["dist", "thr", "forward samples/s", "ms/step", "prefetch", "rows GB/s", "eff",
-                 "train samples/s", "ms/step", "prefetch", "eff", "read GB/s", "rmw GB/s",
+                 "train samples/s", "ms/step", "prefetch", "eff",
+                 "fused train samples/s", "ms/step", "prefetch", "eff", "read GB/s", "rmw GB/s",
                  "others"], body, left=2),
         "",
         "forward: per table and sample, the sum of its looked-up rows; rows GB/s: the bytes of "
         "those rows per second.",
         "train: that gather-sum, then per table the lookups deduplicated, the cotangent (the "
         "activations, as the variants' loss gives) summed per unique id, and exact Adagrad on "
-        "each touched row (acc += g^2; w -= lr g / sqrt(acc)).",
+        "each touched row (acc += g^2; w -= lr g / sqrt(acc)); in the order of an embedding "
+        "API's step, which a model between lookup and update imposes: every table's gather-sum, "
+        "then the updates.",
+        "fused train: the same work with each table updated right after its own gather-sum, "
+        "which finds the table's touched rows still in the caches: faster, but no training "
+        "step with a model between its lookups and its updates can order its work so.",
         "read / rmw: STREAM-style sum over the tables / `x *= s` over the accumulators (bytes "
         "read + written), fastest of 3.",
         "eff: parallel efficiency t1 / (N x tN); others: cores other processes used during the "
@@ -447,18 +453,16 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
                      and r.variant.phase == phase and r.threads == threads
                      and getattr(r.variant, key) == value), None)
 
-    def fastest_limit(r: Row) -> float:
-        """The fastest timing, in this run, of the native limit of r's distribution, phase and
-        thread count: the limit table's and those timed right after each worker (every
-        --repeat) of the same limit phase. As for the rows, contention (and a run that got
-        fewer 2 MiB pages) only ever adds time, so the fastest timing is the least disturbed
-        estimate of the limit."""
-        phase = benchmark_limit.LIMIT_PHASES[r.variant.phase]
-        paired = [run["paired_limit_seconds"] for o in rows
+    def fastest_limit(r: Row, phase: str) -> float:
+        """The fastest timing, in this run, of the native limit phase `phase` on r's
+        distribution and thread count: the limit table's and those timed right after each
+        worker (every --repeat). As for the rows, contention (and a run that got fewer 2 MiB
+        pages) only ever adds time, so the fastest timing is the least disturbed estimate of
+        the limit."""
+        paired = [run["paired_limit_seconds"][phase] for o in rows
                   if o.ok and o.variant.phase != "part" and o.distribution == r.distribution
                   and o.threads == r.threads
-                  and benchmark_limit.LIMIT_PHASES[o.variant.phase] == phase
-                  for run in o.runs]
+                  for run in o.runs if phase in run["paired_limit_seconds"]]
         return min([limits[r.distribution].run.limits[r.threads].phase(phase).seconds, *paired])
 
     def one_thread(r: Row) -> float | None:
@@ -473,13 +477,15 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
         if v.phase == "part":
             continue
         if not r.ok:
-            body.append([r.distribution, v.phase, v.name, str(r.threads), "FAILED"] + [""] * 12)
+            body.append([r.distribution, v.phase, v.name, str(r.threads), "FAILED"] + [""] * 13)
             continue
         baseline = find(r.distribution, v.phase, r.threads, baseline=True)
         sps = r.samples_per_second(batch)
         ratio = f"{sps / baseline.samples_per_second(batch):.2f}x" if baseline else ""
         # Samples/s as a share of the limit's: its step time over ours.
-        share = f"{100 * fastest_limit(r) / r.seconds:.0f}%"
+        share = f"{100 * fastest_limit(r, benchmark_limit.LIMIT_PHASES[v.phase]) / r.seconds:.0f}%"
+        fused_share = (f"{100 * fastest_limit(r, benchmark_limit.FUSED_TRAIN_PHASE) / r.seconds:.0f}%"
+                       if v.phase == "train" else "")
         check = ""
         if r.result["checksum"] is not None and baseline and baseline.result["checksum"]:
             relative = abs(r.result["checksum"] / baseline.result["checksum"] - 1)
@@ -488,13 +494,13 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
         over = r.result["peak_rss"] - r.result["model_bytes"]
         added = r.result["steps_added_rss"]
         body.append([r.distribution, v.phase, v.name, str(r.threads), f"{sps:,.0f}", ratio,
-                     share, _efficiency(one_thread(r), r.threads, r.seconds),
+                     share, fused_share, _efficiency(one_thread(r), r.threads, r.seconds),
                      f"{1000 * r.seconds:.1f}", f"{100 * r.spread:.0f}%",
                      f"{1000 * r.cpu_seconds:.1f}", _gib(r.result["model_bytes"]),
                      _gib(r.result["peak_rss"]), f"{over / GIB:+.2f}",
                      "-" if added is None else f"{max(added, 0) / GIB:+.2f}", r.others, check])
     lines += _table(["dist", "phase", "variant", "thr", "samples/s", "vs stock", "of limit",
-                     "par eff", "ms/step", "IQR", "CPU ms", "tables+slots GiB", "peak RSS GiB",
+                     "of fused", "par eff", "ms/step", "IQR", "CPU ms", "tables+slots GiB", "peak RSS GiB",
                      "over GiB", "steps GiB", "others", "check"], body)
     lines += ["", "Variants:"]
     for v in dict.fromkeys(r.variant for r in rows if r.variant.phase != "part"):
@@ -504,9 +510,10 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
         "thr: threads (CPUs the worker is pinned to, TensorFlow's intra- and inter-op threads).",
         "vs stock: against the phase's baseline variant of the same distribution and threads.",
         "of limit: share of the native limit's samples/s on the same ids and threads (forward "
-        "and serve: its gather-sum; train: its gather-sum + deduplicated Adagrad step), the "
-        "limit's fastest timing in this run: the table below, or one timed right after a row "
-        "at that table's fastest prefetch distance.",
+        "and serve: its gather-sum; train: its gather-sum + deduplicated Adagrad step in API "
+        "order), the limit's fastest timing in this run: the table below, or one timed right "
+        "after a row at that table's fastest prefetch distance; of fused: the same for a "
+        "training row against the limit's fused train step.",
         "par eff: parallel efficiency, t1 / (N x tN) with the 1-thread row of the same variant "
         "and distribution (100%: linear scaling).",
         "ms/step: median wall time; IQR: its interquartile range; CPU ms: median CPU time of a "
@@ -694,19 +701,26 @@ def run_workers(args: argparse.Namespace, workload: bv.Workload, jobs: list[dict
 
 
 def paired_limit_seconds(args: argparse.Namespace, workload: bv.Workload, limit: NativeLimit,
-                         result: dict[str, Any]) -> float:
-    """The native limit's step time for `result`'s phase, distribution and thread count, timed
-    right after its worker at the fastest prefetch distance of the run's first limit. This
-    machine's memory speed drifts within minutes, and a fresh run of the limit does not always
-    get all its 2 MiB pages: timings spread over the run give `report` (which takes the
-    fastest) the machine's best."""
+                         result: dict[str, Any]) -> dict[str, float]:
+    """{limit phase: step time} of the native limit phases `result`'s row is compared with (a
+    training row: the API-order and the fused step), on its distribution and thread count,
+    timed right after its worker at each phase's fastest prefetch distance in the run's first
+    limit. This machine's memory speed drifts within minutes, and a fresh run of the limit does
+    not always get all its 2 MiB pages: timings spread over the run give `report` (which takes
+    the fastest) the machine's best."""
     phase = bv.VARIANTS[result["variant"]].phase
+    phases = [benchmark_limit.LIMIT_PHASES[phase]]
+    if phase == "train":
+        phases.append(benchmark_limit.FUSED_TRAIN_PHASE)
     threads = result["threads"]
-    best = limit.run.limits[threads].phase(phase).best_prefetch
+    best = {p: limit.run.limits[threads].phase(p).best_prefetch for p in phases}
     run = benchmark_limit.run(result["inputs"], workload.vocab, workload.dim, [threads],
                               args.steps, args.warmup, bv.LEARNING_RATE,
-                              bv.INITIAL_ACCUMULATOR, args.timeout, prefetch=[best])
-    return run.limits[threads].phase(phase).seconds
+                              bv.INITIAL_ACCUMULATOR, args.timeout,
+                              prefetch=sorted(set(best.values())))
+    # A phase's timing at its own best distance (the program reports each phase's fastest of
+    # the distances given).
+    return {p: run.limits[threads].phase(p).seconds_by_prefetch[best[p]] for p in phases}
 
 
 def _job_key(job: dict[str, Any]) -> tuple[str, str, int]:

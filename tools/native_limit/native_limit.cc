@@ -12,11 +12,15 @@
 //            (0.5 * sum(activations^2)) asks for: the cotangent of each sample is its
 //            activation, lookups are deduplicated, each unique id's gradient is summed in lookup
 //            order, and each touched row is updated once: acc += g * g; w -= lr * g / sqrt(acc);
+//            each table's update right after its gather-sum, which leaves its rows in the caches;
+//   train_in_api_order  the same work in the order of an embedding API's step, which a model
+//            between the lookup and the update imposes: all tables' gather-sums, then the
+//            updates;
 //   read, rmw  STREAM-style bandwidth: a sum over the tables, `x *= s` over the accumulators.
 // Tables and accumulators sit on 2 MiB pages (MADV_HUGEPAGE before the first touch), as the
 // op library's are. The gather and the update prefetch rows a fixed number of rows ahead; every
 // distance given is timed and each phase reports its fastest. Threads: the forward splits the
-// samples of all tables evenly, the train step gives each thread whole tables. Prints one JSON
+// samples of all tables evenly, the train steps give each thread whole tables to update. Prints one JSON
 // object.
 
 #include <omp.h>
@@ -210,20 +214,17 @@ void Forward(const Model& m, const Ids& ids, int64_t b, int64_t prefetch, float*
   }
 }
 
-// Forward, gradient and Adagrad update of one table.
+// Gradient and Adagrad update of one table, from its activations [batch, dim] (the cotangent).
 template <int64_t kDim>
-void TrainTable(const Model& m, const Ids& ids, int64_t b, int64_t t, int64_t prefetch, float lr,
-                Scratch& s) {
+void UpdateTable(const Model& m, const Ids& ids, int64_t b, int64_t t, int64_t prefetch,
+                 float lr, const float* __restrict activations, Scratch& s) {
   const int64_t d = kDim > 0 ? kDim : m.dim, per_sample = ids.per_sample;
   const int64_t lookups = ids.batch * per_sample;
   const int64_t* __restrict table_ids = ids.Of(b, t);
   float* __restrict table = m.Table(t);
   float* __restrict accumulator = m.Accumulator(t);
-  const float* __restrict activations = s.activations.data();
   uint64_t* __restrict touched = s.touched.data();
   int32_t* __restrict ends = s.ends.data();
-  GatherSum<kDim>(table, d, table_ids, per_sample, 0, ids.batch, prefetch,
-                  s.activations.data());
 
   for (int64_t j = 0; j < lookups; ++j) touched[table_ids[j] >> 6] |= 1ull << (table_ids[j] & 63);
   int64_t unique = 0;
@@ -273,14 +274,34 @@ void TrainTable(const Model& m, const Ids& ids, int64_t b, int64_t t, int64_t pr
   std::fill(s.touched.begin(), s.touched.end(), 0);
 }
 
-// Tables are the unit of parallelism: each is deduplicated and updated by one thread, so no two
-// threads write a row (with fewer tables than threads, the extra threads idle).
-void Train(const Model& m, const Ids& ids, int64_t b, int64_t prefetch, float lr,
-           std::vector<Scratch>& scratch) {
+// The train step fused per table: each table's gather-sum, then right away its update, which
+// finds the table's touched rows still in the caches. Tables are the unit of parallelism: each
+// is gathered, deduplicated and updated by one thread, so no two threads write a row (with
+// fewer tables than threads, the extra threads idle).
+void TrainFused(const Model& m, const Ids& ids, int64_t b, int64_t prefetch, float lr,
+                std::vector<Scratch>& scratch) {
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t t = 0; t < m.tables; ++t) {
     WithDim(m.dim, [&](auto dim) {
-      TrainTable<dim()>(m, ids, b, t, prefetch, lr, scratch[omp_get_thread_num()]);
+      Scratch& s = scratch[omp_get_thread_num()];
+      GatherSum<dim()>(m.Table(t), m.dim, ids.Of(b, t), ids.per_sample, 0, ids.batch, prefetch,
+                       s.activations.data());
+      UpdateTable<dim()>(m, ids, b, t, prefetch, lr, s.activations.data(), s);
+    });
+  }
+}
+
+// The same step in the order an embedding API's training step has: every table's gather-sum
+// first (the model needs all activations before any gradient exists), then each table's
+// update, by table as in TrainFused. `activations`: [tables, batch, dim].
+void TrainInApiOrder(const Model& m, const Ids& ids, int64_t b, int64_t prefetch, float lr,
+                     std::vector<Scratch>& scratch, float* activations) {
+  Forward(m, ids, b, prefetch, activations);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t t = 0; t < m.tables; ++t) {
+    WithDim(m.dim, [&](auto dim) {
+      UpdateTable<dim()>(m, ids, b, t, prefetch, lr, activations + t * ids.batch * m.dim,
+                         scratch[omp_get_thread_num()]);
     });
   }
 }
@@ -426,7 +447,14 @@ int main(int argc, char** argv) {
     const PhaseResult train = TimePhase(
         distances,
         [&](int64_t distance, int64_t i) {
-          Train(model, ids, i % ids.batches, distance, lr, scratch);
+          TrainFused(model, ids, i % ids.batches, distance, lr, scratch);
+        },
+        warmup, steps);
+    const PhaseResult train_in_api_order = TimePhase(
+        distances,
+        [&](int64_t distance, int64_t i) {
+          TrainInApiOrder(model, ids, i % ids.batches, distance, lr, scratch,
+                          activations.data());
         },
         warmup, steps);
     const double read = BestSeconds([&] { sink = ReadAll(model.weights, floats); }, 3);
@@ -438,6 +466,7 @@ int main(int argc, char** argv) {
     const double bytes = static_cast<double>(floats * sizeof(float));
     out << (n ? ", " : "") << "{\"threads\": " << thread_counts[n]
         << ", \"forward\": " << Json(forward) << ", \"train\": " << Json(train)
+        << ", \"train_in_api_order\": " << Json(train_in_api_order)
         << ", \"read_bytes_per_second\": " << bytes / read
         << ", \"rmw_bytes_per_second\": " << 2 * bytes / rmw << "}";
   }
