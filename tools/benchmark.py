@@ -60,8 +60,9 @@ FULL = dict(tables=8, vocab=1_000_000, dim=64, batch=4096, ids_per_sample=20, st
             warmup=3, batches=4, distribution="zipf,uniform")
 QUICK = dict(tables=2, vocab=20_000, dim=16, batch=256, ids_per_sample=5, steps=3, warmup=1,
              batches=2, distribution="zipf,uniform")
-# Issue "C++ kernels": peak RSS may exceed tables + slots by at most this much.
-RSS_BUDGET = 1.5 * GIB
+# Peak RSS may exceed tables + slots by at most this much (the performance issue's target; the
+# earlier kernels issue allowed 1.5 GiB).
+RSS_BUDGET = 1.0 * GIB
 # Other processes using this many cores while a variant is timed mark its row as contended.
 CONTENDED_CORES = 0.2
 MIN_CPU_WINDOW = 0.25
