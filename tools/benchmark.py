@@ -484,9 +484,10 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
         sps = r.samples_per_second(batch)
         ratio = f"{sps / baseline.samples_per_second(batch):.2f}x" if baseline else ""
         # Samples/s as a share of the limit's: its step time over ours.
-        share = f"{100 * fastest_limit(r, benchmark_limit.LIMIT_PHASES[v.phase]) / r.seconds:.0f}%"
-        fused_share = (f"{100 * fastest_limit(r, benchmark_limit.FUSED_TRAIN_PHASE) / r.seconds:.0f}%"
-                       if v.phase == "train" else "")
+        shares = {phase: f"{100 * fastest_limit(r, phase) / r.seconds:.0f}%"
+                  for phase in benchmark_limit.compared_phases(v.phase)}
+        share = shares[benchmark_limit.LIMIT_PHASES[v.phase]]
+        fused_share = shares.get(benchmark_limit.FUSED_TRAIN_PHASE, "")
         check = ""
         if r.result["checksum"] is not None and baseline and baseline.result["checksum"]:
             relative = abs(r.result["checksum"] / baseline.result["checksum"] - 1)
@@ -501,8 +502,8 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
                      _gib(r.result["peak_rss"]), f"{over / GIB:+.2f}",
                      "-" if added is None else f"{max(added, 0) / GIB:+.2f}", r.others, check])
     lines += _table(["dist", "phase", "variant", "thr", "samples/s", "vs stock", "of limit",
-                     "of fused", "par eff", "ms/step", "IQR", "CPU ms", "tables+slots GiB", "peak RSS GiB",
-                     "over GiB", "steps GiB", "others", "check"], body)
+                     "of fused", "par eff", "ms/step", "IQR", "CPU ms", "tables+slots GiB",
+                     "peak RSS GiB", "over GiB", "steps GiB", "others", "check"], body)
     lines += ["", "Variants:"]
     for v in dict.fromkeys(r.variant for r in rows if r.variant.phase != "part"):
         lines.append(f"  {v.name:15} {v.description}{' [baseline]' if v.baseline else ''}")
@@ -709,10 +710,7 @@ def paired_limit_seconds(args: argparse.Namespace, workload: bv.Workload, limit:
     limit. This machine's memory speed drifts within minutes, and a fresh run of the limit does
     not always get all its 2 MiB pages: timings spread over the run give `report` (which takes
     the fastest) the machine's best."""
-    phase = bv.VARIANTS[result["variant"]].phase
-    phases = [benchmark_limit.LIMIT_PHASES[phase]]
-    if phase == "train":
-        phases.append(benchmark_limit.FUSED_TRAIN_PHASE)
+    phases = benchmark_limit.compared_phases(bv.VARIANTS[result["variant"]].phase)
     threads = result["threads"]
     best = {p: limit.run.limits[threads].phase(p).best_prefetch for p in phases}
     run = benchmark_limit.run(result["inputs"], workload.vocab, workload.dim, [threads],

@@ -38,6 +38,12 @@ LIMIT_PHASES = {"forward": "forward", "serve": "forward", "train": "train_in_api
 FUSED_TRAIN_PHASE = "train"
 
 
+def compared_phases(phase: str) -> list[str]:
+    """The limit phases a row of benchmark phase `phase` is a share of: its LIMIT_PHASES entry,
+    and for a training row the fused train step too."""
+    return [LIMIT_PHASES[phase]] + ([FUSED_TRAIN_PHASE] if phase == "train" else [])
+
+
 @dataclasses.dataclass(frozen=True)
 class Phase:
     """One phase at one thread count: the median step time at its fastest prefetch distance."""

@@ -57,22 +57,6 @@ TF_EMBEDDING_TARGET_AVX512 bool SparseLookupsAvx512(const int64_t* indices, cons
 }
 #endif
 
-template <typename Id>
-bool SparseLookups(const int64_t* indices, const Id* ids, int64_t nnz, uint64_t rows,
-                   uint64_t columns, uint64_t vocabulary_size) {
-#if defined(TF_EMBEDDING_X86_DISPATCH)
-  switch (SelectedSimdIsa()) {
-    case SimdIsa::kAvx512:
-      return SparseLookupsAvx512(indices, ids, nnz, rows, columns, vocabulary_size);
-    case SimdIsa::kAvx2:
-      return SparseLookupsAvx2(indices, ids, nnz, rows, columns, vocabulary_size);
-    case SimdIsa::kBaseline:
-      break;
-  }
-#endif
-  return SparseLookupsImpl(indices, ids, nnz, rows, columns, vocabulary_size);
-}
-
 }  // namespace
 
 bool AllInRange(const int64_t* values, int64_t size, uint64_t bound) {
@@ -89,14 +73,25 @@ bool AllInRange(const int64_t* values, int64_t size, uint64_t bound) {
   return AllInRangeImpl(values, size, bound);
 }
 
-bool SparseLookupsValidInRowOrder(const int64_t* indices, const int64_t* ids, int64_t nnz,
+template <typename Id>
+bool SparseLookupsValidInRowOrder(const int64_t* indices, const Id* ids, int64_t nnz,
                                   uint64_t rows, uint64_t columns, uint64_t vocabulary_size) {
-  return SparseLookups(indices, ids, nnz, rows, columns, vocabulary_size);
+#if defined(TF_EMBEDDING_X86_DISPATCH)
+  switch (SelectedSimdIsa()) {
+    case SimdIsa::kAvx512:
+      return SparseLookupsAvx512(indices, ids, nnz, rows, columns, vocabulary_size);
+    case SimdIsa::kAvx2:
+      return SparseLookupsAvx2(indices, ids, nnz, rows, columns, vocabulary_size);
+    case SimdIsa::kBaseline:
+      break;
+  }
+#endif
+  return SparseLookupsImpl(indices, ids, nnz, rows, columns, vocabulary_size);
 }
 
-bool SparseLookupsValidInRowOrder(const int64_t* indices, const int32_t* ids, int64_t nnz,
-                                  uint64_t rows, uint64_t columns, uint64_t vocabulary_size) {
-  return SparseLookups(indices, ids, nnz, rows, columns, vocabulary_size);
-}
+template bool SparseLookupsValidInRowOrder<int32_t>(const int64_t*, const int32_t*, int64_t,
+                                                    uint64_t, uint64_t, uint64_t);
+template bool SparseLookupsValidInRowOrder<int64_t>(const int64_t*, const int64_t*, int64_t,
+                                                    uint64_t, uint64_t, uint64_t);
 
 }  // namespace tf_embedding

@@ -14,10 +14,9 @@ bool AllInRange(const int64_t* values, int64_t size, uint64_t bound);
 
 // Whether the lookups of a rank-2 SparseTensor of `nnz` values are all valid and in row order:
 // indices (row-major [nnz, 2]) in [0, rows) x [0, columns), rows non-decreasing, and ids in
-// [0, vocabulary_size).
-bool SparseLookupsValidInRowOrder(const int64_t* indices, const int64_t* ids, int64_t nnz,
-                                  uint64_t rows, uint64_t columns, uint64_t vocabulary_size);
-bool SparseLookupsValidInRowOrder(const int64_t* indices, const int32_t* ids, int64_t nnz,
+// [0, vocabulary_size). Id is int32_t or int64_t (range_checks.cc instantiates both).
+template <typename Id>
+bool SparseLookupsValidInRowOrder(const int64_t* indices, const Id* ids, int64_t nnz,
                                   uint64_t rows, uint64_t columns, uint64_t vocabulary_size);
 
 }  // namespace tf_embedding

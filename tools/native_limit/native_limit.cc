@@ -20,8 +20,8 @@
 // Tables and accumulators sit on 2 MiB pages (MADV_HUGEPAGE before the first touch), as the
 // op library's are. The gather and the update prefetch rows a fixed number of rows ahead; every
 // distance given is timed and each phase reports its fastest. Threads: the forward splits the
-// samples of all tables evenly, the train steps give each thread whole tables to update. Prints one JSON
-// object.
+// samples of all tables evenly, the train steps give each thread whole tables to update. Prints
+// one JSON object.
 
 #include <omp.h>
 #include <sys/mman.h>
