@@ -42,8 +42,9 @@ LEARNING_RATE = 0.01
 INITIAL_ACCUMULATOR = 0.1
 # Tables start uniform in [-INIT_RANGE, INIT_RANGE): small, like TF's default 1/sqrt(dim) normal.
 INIT_RANGE = 0.05
-# Rows initialised per op: bounds the temporary that initialisation adds to peak RSS.
-INIT_CHUNK_ROWS = 1 << 18
+# Bytes of table initialised per op: bounds the temporaries that initialisation adds to peak RSS
+# (TensorFlow's oneDNN allocator keeps freed large buffers pooled, so they stay resident).
+INIT_CHUNK_BYTES = 4 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,12 +164,18 @@ class Context:
     def fill_tables(self, tables: Sequence[Any]) -> None:
         """Gives every variant's tables the same pseudo-random values, a chunk at a time."""
         w = self.workload
+        chunk_rows = max(1, INIT_CHUNK_BYTES // (w.dim * 4))
         for t, table in enumerate(tables):
-            for start in range(0, w.vocab, INIT_CHUNK_ROWS):
-                rows = min(INIT_CHUNK_ROWS, w.vocab - start)
-                table[start:start + rows].assign(tf.random.stateless_uniform(
-                    [rows, w.dim], seed=[w.seed, t * w.vocab + start], minval=-INIT_RANGE,
-                    maxval=INIT_RANGE))
+            for start in range(0, w.vocab, chunk_rows):
+                rows = min(chunk_rows, w.vocab - start)
+                # Assigned through the handle: `table[a:b].assign` reads the variable first, and
+                # that read aliasing the buffer makes TF copy the whole table (copy-on-write).
+                tf.raw_ops.ResourceStridedSliceAssign(
+                    ref=table.handle, begin=[start, 0], end=[start + rows, w.dim],
+                    strides=[1, 1],
+                    value=tf.random.stateless_uniform(
+                        [rows, w.dim], seed=[w.seed, t * w.vocab + start],
+                        minval=-INIT_RANGE, maxval=INIT_RANGE))
 
     def make_tables(self) -> list[tf.Variable]:
         w = self.workload
