@@ -6,7 +6,8 @@ phase (fused per table, and in the order of an API's step), and STREAM-style rea
 read-modify-write bandwidth (its header comment has the details). benchmark.py gives every
 forward and train row as a share of it.
 
-The binary is compiled on first use with -march=native and kept under build/native_limit/,
+The binary is compiled on first use with -march=native (capped as TF_EMBEDDING_SIMD caps the op
+library) and kept under build/native_limit/,
 named by a hash of what it depends on (source, flags, compiler, CPU), so an edit or another
 machine compiles anew and an unchanged checkout does not.
 """
@@ -26,6 +27,10 @@ BUILD_DIR = os.path.join(os.path.dirname(TOOLS), "build", "native_limit")
 # -fno-math-errno: without it GCC keeps a scalar sqrt with an errno branch in the Adagrad rule
 # (as for the op library, docs/benchmarks.md).
 FLAGS = ("-std=c++17", "-O3", "-march=native", "-fno-math-errno", "-fopenmp")
+# TF_EMBEDDING_SIMD caps the op library's vector ISA (cc/core/simd_dispatch.cc); the limit is
+# compiled under the same cap, so a capped run on a wider CPU compares code of one ISA, as on a
+# CPU without the wider vectors. Any other value leaves the library at the widest ISA, as here.
+ISA_CAP_FLAGS = {"avx2": ("-mno-avx512f",), "baseline": ("-mno-avx",)}
 # Lookups ahead that the gather and the update prefetch; 0 is no prefetching.
 PREFETCH_DISTANCES = (0, 8, 16, 32, 64)
 
@@ -96,11 +101,15 @@ def _compiler() -> str:
     return os.environ.get("CXX", "g++")
 
 
+def _flags() -> tuple[str, ...]:
+    return FLAGS + ISA_CAP_FLAGS.get(os.environ.get("TF_EMBEDDING_SIMD", ""), ())
+
+
 def _build_key() -> str:
     digest = hashlib.sha256()
     with open(SOURCE, "rb") as f:
         digest.update(f.read())
-    digest.update(" ".join(FLAGS).encode())
+    digest.update(" ".join(_flags()).encode())
     digest.update(subprocess.run([_compiler(), "--version"], capture_output=True,
                                  check=True).stdout)
     with open("/proc/cpuinfo") as f:
@@ -116,7 +125,7 @@ def build() -> str:
     if not os.path.exists(path):
         os.makedirs(BUILD_DIR, exist_ok=True)
         partial = f"{path}.{os.getpid()}.tmp"
-        result = subprocess.run([_compiler(), *FLAGS, SOURCE, "-o", partial],
+        result = subprocess.run([_compiler(), *_flags(), SOURCE, "-o", partial],
                                 capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"compiling {SOURCE} failed:\n{result.stderr}")
@@ -126,7 +135,7 @@ def build() -> str:
 
 
 def command_line() -> str:
-    return f"{_compiler()} {' '.join(FLAGS)}"
+    return f"{_compiler()} {' '.join(_flags())}"
 
 
 def run(ids_path: str, vocab: int, dim: int, threads: Sequence[int], steps: int, warmup: int,
