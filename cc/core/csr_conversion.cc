@@ -364,6 +364,10 @@ Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) 
   return Status();
 }
 
+bool CsrBuilder::CsrIdsAreFeatureIds() const {
+  return features_.size() == 1 && features_[0].contiguous && features_[0].tensors.ids.is_int64();
+}
+
 void CsrBuilder::Build(int64_t* row_splits, int64_t* ids, float* gains) const {
   row_splits[0] = 0;
   for (int64_t r = 0; r < num_rows_; ++r) row_splits[r + 1] = row_splits[r] + row_sizes_[r];
@@ -381,7 +385,7 @@ void CsrBuilder::Copy(const AddedFeature& feature, const int64_t* row_splits, in
                       float* gains) const {
   const int64_t begin = row_splits[feature.first_row];
   const FeatureTensors& t = feature.tensors;
-  t.ids.CopyTo(ids + begin);
+  if (ids != nullptr) t.ids.CopyTo(ids + begin);
   if (t.weights.size > 0) {
     std::copy(t.weights.data, t.weights.data + t.weights.size, gains + begin);
   } else {

@@ -33,6 +33,7 @@ class IdSpan {
   IdSpan(const int32_t* data, int64_t size) : i32_(data), size_(size) {}
   IdSpan(const int64_t* data, int64_t size) : i64_(data), size_(size) {}
   int64_t size() const { return size_; }
+  bool is_int64() const { return i64_ != nullptr; }
   int64_t operator[](int64_t i) const { return i64_ != nullptr ? i64_[i] : i32_[i]; }
   // Calls f(pointer) with the ids as they are stored (const int32_t* or const int64_t*).
   template <typename F>
@@ -131,6 +132,12 @@ class CsrBuilder {
   int64_t num_lookups() const { return num_lookups_; }
   const std::vector<int64_t>& feature_row_counts() const { return feature_row_counts_; }
 
+  // Whether the batch's CSR ids are its only feature's ids as they are (int64, every lookup
+  // kept, in row order): the caller may then pass that input on as the ids output, without a
+  // copy, and give Build ids == nullptr.
+  bool CsrIdsAreFeatureIds() const;
+
+  // ids may be nullptr only if CsrIdsAreFeatureIds().
   void Build(int64_t* row_splits, int64_t* ids, float* gains) const;
 
  private:

@@ -37,9 +37,7 @@ Span<T> SpanOf(const std::vector<T>& values) {
   return {values.data(), static_cast<int64_t>(values.size())};
 }
 
-Status Convert(const std::vector<Feature>& features, Csr* out, Combiner combiner = Combiner::kSum,
-               int64_t vocabulary_size = 10) {
-  CsrBuilder builder(TableSpec{"tbl", vocabulary_size, combiner});
+Status AddFeatures(const std::vector<Feature>& features, CsrBuilder* builder) {
   for (const Feature& feature : features) {
     FeatureTensors tensors;
     tensors.ids = IdSpan(feature.ids.data(), static_cast<int64_t>(feature.ids.size()));
@@ -47,8 +45,15 @@ Status Convert(const std::vector<Feature>& features, Csr* out, Combiner combiner
     tensors.row_info_shape = feature.row_info_shape;
     tensors.dense_shape = SpanOf(feature.dense_shape);
     tensors.weights = SpanOf(feature.weights);
-    TFE_RETURN_IF_ERROR(builder.AddFeature(feature.spec, tensors));
+    TFE_RETURN_IF_ERROR(builder->AddFeature(feature.spec, tensors));
   }
+  return Status();
+}
+
+Status Convert(const std::vector<Feature>& features, Csr* out, Combiner combiner = Combiner::kSum,
+               int64_t vocabulary_size = 10) {
+  CsrBuilder builder(TableSpec{"tbl", vocabulary_size, combiner});
+  TFE_RETURN_IF_ERROR(AddFeatures(features, &builder));
   out->row_splits.assign(builder.num_rows() + 1, -1);
   out->ids.assign(builder.num_lookups(), -1);
   out->gains.assign(builder.num_lookups(), -1.0f);
@@ -175,6 +180,38 @@ TFE_TEST(Int32IdsAreWidened) {
   builder.Build(row_splits.data(), ids.data(), gains.data());
   TFE_EXPECT_EQ(ids, (std::vector<int64_t>{8, 9}));
   TFE_EXPECT_EQ(row_splits, (std::vector<int64_t>{0, 1, 2}));
+}
+
+// Only a lone int64 feature whose lookups are all kept in row order has CSR ids equal to its
+// ids; Build then leaves the ids to the caller and writes the rest.
+TFE_TEST(CsrIdsAreFeatureIdsOnlyForOneContiguousInt64Feature) {
+  const auto ids_are_feature_ids = [](const std::vector<Feature>& features) {
+    CsrBuilder builder(TableSpec{"tbl", 10, Combiner::kMean});
+    return AddFeatures(features, &builder).ok() && builder.CsrIdsAreFeatureIds();
+  };
+  const FeatureSpec pruning = Spec(InputKind::kSparse, false, 0, /*prune_invalid=*/true);
+  TFE_EXPECT(ids_are_feature_ids({Sparse({4, 5, 6}, {0, 0, 0, 1, 2, 0}, {3, 2})}));
+  TFE_EXPECT(ids_are_feature_ids({Ragged({1, 2, 3}, {0, 2, 2, 3})}));
+  // Out of row order, a pruned lookup, two features.
+  TFE_EXPECT(!ids_are_feature_ids({Sparse({4, 5}, {1, 0, 0, 0}, {2, 2})}));
+  TFE_EXPECT(!ids_are_feature_ids({Sparse({4, -1}, {0, 0, 1, 0}, {2, 2}, pruning)}));
+  TFE_EXPECT(!ids_are_feature_ids({Ragged({1}, {0, 1}), Ragged({2}, {0, 1})}));
+
+  const std::vector<int32_t> ids32 = {8, 9};
+  CsrBuilder int32_builder(TableSpec{"tbl", 10, Combiner::kSum});
+  FeatureTensors tensors;
+  tensors.ids = IdSpan(ids32.data(), 2);
+  TFE_ASSERT_OK(int32_builder.AddFeature(Spec(InputKind::kDense), tensors));
+  TFE_EXPECT(!int32_builder.CsrIdsAreFeatureIds());
+
+  CsrBuilder builder(TableSpec{"tbl", 10, Combiner::kMean});
+  const std::vector<Feature> ragged = {Ragged({1, 2, 3}, {0, 2, 2, 3})};
+  TFE_ASSERT_OK(AddFeatures(ragged, &builder));
+  std::vector<int64_t> row_splits(4);
+  std::vector<float> gains(3);
+  builder.Build(row_splits.data(), nullptr, gains.data());
+  TFE_EXPECT_EQ(row_splits, (std::vector<int64_t>{0, 2, 2, 3}));
+  TFE_EXPECT_EQ(gains, (std::vector<float>{0.5f, 0.5f, 1.0f}));
 }
 
 // The vectorised path of valid, in-order rank-2 lookups gives the rows the per-lookup path

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "cc/core/csr_conversion.h"
 #include "cc/kernels/csr_conversion_attrs.h"
 #include "cc/kernels/status.h"
@@ -68,13 +70,26 @@ class FeaturesToCsrOp : public OpKernel {
     Tensor *row_splits = nullptr, *csr_ids = nullptr, *gains = nullptr, *row_counts = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({builder.num_rows() + 1}),
                                              &row_splits));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({builder.num_lookups()}), &csr_ids));
+    // A lone contiguous int64 feature's ids are the CSR ids: passed on (reshaped to 1-D, the
+    // same buffer) instead of copied.
+    const bool forward_ids = builder.CsrIdsAreFeatureIds();
+    if (forward_ids) {
+      Tensor flat_ids;
+      OP_REQUIRES(ctx, flat_ids.CopyFrom(ids[0], TensorShape({builder.num_lookups()})),
+                  absl::InternalError(absl::StrCat("table '", table_.name, "': ",
+                                                   ids[0].NumElements(), " ids for ",
+                                                   builder.num_lookups(), " lookups")));
+      ctx->set_output(1, flat_ids);
+    } else {
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({builder.num_lookups()}),
+                                               &csr_ids));
+    }
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({builder.num_lookups()}), &gains));
     const std::vector<int64_t>& counts = builder.feature_row_counts();
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({static_cast<int64_t>(counts.size())}),
                                              &row_counts));
-    builder.Build(OutputData<int64_t>(row_splits), OutputData<int64_t>(csr_ids),
-                  OutputData<float>(gains));
+    builder.Build(OutputData<int64_t>(row_splits),
+                  forward_ids ? nullptr : OutputData<int64_t>(csr_ids), OutputData<float>(gains));
     std::copy(counts.begin(), counts.end(), OutputData<int64_t>(row_counts));
   }
 
