@@ -29,7 +29,8 @@ BUILD_DIR = os.path.join(os.path.dirname(TOOLS), "build", "native_limit")
 FLAGS = ("-std=c++17", "-O3", "-march=native", "-fno-math-errno", "-fopenmp")
 # TF_EMBEDDING_SIMD caps the op library's vector ISA (cc/core/simd_dispatch.cc); the limit is
 # compiled under the same cap, so a capped run on a wider CPU compares code of one ISA, as on a
-# CPU without the wider vectors. Any other value leaves the library at the widest ISA, as here.
+# CPU without the wider vectors (baseline: no AVX at all, though SSE4 and BMI may stay). Any other
+# value leaves the library at the widest ISA, as here.
 ISA_CAP_FLAGS = {"avx2": ("-mno-avx512f",), "baseline": ("-mno-avx",)}
 # Lookups ahead that the gather and the update prefetch; 0 is no prefetching.
 PREFETCH_DISTANCES = (0, 8, 16, 32, 64)

@@ -196,6 +196,14 @@ TFE_TEST(CsrIdsAreFeatureIdsOnlyForOneContiguousInt64Feature) {
   TFE_EXPECT(!ids_are_feature_ids({Sparse({4, 5}, {1, 0, 0, 0}, {2, 2})}));
   TFE_EXPECT(!ids_are_feature_ids({Sparse({4, -1}, {0, 0, 1, 0}, {2, 2}, pruning)}));
   TFE_EXPECT(!ids_are_feature_ids({Ragged({1}, {0, 1}), Ragged({2}, {0, 1})}));
+  // A position beyond max_sequence_length, and a non-positive weight under a mean, are dropped.
+  TFE_EXPECT(!ids_are_feature_ids(
+      {Sparse({4, 5}, {0, 0, 0, 1}, {1, 2}, Spec(InputKind::kSparse, false, 1))}));
+  Feature weighted = Sparse({4, 5}, {0, 0, 1, 0}, {2, 2}, Spec(InputKind::kSparse, true, 0, true));
+  weighted.weights = {1.0f, 0.0f};
+  TFE_EXPECT(!ids_are_feature_ids({weighted}));
+  weighted.weights = {1.0f, 2.0f};
+  TFE_EXPECT(ids_are_feature_ids({weighted}));
 
   const std::vector<int32_t> ids32 = {8, 9};
   CsrBuilder int32_builder(TableSpec{"tbl", 10, Combiner::kSum});
