@@ -534,28 +534,41 @@ def _serving_export_xla(ctx: Context) -> Setup:
     return _serving_export_setup(ctx, jit_compile=True)
 
 
-def _serving_export_setup(ctx: Context, jit_compile: bool) -> Setup:
-    """Exports the lookup, drops every object of this process that holds the tables, and times
-    the function of the loaded SavedModel, as a server that loads the export would run it."""
-    import gc  # pylint: disable=import-outside-toplevel
-    import tempfile  # pylint: disable=import-outside-toplevel
-    w = ctx.workload
-    embedding, tables = _serving_embedding(ctx, tf_embedding, jit_compile=jit_compile)
-    model_bytes = sum(_nbytes(table) for table in tables)
+def _export_serving_lookup(workload: Workload, jit_compile: bool, export_dir: str) -> None:
+    """In a process of its own: our TPUEmbeddingForServing of `workload`, its tables filled as
+    ctx fills them, with its lookup exported to `export_dir`."""
+    import_tensorflow()
+    # The tables are all the export needs of the workload; no batches.
+    ctx = Context(workload, np.empty(0, np.int64))
+    embedding, _ = _serving_embedding(ctx, tf_embedding, jit_compile=jit_compile)
     module = tf.Module()
     module.embedding = embedding
     module.lookup = tf.function(
         embedding.embedding_lookup,
-        input_signature=[[tf.SparseTensorSpec([None, w.ids_per_sample], tf.int64)] * w.tables])
+        input_signature=[[tf.SparseTensorSpec([None, workload.ids_per_sample], tf.int64)]
+                         * workload.tables])
+    tf.saved_model.save(module, export_dir)
+
+
+def _serving_export_setup(ctx: Context, jit_compile: bool) -> Setup:
+    """Exports the lookup from another process, loads the SavedModel and times its function, as
+    a server that loads the export runs it: this process holds only what loading gives it (an
+    export made here would leave the exporter's graphs, and its freed tables in TensorFlow's
+    allocator pool, in this process's memory)."""
+    import multiprocessing  # pylint: disable=import-outside-toplevel
+    import tempfile  # pylint: disable=import-outside-toplevel
     with tempfile.TemporaryDirectory(prefix="serving_export_") as export_dir:
-        tf.saved_model.save(module, export_dir)
-        del module, embedding, tables
-        gc.collect()
+        exporter = multiprocessing.get_context("spawn").Process(
+            target=_export_serving_lookup, args=(ctx.workload, jit_compile, export_dir))
+        exporter.start()
+        exporter.join()
+        if exporter.exitcode != 0:
+            raise RuntimeError(f"the exporting process failed (exit code {exporter.exitcode})")
         # Loading restores the tables into memory, so the files are not needed afterwards.
         loaded = tf.saved_model.load(export_dir)
     # The lambda keeps `loaded`, which owns the variables, alive.
     return dataclasses.replace(ctx.forward_setup(lambda features: loaded.lookup(features), []),
-                               model_bytes=model_bytes)
+                               model_bytes=ctx.workload.table_bytes)
 
 
 @variant("ours-train:csr", "part", "features_to_csr of every table", default=False,
