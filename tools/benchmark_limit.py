@@ -7,9 +7,9 @@ read-modify-write bandwidth (its header comment has the details). benchmark.py g
 forward and train row as a share of it.
 
 The binary is compiled on first use with -march=native (capped as TF_EMBEDDING_SIMD caps the op
-library) and kept under build/native_limit/,
-named by a hash of what it depends on (source, flags, compiler, CPU), so an edit or another
-machine compiles anew and an unchanged checkout does not.
+library) and kept under build/native_limit/, named by a hash of what it depends on (source,
+flags, compiler, CPU), so an edit or another machine compiles anew and an unchanged checkout
+does not.
 """
 
 from __future__ import annotations
