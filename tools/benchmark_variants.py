@@ -7,7 +7,7 @@ decorated function, e.g. for the sharded TPUEmbedding step:
 
     @variant("sharded-train", "train", "TPUEmbedding enqueue + dequeue + apply_gradients")
     def _sharded_train(ctx: Context) -> Setup:
-        embedding = ...  # built, then ctx.fill_tables(its tables)
+        embedding = ...  # built, then ctx.workload.fill_tables(its tables)
 
         @tf.function
         def step(features):
@@ -66,6 +66,21 @@ class Workload:
     def lookups(self) -> int:
         """Lookups per table per batch."""
         return self.batch * self.ids_per_sample
+
+    def fill_tables(self, tables: Sequence[Any]) -> None:
+        """Gives every variant's tables the same pseudo-random values, a chunk at a time."""
+        chunk_rows = max(1, INIT_CHUNK_BYTES // (self.dim * 4))
+        for t, table in enumerate(tables):
+            for start in range(0, self.vocab, chunk_rows):
+                rows = min(chunk_rows, self.vocab - start)
+                # Assigned through the handle: `table[a:b].assign` reads the variable first, and
+                # that read aliasing the buffer makes TF copy the whole table (copy-on-write).
+                tf.raw_ops.ResourceStridedSliceAssign(
+                    ref=table.handle, begin=[start, 0], end=[start + rows, self.dim],
+                    strides=[1, 1],
+                    value=tf.random.stateless_uniform(
+                        [rows, self.dim], seed=[self.seed, t * self.vocab + start],
+                        minval=-INIT_RANGE, maxval=INIT_RANGE))
 
 
 @dataclasses.dataclass
@@ -161,27 +176,11 @@ class Context:
     def unique_ids(self, batch: int, table: int) -> np.ndarray:
         return np.unique(self.ids[batch, table])
 
-    def fill_tables(self, tables: Sequence[Any]) -> None:
-        """Gives every variant's tables the same pseudo-random values, a chunk at a time."""
-        w = self.workload
-        chunk_rows = max(1, INIT_CHUNK_BYTES // (w.dim * 4))
-        for t, table in enumerate(tables):
-            for start in range(0, w.vocab, chunk_rows):
-                rows = min(chunk_rows, w.vocab - start)
-                # Assigned through the handle: `table[a:b].assign` reads the variable first, and
-                # that read aliasing the buffer makes TF copy the whole table (copy-on-write).
-                tf.raw_ops.ResourceStridedSliceAssign(
-                    ref=table.handle, begin=[start, 0], end=[start + rows, w.dim],
-                    strides=[1, 1],
-                    value=tf.random.stateless_uniform(
-                        [rows, w.dim], seed=[w.seed, t * w.vocab + start],
-                        minval=-INIT_RANGE, maxval=INIT_RANGE))
-
     def make_tables(self) -> list[tf.Variable]:
         w = self.workload
         tables = [tf.Variable(tf.zeros([w.vocab, w.dim]), name=f"table_{t}")
                   for t in range(w.tables)]
-        self.fill_tables(tables)
+        w.fill_tables(tables)
         return tables
 
     def make_accumulators(self) -> list[tf.Variable]:
@@ -238,10 +237,9 @@ def _keras_adagrad() -> keras.optimizers.Adagrad:
                                     initial_accumulator_value=INITIAL_ACCUMULATOR)
 
 
-def _table_configs(ctx: Context, configs: Any = None) -> list[Any]:
+def _table_configs(w: Workload, configs: Any = None) -> list[Any]:
     """The workload's tables as TableConfigs of `configs` (tf_embedding's, or stock's module)."""
     configs = configs or tf_embedding
-    w = ctx.workload
     return [configs.TableConfig(vocabulary_size=w.vocab, dim=w.dim,
                                 initializer=tf.zeros_initializer(), combiner="sum",
                                 name=f"table_{t}")
@@ -259,10 +257,10 @@ def _filled_tables_and_accumulators(ctx: Context, table_configs: Sequence[Any],
                                     embedding_tables: dict[Any, Any], engine: Any
                                     ) -> tuple[list[tf.Variable], list[tf.Variable]]:
     """The tables of a sharded TPUEmbedding `engine` (its `embedding_tables` by `table_configs`),
-    filled by ctx, and their Adagrad accumulators. Under the default strategy every table is one
+    filled by the workload, and their Adagrad accumulators. Under the default strategy every table is one
     block: that block is the table."""
     tables = [list(embedding_tables[config])[0] for config in table_configs]
-    ctx.fill_tables(tables)
+    ctx.workload.fill_tables(tables)
     accumulators = [list(engine._variables[config.name]["accumulators"])[0]  # pylint: disable=protected-access
                     for config in table_configs]
     return tables, accumulators
@@ -276,11 +274,11 @@ def _stock_lookup(tables: Sequence[tf.Variable],
 
 def _v0_embedding(ctx: Context) -> tuple[Any, list[tf.Variable]]:
     """A TPUEmbeddingV0 with one feature per table and no embedding optimizer."""
-    table_configs = _table_configs(ctx)
+    table_configs = _table_configs(ctx.workload)
     embedding = tf_embedding.TPUEmbeddingV0(_one_feature_per_table(table_configs), optimizer=None)
     embedding.build()
     tables = [embedding.embedding_tables[config] for config in table_configs]
-    ctx.fill_tables(tables)
+    ctx.workload.fill_tables(tables)
     return embedding, tables
 
 
@@ -371,7 +369,7 @@ def _ours_train(ctx: Context) -> Setup:
 def _sharded_embedding(ctx: Context) -> tuple[Any, list[tf.Variable], list[tf.Variable]]:
     """A TPUEmbedding (default strategy) with one feature per table: it, its tables, their
     Adagrad accumulators."""
-    table_configs = _table_configs(ctx)
+    table_configs = _table_configs(ctx.workload)
     embedding = tf_embedding.TPUEmbedding(_one_feature_per_table(table_configs), _adagrad())
     embedding.build(per_replica_batch_size=ctx.workload.batch)
     return (embedding, *_filled_tables_and_accumulators(ctx, table_configs,
@@ -389,6 +387,18 @@ def _sharded_forward(ctx: Context) -> Setup:
 
     # The engine holds its optimizer's slots whether or not the step trains.
     return ctx.forward_setup(forward, [*tables, *accumulators])
+
+
+@variant("sharded-forward:call", "part",
+         "a tf.function taking the forward's SparseTensors and returning one scalar per feature: "
+         "the per-call floor of every step (Python dispatch, argument matching, the executor)",
+         default=False, part_of="sharded-forward")
+def _part_call(ctx: Context) -> Setup:
+    @tf.function
+    def call(features):
+        return [tf.size(feature.values) for feature in features]
+
+    return Setup(lambda i: call(ctx.sparse_batch(i)), 0)
 
 
 @variant("sharded-train", "train", "TPUEmbedding enqueue + dequeue + apply_gradients (Adagrad)",
@@ -436,7 +446,7 @@ def _keras_layer(ctx: Context) -> tuple[Any, list[tf.Variable], list[tf.Variable
     """tf_embedding.keras.TPUEmbedding with one feature per table: it, its tables, their Adagrad
     accumulators."""
     from tf_embedding import keras as embedding_keras  # pylint: disable=import-outside-toplevel
-    table_configs = _table_configs(ctx)
+    table_configs = _table_configs(ctx.workload)
     layer = embedding_keras.TPUEmbedding(_one_feature_per_table(table_configs), _adagrad())
     layer.build(None)
     # The layer's engine holds clones of the TableConfigs; its embedding_tables maps the user's.
@@ -476,7 +486,7 @@ def _tfrs_train(ctx: Context) -> Setup:
     import tensorflow_recommenders as tfrs
     import tf_keras
     stock = tf.tpu.experimental.embedding
-    table_configs = _table_configs(ctx, stock)
+    table_configs = _table_configs(ctx.workload, stock)
     # Legacy Adagrad adds epsilon outside the square root; 0 makes it the TPU rule the other
     # training variants run, so the checksums agree.
     tf_keras.backend.set_epsilon(0.0)
@@ -488,7 +498,7 @@ def _tfrs_train(ctx: Context) -> Setup:
                                                optimizer=None)
     layer.build(None)
     tables = [layer.embedding_tables[config] for config in table_configs]
-    ctx.fill_tables(tables)
+    ctx.workload.fill_tables(tables)
     variables = layer.trainable_variables
     optimizer._create_all_weights(variables)  # pylint: disable=protected-access
 
@@ -501,23 +511,23 @@ def _tfrs_train(ctx: Context) -> Setup:
     return ctx.train_setup(train, tables, [*tables, *optimizer.variables()])
 
 
-def _serving_embedding(ctx: Context, configs: Any, **options: Any
+def _serving_embedding(workload: Workload, configs: Any, **options: Any
                        ) -> tuple[Any, list[tf.Variable]]:
     """A built TPUEmbeddingForServing of `configs` (tf_embedding, or stock's module) with one
-    feature per table, and its tables, filled by ctx."""
-    table_configs = _table_configs(ctx, configs)
+    feature per table, and its tables, filled by the workload."""
+    table_configs = _table_configs(workload, configs)
     embedding = configs.TPUEmbeddingForServing(_one_feature_per_table(table_configs, configs),
                                                None, **options)
     embedding.build()
     tables = [embedding.embedding_tables[config] for config in table_configs]
-    ctx.fill_tables(tables)
+    workload.fill_tables(tables)
     return embedding, tables
 
 
 @variant("stock-serving", "serve", "stock TF TPUEmbeddingForServing.embedding_lookup",
          baseline=True)
 def _stock_serving(ctx: Context) -> Setup:
-    embedding, tables = _serving_embedding(ctx, tf.tpu.experimental.embedding)
+    embedding, tables = _serving_embedding(ctx.workload, tf.tpu.experimental.embedding)
     return ctx.forward_setup(tf.function(embedding.embedding_lookup), tables)
 
 
@@ -536,11 +546,9 @@ def _serving_export_xla(ctx: Context) -> Setup:
 
 def _export_serving_lookup(workload: Workload, jit_compile: bool, export_dir: str) -> None:
     """In a process of its own: our TPUEmbeddingForServing of `workload`, its tables filled as
-    ctx fills them, with its lookup exported to `export_dir`."""
+    every variant's, with its lookup exported to `export_dir`."""
     import_tensorflow()
-    # The tables are all the export needs of the workload; no batches.
-    ctx = Context(workload, np.empty(0, np.int64))
-    embedding, _ = _serving_embedding(ctx, tf_embedding, jit_compile=jit_compile)
+    embedding, _ = _serving_embedding(workload, tf_embedding, jit_compile=jit_compile)
     module = tf.Module()
     module.embedding = embedding
     module.lookup = tf.function(
