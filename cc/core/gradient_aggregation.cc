@@ -12,6 +12,9 @@ namespace {
 constexpr char kLookupIdsInput[] = "ids";
 constexpr char kSortedIdsInput[] = "unique_ids";
 
+// How many sorted terms ahead GroupLookupsById's last pass prefetches its random reads.
+constexpr int64_t kTermPrefetchDistance = 16;
+
 // Checks that a list's ids are non-negative and strictly ascending (hence distinct).
 Status ValidateSortedIds(const SortedRows& list) {
   if (list.num_ids > 0 && list.ids[0] < 0) {
@@ -98,6 +101,13 @@ Status GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t dim,
   groups->gradient_rows.resize(total);
   const uint64_t position_mask = (uint64_t{1} << position_bits) - 1;
   for (int64_t i = 0; i < total; ++i) {
+    // Each term's gain and row pointer sit at a random position of arrays larger than L1:
+    // fetch them some terms ahead.
+    if (i + kTermPrefetchDistance < total) {
+      const uint64_t ahead = keys[i + kTermPrefetchDistance] & position_mask;
+      __builtin_prefetch(&gain_at[ahead]);
+      __builtin_prefetch(&row_at[ahead]);
+    }
     const int64_t id = static_cast<int64_t>(keys[i] >> position_bits);
     const uint64_t position = keys[i] & position_mask;
     if (groups->unique_ids.empty() || groups->unique_ids.back() != id) {
