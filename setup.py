@@ -147,7 +147,8 @@ class BuildOps(build_ext):
         # -fno-loop-unroll-and-jam: GCC 12 jammed the sparse-apply kernels' gradient sum (two
         # terms per iteration) into a scalar loop over the row (docs/benchmarks.md).
         compile_flags = [
-            "-std=c++17", "-O3", "-fno-math-errno", "-ffp-contract=off", "-fno-loop-unroll-and-jam", "-fPIC", "-DNDEBUG", "-Wall", "-I.",
+            "-std=c++17", "-O3", "-fno-math-errno", "-ffp-contract=off",
+            "-fno-loop-unroll-and-jam", "-fPIC", "-DNDEBUG", "-Wall", "-I.",
             *system_includes(tf["compile_flags"]), *xla_includes(tf),
         ]
         # One object directory per compiler, flag set and TensorFlow, so a

@@ -257,8 +257,8 @@ def _filled_tables_and_accumulators(ctx: Context, table_configs: Sequence[Any],
                                     embedding_tables: dict[Any, Any], engine: Any
                                     ) -> tuple[list[tf.Variable], list[tf.Variable]]:
     """The tables of a sharded TPUEmbedding `engine` (its `embedding_tables` by `table_configs`),
-    filled by the workload, and their Adagrad accumulators. Under the default strategy every table is one
-    block: that block is the table."""
+    filled by the workload, and their Adagrad accumulators. Under the default strategy every
+    table is one block: that block is the table."""
     tables = [list(embedding_tables[config])[0] for config in table_configs]
     ctx.workload.fill_tables(tables)
     accumulators = [list(engine._variables[config.name]["accumulators"])[0]  # pylint: disable=protected-access
