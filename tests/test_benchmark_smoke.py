@@ -51,6 +51,23 @@ def test_quick_run_prints_every_variant():
     assert "Targets:" in out
 
 
+def test_steps_per_call_loops_steps_in_one_call_and_keeps_results():
+    """--steps-per-call runs the forward and train steps in a tf.function loop over a tf.data
+    iterator: the checksums still agree with the baseline's (the same batches, in the same
+    order), and the header says how the steps ran."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "tools", "benchmark.py"), "--quick",
+         "--steps-per-call", "3", "--threads", "1", "--distribution", "zipf",
+         "--variants", "stock-forward,sharded-forward,stock-train,sharded-train"],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "steps 3 per tf.function call" in result.stdout
+    header, rows = _tables(result.stdout)[0]
+    assert sorted(row[2] for row in rows) == ["sharded-forward", "sharded-train",
+                                              "stock-forward", "stock-train"]
+    assert all(row[header.index("check")] == "ok" for row in rows)
+
+
 def _tables(out):
     """Every Markdown table of the output: (header cells, rows of cells)."""
     tables, current = [], None

@@ -14,7 +14,10 @@ distorts another.
 The orchestrator writes the batches once (numpy, fixed seed) and every worker turns the same ids
 into the same SparseTensors. Each worker builds its variables, runs `--warmup` untimed steps
 (tracing included), then times `--steps` steps one by one and reports the median; input
-generation is not timed, our CSR conversion is (it is part of the forward pass).
+generation is not timed, our CSR conversion is (it is part of the forward pass). With
+`--steps-per-call N` a forward or train "step" of those counts is one tf.function call running N
+steps in a loop over a tf.data iterator of the batches (the loop of TPU embedding code), and
+times are per step.
 
 A worker with N threads is pinned to N CPUs and runs TensorFlow's intra-op and inter-op pools
 with N threads; rows with more than one thread give their parallel efficiency against the
@@ -67,6 +70,9 @@ RSS_BUDGET = 1.0 * GIB
 CONTENDED_CORES = 0.2
 MIN_CPU_WINDOW = 0.25
 DISTRIBUTIONS = ("zipf", "uniform")
+# The phases whose steps --steps-per-call loops; serving lookups are timed per call, as a server
+# calls them, and parts per call, as the step they are part of.
+LOOPED_PHASES = ("forward", "train")
 THREADS = "1,2"
 
 
@@ -185,8 +191,8 @@ def measure(variant: bv.Variant, ctx: bv.Context, steps: int, warmup: int) -> di
     for i in range(warmup, warmup + steps):
         start, cpu_start = time.perf_counter(), time.process_time()
         setup.step(i)
-        times.append(time.perf_counter() - start)
-        cpu_times.append(time.process_time() - cpu_start)
+        times.append((time.perf_counter() - start) / setup.steps_per_call)
+        cpu_times.append((time.process_time() - cpu_start) / setup.steps_per_call)
     wall = time.perf_counter() - wall0
     others_cores, steal_cores = others.cores()
     steps_peak = _max_rss()
@@ -232,9 +238,10 @@ def run_worker(spec_path: str) -> int:
     for job in spec["jobs"]:
         result = dict(job)
         try:
-            ctx = bv.Context(workload, np.load(job["inputs"]))
-            result.update(measure(bv.VARIANTS[job["variant"]], ctx, spec["steps"],
-                                  spec["warmup"]))
+            variant = bv.VARIANTS[job["variant"]]
+            steps_per_call = spec["steps_per_call"] if variant.phase in LOOPED_PHASES else 1
+            ctx = bv.Context(workload, np.load(job["inputs"]), steps_per_call)
+            result.update(measure(variant, ctx, spec["steps"], spec["warmup"]))
         except Exception:  # pylint: disable=broad-except
             # Reported in the table; the other jobs of a shared process still run.
             result["error"] = traceback.format_exc()
@@ -589,6 +596,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--zipf-alpha", type=float, default=1.05)
     parser.add_argument("--steps", type=int, help="timed steps (median reported)")
     parser.add_argument("--warmup", type=int, help="untimed steps first (>= 1: tracing)")
+    parser.add_argument("--steps-per-call", type=int, default=1,
+                        help="forward and train steps per tf.function call, looping over a "
+                             "tf.data iterator of the batches as TPU embedding loops do "
+                             "(--steps and --warmup count calls; times are per step). Not for "
+                             "the stock rows: inside the loop safe_embedding_lookup_sparse "
+                             "gathers from a copy of the whole table (docs/benchmarks.md)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run every job this many times, round robin; report the fastest")
     parser.add_argument("--batches", type=int,
@@ -619,6 +632,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.shared_process = args.shared_process or args.quick
     if args.warmup < 1 or args.steps < 1:
         parser.error("--warmup and --steps must be at least 1 (the first step traces)")
+    if args.steps_per_call < 1:
+        parser.error("--steps-per-call must be at least 1")
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     try:
@@ -661,7 +676,8 @@ def run_workers(args: argparse.Namespace, workload: bv.Workload, jobs: list[dict
         results_path = os.path.join(scratch, f"results{n}.json")
         with open(spec_path, "w") as f:
             json.dump({"workload": dataclasses.asdict(workload), "jobs": group,
-                       "steps": args.steps, "warmup": args.warmup, "results": results_path,
+                       "steps": args.steps, "warmup": args.warmup,
+                       "steps_per_call": args.steps_per_call, "results": results_path,
                        "threads": group[0]["threads"],
                        "inter_op_threads": args.inter_op_threads}, f)
         label = ", ".join(f"{j['variant']}/{j['distribution']}/{j['threads']}" for j in group)
@@ -766,6 +782,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{workload.batch}, {workload.ids_per_sample} ids per sample per table, sum combiner, "
         f"Adagrad lr {bv.LEARNING_RATE}",
         f"timing:   {args.warmup} warm-up + {args.steps} timed steps (median)"
+        + (f", forward and train steps {args.steps_per_call} per tf.function call (times per "
+           "step)" if args.steps_per_call > 1 else "")
         + (f", fastest of {args.repeat} runs" if args.repeat > 1 else "")
         + f", {args.batches} distinct batches cycled, seed {args.seed}, "
         + ("all jobs in one process (peak RSS cumulative)" if args.shared_process
