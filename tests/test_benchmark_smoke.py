@@ -61,7 +61,7 @@ def test_steps_per_call_loops_steps_in_one_call_and_keeps_results():
          "--variants", "stock-forward,sharded-forward,stock-train,sharded-train"],
         capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "steps 3 per tf.function call" in result.stdout
+    assert "a tf.function call of 3 steps" in result.stdout
     header, rows = _tables(result.stdout)[0]
     assert sorted(row[2] for row in rows) == ["sharded-forward", "sharded-train",
                                               "stock-forward", "stock-train"]

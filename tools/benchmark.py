@@ -782,8 +782,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{workload.batch}, {workload.ids_per_sample} ids per sample per table, sum combiner, "
         f"Adagrad lr {bv.LEARNING_RATE}",
         f"timing:   {args.warmup} warm-up + {args.steps} timed steps (median)"
-        + (f", forward and train steps {args.steps_per_call} per tf.function call (times per "
-           "step)" if args.steps_per_call > 1 else "")
+        + (f"; forward and train: each of those a tf.function call of {args.steps_per_call} "
+           "steps, times per step" if args.steps_per_call > 1 else "")
         + (f", fastest of {args.repeat} runs" if args.repeat > 1 else "")
         + f", {args.batches} distinct batches cycled, seed {args.seed}, "
         + ("all jobs in one process (peak RSS cumulative)" if args.shared_process
