@@ -1,9 +1,9 @@
 """What tools/benchmark.py measures: a registry of variants, each one way to run a step.
 
 A variant makes its variables from the shared `Context` and returns a `Setup`: a callable that runs
-one step on precomputed batch `i`, the bytes of the variables it holds, and a checksum with which
-the harness checks that the variants of one phase compute the same thing. Adding a variant is one
-decorated function, e.g. for the sharded TPUEmbedding step:
+a step (or `--steps-per-call` steps) on precomputed batch `i`, the bytes of the variables it
+holds, and a checksum with which the harness checks that the variants of one phase compute the
+same thing. Adding a variant is one decorated function, e.g. for the sharded TPUEmbedding step:
 
     @variant("sharded-train", "train", "TPUEmbedding enqueue + dequeue + apply_gradients")
     def _sharded_train(ctx: Context) -> Setup:
@@ -85,14 +85,15 @@ class Workload:
 
 @dataclasses.dataclass
 class Setup:
-    """A variant ready to run: `step(i)` runs one step on batch `i` (cycled) and returns when
-    its work is done; `model_bytes` are the tables and slots it holds; `checksum()` (None: not
-    comparable) summarises its result after the timed steps."""
+    """A variant ready to run: `step(i)` runs `steps_per_call` steps, one on batch `i` (cycled)
+    or, looped, on the next ones (`Context._steps`), and returns when their work is done;
+    `model_bytes` are the tables and slots it holds; `checksum()` (None: not comparable)
+    summarises its result after the timed steps."""
 
     step: Callable[[int], Any]
     model_bytes: int
     checksum: Callable[[], float] | None = None
-    # Steps one `step` call runs (Context.steps_per_call for the forward and train phases).
+    # Context.steps_per_call for the forward and train phases' setups; 1 for the others.
     steps_per_call: int = 1
 
 
