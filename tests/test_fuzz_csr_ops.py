@@ -1,4 +1,4 @@
-"""Malformed inputs thrown at TfeFeaturesToCsr and TfeCsrDedup.
+"""Malformed inputs thrown at TfeFeaturesToCsr, TfeFeaturesLookup and TfeCsrDedup.
 
 The only acceptable outcomes are a well-formed result or InvalidArgumentError: no crash, no
 other error, no out-of-bounds access (run these under an AddressSanitizer build of the op
@@ -146,6 +146,21 @@ def check_batch(batch, features, combiner):
     assert np.all((batch.csr_ids.numpy() >= 0) & (batch.csr_ids.numpy() < VOCAB))
 
 
+def raw_arguments(features, ids, combiner):
+    """The inputs and attrs TfeFeaturesToCsr and TfeFeaturesLookup share."""
+    return dict(
+        ids=ids,
+        row_info=[tf.constant(f["row_info"], tf.int64) for f in features],
+        dense_shapes=[tf.constant(f["dense_shape"], tf.int64) for f in features],
+        weights=[tf.constant(f["weights"], tf.float32) for f in features],
+        input_kinds=[f["kind"] for f in features],
+        has_weights=[f["has_weights"] for f in features],
+        max_sequence_lengths=[f["msl"] for f in features],
+        prune_invalid=[f["prune"] for f in features],
+        feature_names=[f"f{i}" for i in range(len(features))],
+        combiner=combiner, vocabulary_size=VOCAB, table_name="fuzz")
+
+
 # The broken feature comes first so that no error in another feature hides it.
 @pytest.mark.parametrize("kind", KINDS)
 @FUZZ
@@ -160,21 +175,46 @@ def test_features_to_csr_never_crashes(ops, kind, data, combiner, extra_ids):
     elif extra_ids < 0 and len(ids) > 1:
         ids.pop()
     try:
-        batch = ops.tfe_features_to_csr(
-            ids=ids,
-            row_info=[tf.constant(f["row_info"], tf.int64) for f in features],
-            dense_shapes=[tf.constant(f["dense_shape"], tf.int64) for f in features],
-            weights=[tf.constant(f["weights"], tf.float32) for f in features],
-            input_kinds=[f["kind"] for f in features],
-            has_weights=[f["has_weights"] for f in features],
-            max_sequence_lengths=[f["msl"] for f in features],
-            prune_invalid=[f["prune"] for f in features],
-            feature_names=[f"f{i}" for i in range(len(features))],
-            combiner=combiner, vocabulary_size=VOCAB, table_name="fuzz")
+        batch = ops.tfe_features_to_csr(**raw_arguments(features, ids, combiner))
     except tf.errors.InvalidArgumentError as error:
         assert "Table 'fuzz'" in error.message
         return
     check_batch(batch, features, combiner)
+
+
+def kernel_message(error: tf.errors.InvalidArgumentError) -> str:
+    """The kernel's message, without the names of the op and its function around it."""
+    return error.message.split("}} ")[-1].split(" [Op:")[0]
+
+
+@pytest.fixture(scope="module")
+def fuzz_table():
+    return tf.Variable(np.random.default_rng(0).normal(size=[VOCAB, 3]).astype(np.float32))
+
+
+# Sparse features first, so that the direct path (pooled rank-2 sparse features without
+# weights, all of them) is reached often.
+@FUZZ
+@given(data=st.data(), combiner=st.sampled_from(["sum", "mean", "sqrtn"]),
+       broken=st.booleans())
+def test_features_lookup_is_conversion_then_lookup(ops, fuzz_table, data, combiner, broken):
+    """TfeFeaturesLookup: the error of TfeFeaturesToCsr, or the bits of its batch looked up."""
+    features = ([data.draw(feature("sparse", broken=broken))] +
+                data.draw(st.lists(feature(data.draw(st.sampled_from(["sparse"] * 3 + KINDS))),
+                                   max_size=2)))
+    arguments = raw_arguments(features, [tf.constant(f["ids"]) for f in features], combiner)
+    try:
+        batch = ops.tfe_features_to_csr(**arguments)
+    except tf.errors.InvalidArgumentError as error:
+        with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+            ops.tfe_features_lookup(table=fuzz_table.handle, **arguments)
+        assert kernel_message(raised.value) == kernel_message(error)
+        return
+    activations, row_counts = ops.tfe_features_lookup(table=fuzz_table.handle, **arguments)
+    expected = ops.tfe_embedding_lookup(table=fuzz_table.handle, row_splits=batch.row_splits,
+                                        ids=batch.csr_ids, gains=batch.gains)
+    np.testing.assert_array_equal(activations.numpy(), expected.numpy())
+    np.testing.assert_array_equal(row_counts.numpy(), batch.feature_row_counts.numpy())
 
 
 @FUZZ

@@ -633,6 +633,56 @@ def test_inference_batches_need_no_apply_gradients():
     dequeue_and_apply(emb)
 
 
+def _custom_ops(function, *args) -> set[str]:
+    """The tf_embedding ops a trace of `function` runs, in its graph and nested functions."""
+    graph_def = function.get_concrete_function(*args).graph.as_graph_def()
+    nodes = [*graph_def.node, *(node for f in graph_def.library.function for node in f.node_def)]
+    return {node.op for node in nodes if node.op.startswith("Tfe")}
+
+
+@pytest.mark.parametrize("in_function", [False, True])
+def test_sparse_inference_batches_are_looked_up_unconverted_with_the_same_bits(in_function):
+    """A forward-only batch of rank-2 SparseTensors waits unconverted and is converted and looked
+    up in one op (TfeFeaturesLookup; for the sequence feature "b" by its conversion path): the
+    same activations as a training batch's. A ragged one, or a training one, is converted at
+    enqueue time."""
+    emb = small_embedding()
+    emb.build(per_replica_batch_size=2)
+
+    def forward(features, training):
+        emb.enqueue(features, training=training)
+        return emb.dequeue()
+
+    step = tf.function(forward) if in_function else forward
+    inference = step(small_features("sparse"), False)
+    training = step(small_features("sparse"), True)
+    emb.apply_gradients(gradients_like(training))
+    expected = {"a": [[1.0, 1.0], [1.0, 1.0]], "b": [[[1.0, 1.0], [1.0, 1.0]],
+                                                       [[1.0, 1.0], [0.0, 0.0]]]}
+    for key in expected:
+        np.testing.assert_array_equal(inference[key].numpy(), training[key].numpy())
+    if in_function:
+        assert "TfeFeaturesLookup" in _custom_ops(step, small_features("sparse"), False)
+        assert "TfeFeaturesToCsr" not in _custom_ops(step, small_features("sparse"), False)
+        assert "TfeFeaturesToCsr" in _custom_ops(step, small_features("ragged"), False)
+        assert "TfeFeaturesToCsr" in _custom_ops(step, small_features("sparse"), True)
+
+
+def test_sparse_inference_batches_share_the_queue_capacity():
+    emb = small_embedding()
+    emb.enqueue(small_features("sparse"), training=False)
+    with pytest.raises(RuntimeError, match="already holds 1 enqueued batch"):
+        emb.enqueue(small_features("sparse"))
+    emb.dequeue()
+    emb.enqueue(small_features("sparse"))
+    with pytest.raises(RuntimeError, match="already holds 1 enqueued batch"):
+        emb.enqueue(small_features("sparse"), training=False)
+    dequeue_and_apply(emb)
+    emb.enqueue(small_features("sparse"), training=False)
+    with pytest.raises(RuntimeError, match="enqueued with training=False"):
+        emb.apply_gradients(gradients_like(emb.dequeue()))
+
+
 def test_pipelining_allows_one_batch_ahead():
     emb = small_embedding(pipelined=True)
     emb.enqueue(small_features())

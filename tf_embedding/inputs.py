@@ -1,15 +1,23 @@
-"""Host side: one table's features -> one stacked CSR batch, and shard partition + dedup.
+"""Host side: one table's features -> one stacked CSR batch (or, for a forward pass, straight
+to its activations), and shard partition + dedup.
 
-Thin typed wrappers over the `TfeFeaturesToCsr` and `TfeCsrDedup` ops (docs/internals.md), plus
-the shapes that stock TF's CPU lookup gives each feature's activations, so that the stacked
-`[R, dim]` activations of a batch can be split back into per-feature outputs.
+Thin typed wrappers over the `TfeFeaturesToCsr`, `TfeFeaturesLookup` and `TfeCsrDedup` ops
+(docs/internals.md), plus the shapes that stock TF's CPU lookup gives each feature's activations,
+so that the stacked `[R, dim]` activations of a batch can be split back into per-feature
+outputs.
 """
 
-from typing import List, NamedTuple, Optional, Sequence, Union
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
+# Private TF API, as in ops.py: TfeFeaturesLookup only reads its table, so lookups of one table
+# in a tf.function need not run one after another.
+from tensorflow.python.framework import auto_control_deps_utils
 
 from tf_embedding import _loader
+
+auto_control_deps_utils.register_read_only_resource_op("TfeFeaturesLookup")
+tf.no_gradient("TfeFeaturesLookup")
 
 TensorLike = Union[tf.Tensor, tf.SparseTensor, tf.RaggedTensor]
 
@@ -113,10 +121,30 @@ def _op_inputs(feature: FeatureInput) -> _OpInputs:
 def features_to_csr(table_name: str, vocabulary_size: int, combiner: str,
                     features: Sequence[FeatureInput]) -> CsrBatch:
     """Validates the features of one table and stacks them, in order, into one CSR batch."""
+    return CsrBatch(*_loader.load_ops().tfe_features_to_csr(
+        **_conversion_arguments(table_name, vocabulary_size, combiner, features)))
+
+
+def features_lookup(table_variable: Any, table_name: str, vocabulary_size: int, combiner: str,
+                    features: Sequence[FeatureInput]) -> Tuple[tf.Tensor, tf.Tensor]:
+    """The activations of `features_to_csr`'s batch looked up in `table_variable` (a float
+    [vocabulary_size, dim] variable, read in place), in one op: (float [R, dim], int64
+    feature_row_counts). The same bits as converting, then `ops.embedding_lookup`; faster for
+    rank-2 sparse features without weights, which it reads without building the batch. Not
+    differentiable: for lookups that no update follows."""
+    return _loader.load_ops().tfe_features_lookup(
+        table=table_variable.handle,
+        **_conversion_arguments(table_name, vocabulary_size, combiner, features))
+
+
+def _conversion_arguments(table_name: str, vocabulary_size: int, combiner: str,
+                          features: Sequence[FeatureInput]) -> dict[str, Any]:
+    """The inputs and attrs of the conversion of one table's features (TfeFeaturesToCsr's, which
+    TfeFeaturesLookup shares)."""
     if not features:
         raise ValueError(f"Table {table_name}: features_to_csr needs at least one feature.")
     inputs = [_op_inputs(feature) for feature in features]
-    result = _loader.load_ops().tfe_features_to_csr(
+    return dict(
         ids=[i.ids for i in inputs],
         row_info=[i.row_info for i in inputs],
         dense_shapes=[i.dense_shape for i in inputs],
@@ -129,7 +157,6 @@ def features_to_csr(table_name: str, vocabulary_size: int, combiner: str,
         combiner=combiner,
         vocabulary_size=vocabulary_size,
         table_name=table_name)
-    return CsrBatch(*result)
 
 
 def dedup(ids: tf.Tensor, num_shards: int, table_name: str = "") -> DedupResult:

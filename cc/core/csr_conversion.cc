@@ -411,22 +411,23 @@ void CsrBuilder::Scatter(const AddedFeature& feature, const int64_t* row_splits,
   });
 }
 
-// Turns the weights of each pooled row into gains: w, w / sum(w) or w / sqrt(sum(w^2)),
-// with 0 when the denominator is 0 (SparseCore's rule; stock TF's div_no_nan agrees).
 void CsrBuilder::ApplyCombiner(const AddedFeature& feature, const int64_t* row_splits,
                                float* gains) const {
   if (table_.combiner == Combiner::kSum) return;
   for (int64_t r = feature.first_row; r < feature.first_row + feature.num_rows; ++r) {
-    float* begin = gains + row_splits[r];
-    float* end = gains + row_splits[r + 1];
-    double denominator = 0;
-    for (const float* g = begin; g != end; ++g) {
-      denominator += table_.combiner == Combiner::kMean ? *g : double{*g} * *g;
-    }
-    if (table_.combiner == Combiner::kSqrtn) denominator = std::sqrt(denominator);
-    for (float* g = begin; g != end; ++g) {
-      *g = denominator == 0 ? 0.0f : static_cast<float>(*g / denominator);
-    }
+    ApplyCombinerToRow(table_.combiner, gains + row_splits[r], gains + row_splits[r + 1]);
+  }
+}
+
+void ApplyCombinerToRow(Combiner combiner, float* begin, float* end) {
+  if (combiner == Combiner::kSum) return;
+  double denominator = 0;
+  for (const float* g = begin; g != end; ++g) {
+    denominator += combiner == Combiner::kMean ? *g : double{*g} * *g;
+  }
+  if (combiner == Combiner::kSqrtn) denominator = std::sqrt(denominator);
+  for (float* g = begin; g != end; ++g) {
+    *g = denominator == 0 ? 0.0f : static_cast<float>(*g / denominator);
   }
 }
 

@@ -34,6 +34,8 @@ class IdSpan {
   IdSpan(const int64_t* data, int64_t size) : i64_(data), size_(size) {}
   int64_t size() const { return size_; }
   bool is_int64() const { return i64_ != nullptr; }
+  // The ids as stored if they are int64, else nullptr.
+  const int64_t* int64_data() const { return i64_; }
   int64_t operator[](int64_t i) const { return i64_ != nullptr ? i64_[i] : i32_[i]; }
   // Calls f(pointer) with the ids as they are stored (const int32_t* or const int64_t*).
   template <typename F>
@@ -61,6 +63,11 @@ constexpr int64_t kMaxRows = std::numeric_limits<int32_t>::max();
 
 enum class InputKind { kDense, kSparse, kRagged };
 enum class Combiner { kSum, kMean, kSqrtn };
+
+// Turns the weights of one pooled row, [begin, end), into its gains in place: w under sum,
+// w / sum(w) under mean, w / sqrt(sum(w^2)) under sqrtn, and 0 when that denominator is 0
+// (SparseCore's rule; stock TF's div_no_nan agrees). The one definition of the combiners' gains.
+void ApplyCombinerToRow(Combiner combiner, float* begin, float* end);
 
 struct TableSpec {
   std::string name;

@@ -35,4 +35,41 @@ absl::Status ReadCsrConversionAttrs(tensorflow::OpKernelConstruction* ctx, Table
                                         features));
 }
 
+namespace {
+
+template <typename T>
+Span<T> FlatSpan(const tensorflow::Tensor& tensor) {
+  const auto flat = tensor.flat<T>();
+  return {flat.data(), flat.size()};
+}
+
+IdSpan IdsOf(const tensorflow::Tensor& ids) {
+  if (ids.dtype() == tensorflow::DT_INT32) {
+    return {ids.flat<int32_t>().data(), ids.NumElements()};
+  }
+  return {ids.flat<int64_t>().data(), ids.NumElements()};
+}
+
+}  // namespace
+
+absl::Status ReadFeatureTensors(tensorflow::OpKernelContext* ctx, size_t num_features,
+                                std::vector<FeatureTensors>* features) {
+  tensorflow::OpInputList ids, row_info, dense_shapes, weights;
+  TF_RETURN_IF_ERROR(ctx->input_list("ids", &ids));
+  TF_RETURN_IF_ERROR(ctx->input_list("row_info", &row_info));
+  TF_RETURN_IF_ERROR(ctx->input_list("dense_shapes", &dense_shapes));
+  TF_RETURN_IF_ERROR(ctx->input_list("weights", &weights));
+  features->assign(num_features, FeatureTensors{});
+  for (size_t f = 0; f < num_features; ++f) {
+    FeatureTensors& tensors = (*features)[f];
+    tensors.ids = IdsOf(ids[f]);
+    tensors.row_info = FlatSpan<int64_t>(row_info[f]);
+    const auto row_info_dims = row_info[f].shape().dim_sizes();
+    tensors.row_info_shape.assign(row_info_dims.begin(), row_info_dims.end());
+    tensors.dense_shape = FlatSpan<int64_t>(dense_shapes[f]);
+    tensors.weights = FlatSpan<float>(weights[f]);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tf_embedding

@@ -1,5 +1,6 @@
-// The attrs of TfeFeaturesToCsr as the table and feature specs of the conversion, read the same
-// way by its TF kernel and its XLA kernel (cc/xla).
+// The attrs of TfeFeaturesToCsr (and TfeFeaturesLookup, which takes the same) as the table and
+// feature specs of the conversion, read the same way by its TF kernel and its XLA kernel
+// (cc/xla); and their feature inputs as the conversion's views.
 #ifndef TF_EMBEDDING_CC_KERNELS_CSR_CONVERSION_ATTRS_H_
 #define TF_EMBEDDING_CC_KERNELS_CSR_CONVERSION_ATTRS_H_
 
@@ -13,6 +14,11 @@ namespace tf_embedding {
 
 absl::Status ReadCsrConversionAttrs(tensorflow::OpKernelConstruction* ctx, TableSpec* table,
                                     std::vector<FeatureSpec>* features);
+
+// Views the list inputs `ids`, `row_info`, `dense_shapes` and `weights` of `num_features`
+// features. The views still have to pass CsrBuilder::AddFeature's checks.
+absl::Status ReadFeatureTensors(tensorflow::OpKernelContext* ctx, size_t num_features,
+                                std::vector<FeatureTensors>* features);
 
 }  // namespace tf_embedding
 

@@ -14,25 +14,11 @@
 namespace tf_embedding {
 namespace {
 
-using ::tensorflow::OpInputList;
 using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
-
-template <typename T>
-Span<T> FlatSpan(const Tensor& tensor) {
-  const auto flat = tensor.flat<T>();
-  return {flat.data(), flat.size()};
-}
-
-IdSpan IdsOf(const Tensor& ids) {
-  if (ids.dtype() == ::tensorflow::DT_INT32) {
-    return {ids.flat<int32_t>().data(), ids.NumElements()};
-  }
-  return {ids.flat<int64_t>().data(), ids.NumElements()};
-}
 
 // The tensor's elements as an output buffer of T.
 template <typename T>
@@ -49,22 +35,11 @@ class FeaturesToCsrOp : public OpKernel {
   // Single-threaded: conversion is one linear pass over a step's ids, memory-bound and short
   // next to the lookup it feeds.
   void Compute(OpKernelContext* ctx) override {
-    OpInputList ids, row_info, dense_shapes, weights;
-    OP_REQUIRES_OK(ctx, ctx->input_list("ids", &ids));
-    OP_REQUIRES_OK(ctx, ctx->input_list("row_info", &row_info));
-    OP_REQUIRES_OK(ctx, ctx->input_list("dense_shapes", &dense_shapes));
-    OP_REQUIRES_OK(ctx, ctx->input_list("weights", &weights));
-
+    std::vector<FeatureTensors> tensors;
+    OP_REQUIRES_OK(ctx, ReadFeatureTensors(ctx, features_.size(), &tensors));
     CsrBuilder builder(table_);
     for (size_t f = 0; f < features_.size(); ++f) {
-      FeatureTensors tensors;
-      tensors.ids = IdsOf(ids[f]);
-      tensors.row_info = FlatSpan<int64_t>(row_info[f]);
-      const auto row_info_dims = row_info[f].shape().dim_sizes();
-      tensors.row_info_shape.assign(row_info_dims.begin(), row_info_dims.end());
-      tensors.dense_shape = FlatSpan<int64_t>(dense_shapes[f]);
-      tensors.weights = FlatSpan<float>(weights[f]);
-      OP_REQUIRES_OK(ctx, ToAbslStatus(builder.AddFeature(features_[f], tensors)));
+      OP_REQUIRES_OK(ctx, ToAbslStatus(builder.AddFeature(features_[f], tensors[f])));
     }
 
     Tensor *row_splits = nullptr, *csr_ids = nullptr, *gains = nullptr, *row_counts = nullptr;
@@ -74,10 +49,11 @@ class FeaturesToCsrOp : public OpKernel {
     // same buffer) instead of copied.
     const bool forward_ids = builder.CsrIdsAreFeatureIds();
     if (forward_ids) {
+      const Tensor& ids = ctx->input(0);
       Tensor flat_ids;
-      OP_REQUIRES(ctx, flat_ids.CopyFrom(ids[0], TensorShape({builder.num_lookups()})),
+      OP_REQUIRES(ctx, flat_ids.CopyFrom(ids, TensorShape({builder.num_lookups()})),
                   absl::InternalError(absl::StrCat("table '", table_.name, "': ",
-                                                   ids[0].NumElements(), " ids for ",
+                                                   ids.NumElements(), " ids for ",
                                                    builder.num_lookups(), " lookups")));
       ctx->set_output(1, flat_ids);
     } else {

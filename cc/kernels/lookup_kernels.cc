@@ -1,16 +1,15 @@
 // TfeEmbeddingLookup (table in a resource variable) and TfeEmbeddingLookupDense (table tensor):
 // validate, then CombineRows over the output rows on the intra-op pool.
-#include <algorithm>
 #include <string>
 
 #include "cc/core/csr_batch.h"
 #include "cc/core/errors.h"
 #include "cc/core/lookup.h"
 #include "cc/kernels/csr_inputs.h"
+#include "cc/kernels/row_sharding.h"
 #include "cc/kernels/status.h"
 #include "cc/kernels/variable_access.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/util/work_sharder.h"
 
 namespace tf_embedding {
 namespace {
@@ -20,9 +19,6 @@ using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
-
-// Sharding cost of one looked-up table row beyond its multiply-adds: usually a cache miss.
-constexpr int64_t kRowFetchCost = 100;
 
 // Writes output 0 = the activations of the batch in inputs 1-3 looked up in `table`, a float
 // matrix the caller keeps alive (and, for a variable, locked) for the duration of the call.
@@ -41,12 +37,9 @@ void ComputeActivations(OpKernelContext* ctx, const std::string& table_name,
                                            &activations));
   const float* table_data = table.flat<float>().data();
   float* out = activations->flat<float>().data();
-  const int64_t lookups_per_row = batch.num_ids / std::max<int64_t>(batch.num_rows(), 1) + 1;
-  const auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
-  tensorflow::Shard(workers->num_threads, workers->workers, batch.num_rows(),
-                    lookups_per_row * (dim + kRowFetchCost), [&](int64_t begin, int64_t end) {
-                      CombineRows(batch, table_data, dim, begin, end, out);
-                    });
+  ShardOutputRows(ctx, batch.num_rows(), batch.num_ids, dim, [&](int64_t begin, int64_t end) {
+    CombineRows(batch, table_data, dim, begin, end, out);
+  });
 }
 
 class EmbeddingLookupOp : public OpKernel {

@@ -57,6 +57,41 @@ REGISTER_OP("TfeEmbeddingLookupDense")
     })
     .Doc("TfeEmbeddingLookup on a table tensor.");
 
+REGISTER_OP("TfeFeaturesLookup")
+    .Input("table: resource")
+    .Input("ids: Tids")
+    .Input("row_info: N * int64")
+    .Input("dense_shapes: N * int64")
+    .Input("weights: N * float")
+    .Output("activations: float")
+    .Output("feature_row_counts: int64")
+    .Attr("N: int >= 1")
+    .Attr("Tids: list({int32, int64}) >= 1")
+    .Attr("input_kinds: list(string)")
+    .Attr("has_weights: list(bool)")
+    .Attr("max_sequence_lengths: list(int)")
+    .Attr("prune_invalid: list(bool)")
+    .Attr("feature_names: list(string)")
+    .Attr("combiner: string")
+    .Attr("vocabulary_size: int >= 1")
+    .Attr("table_name: string")
+    .SetShapeFn([](InferenceContext* c) {
+      int64_t num_features = 0;
+      TF_RETURN_IF_ERROR(c->GetAttr("N", &num_features));
+      const auto* handle_data = c->input_handle_shapes_and_types(0);
+      const bool known = handle_data != nullptr && handle_data->size() == 1;
+      c->set_output(0, c->Matrix(InferenceContext::kUnknownDim,
+                                 known ? MatrixDim(c, (*handle_data)[0].shape)
+                                       : c->UnknownDim()));
+      c->set_output(1, c->Vector(num_features));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+TfeFeaturesToCsr's features (same inputs after the table, same attrs) looked up in the table as
+TfeEmbeddingLookup does: the activations of the stacked batch and each feature's row count, the
+same bits as the two ops, for lookups that no update follows (no gradient).
+)doc");
+
 REGISTER_OP("TfeEmbeddingGradient")
     .Input("row_splits: N * int64")
     .Input("ids: N * int64")

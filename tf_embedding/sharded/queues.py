@@ -2,9 +2,11 @@
 `apply_gradients`.
 
 On a TPU these three calls talk through the embedding engine, so they may sit in different
-`tf.function`s. Here each replica has two stock `FIFOQueue`s: the batch queue (converted id
-batches, plus looked-up rows when pipelining) and the pending queue (a training batch's lookups,
-kept for `apply_gradients`). Calling them out of order would leave a queue op blocked forever, so
+`tf.function`s. Here each replica has stock `FIFOQueue`s: the batch queue (converted id batches,
+plus looked-up rows when pipelining), the pending queue (a training batch's lookups, kept for
+`apply_gradients`) and, without pipelining, the sparse queue: a forward-only batch of rank-2
+`SparseTensor`s as they came, which `dequeue` converts and looks up in one op (no update needs
+its converted batch). Calling them out of order would leave a queue op blocked forever, so
 every queue op is preceded by a size check that fails instead: a `RuntimeError` when executing
 eagerly, an assertion (`InvalidArgumentError` when the step runs) inside a `tf.function`.
 """
@@ -41,6 +43,8 @@ class TableBatch(NamedTuple):
 
 
 _TABLE_BATCH_DTYPES = (tf.int64, tf.int64, tf.int64, tf.float32, tf.int64)
+# A feature of a sparse batch: its indices, ids and dense_shape.
+_SPARSE_DTYPES = (tf.int64, tf.int64, tf.int64)
 
 
 class TableSpec(NamedTuple):
@@ -89,14 +93,60 @@ class ReplicaQueues:
         with tf.init_scope(), tf.device(device):
             self._batches = tf.queue.FIFOQueue(self._capacity, batch_dtypes + [tf.bool])
             self._pending = tf.queue.FIFOQueue(1, table_dtypes)
+            # Pipelining looks a batch up at enqueue time, from its converted ids, and keeps
+            # two batches in order: no sparse queue then.
+            self._sparse = None if pipelined else tf.queue.FIFOQueue(
+                1, list(_SPARSE_DTYPES) * sum(table.num_features for table in self._tables))
+
+    @property
+    def takes_sparse_batches(self) -> bool:
+        """Whether `put_sparse_batch` may be used (no pipelining)."""
+        return self._sparse is not None
 
     def put_batch(self, batch: Batch) -> None:
         components = _flatten(batch.tables) + list(batch.rows or []) + [batch.training]
-        _checked(lambda: self._batches.size() < self._capacity,
+        self._put(self._batches, components)
+
+    def put_sparse_batch(self, tables: Sequence[Sequence[tf.SparseTensor]]) -> None:
+        """Holds a forward-only batch as it came: each table's features, rank-2 SparseTensors
+        with int64 ids. REQUIRES: takes_sparse_batches."""
+        self._put(self._sparse, [component for features in tables for feature in features
+                                 for component in (feature.indices, feature.values,
+                                                   feature.dense_shape)])
+
+    def _put(self, queue: tf.queue.FIFOQueue, components: list[tf.Tensor]) -> None:
+        _checked(lambda: self._held() < self._capacity,
                  f"enqueue() called while replica {self._replica} already holds "
                  f"{self._capacity} enqueued batch(es) that no dequeue() has taken: call "
                  "dequeue() (inside strategy.run) once for each enqueue().",
-                 lambda: self._batches.enqueue(components))
+                 lambda: queue.enqueue(components))
+
+    def _held(self) -> tf.Tensor:
+        """The enqueued batches no dequeue has taken yet."""
+        if self._sparse is None:
+            return self._batches.size()
+        return self._batches.size() + self._sparse.size()
+
+    def holds_sparse_batch(self) -> tf.Tensor:
+        """Whether the next batch to dequeue is a sparse one (bool scalar). REQUIRES:
+        takes_sparse_batches."""
+        return self._sparse.size() > 0
+
+    def take_sparse_batch(self) -> list[list[tf.SparseTensor]]:
+        """The batch `put_sparse_batch` held: each table's features. REQUIRES:
+        holds_sparse_batch()."""
+        components = self._sparse.dequeue()
+        tables = []
+        for table in self._tables:
+            features = []
+            for _ in range(table.num_features):
+                indices, values, dense_shape = (components.pop(0) for _ in _SPARSE_DTYPES)
+                indices.set_shape([None, 2])
+                values.set_shape([None])
+                dense_shape.set_shape([2])
+                features.append(tf.SparseTensor(indices, values, dense_shape))
+            tables.append(features)
+        return tables
 
     def take_batch(self) -> Batch:
         components = _checked(

@@ -83,6 +83,22 @@ class TableState:
             ids, inverse = unique.unique_ids, tf.cast(unique.inverse, tf.int64)
         return queues.TableBatch(row_splits, ids, inverse, gains, batch.feature_row_counts)
 
+    @property
+    def looks_up_features_directly(self) -> bool:
+        """Whether `lookup_features` may be used: one block, read as it is (no quantization)."""
+        return self.is_single_block and self.config.quantization_config is None
+
+    def lookup_features(self, feature_inputs: Sequence[inputs_lib.FeatureInput]
+                        ) -> tuple[tf.Tensor, tf.Tensor]:
+        """One replica's features of this table -> (its [R, dim] activations, each feature's row
+        count), in one op on the block's device: `convert` + `lookup`'s bits, for a batch that no
+        update follows. REQUIRES: looks_up_features_directly."""
+        table = self.config
+        (block,), (device,) = list(self.variables["parameters"]), self.layout.devices
+        with tf.device(device):
+            return inputs_lib.features_lookup(block, table.name, table.vocabulary_size,
+                                              table.combiner, feature_inputs)
+
     def _check_compilable(self) -> None:
         """Raises ValueError if XLA cannot compile this table's steps."""
         if not self.is_single_block:

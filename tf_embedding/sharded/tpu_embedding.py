@@ -261,9 +261,15 @@ class TPUEmbedding(tables.EmbeddingBase):
             for replica in replicas:
                 replica_inputs = [self._local(inp, replica) for inp in flat_inputs]
                 replica_weights = [self._local(weight, replica) for weight in flat_weights]
+                carrier = self._batch_carrier(replica)
+                sparse = self._sparse_forward_batch(carrier, replica_inputs, replica_weights,
+                                                    training)
                 with tf.device(self._replica_devices[replica]):
-                    self._batch_carrier(replica).put_batch(
-                        self._convert(replica_inputs, replica_weights, training))
+                    if sparse is not None:
+                        carrier.put_sparse_batch(sparse)
+                    else:
+                        carrier.put_batch(self._convert(replica_inputs, replica_weights,
+                                                        training))
 
     @_library_code
     def dequeue(self, name: str | None = None, partial: bool = False) -> Any:
@@ -290,18 +296,46 @@ class TPUEmbedding(tables.EmbeddingBase):
                                "the build method.")
         features_lib.check_fully_defined(self._feature_paths, self._output_shapes)
         replica = self._replica_id("dequeue")
-        outputs: list[tf.Tensor | None] = [None] * len(self._feature_paths)
+        carrier = self._batch_carrier(replica)
         with tf.name_scope(name or "dequeue"), tf.device(self._replica_devices[replica]):
-            batch = self._batch_carrier(replica).take_batch()
-            for index, (state, table_batch) in enumerate(zip(self._tables, batch.tables)):
-                activations = state.lookup(table_batch,
-                                           None if batch.rows is None else batch.rows[index])
-                for feature_index, block in self._split(state, table_batch, activations,
-                                                        partial):
-                    outputs[feature_index] = block
-            with tf.control_dependencies(outputs):
-                self._batch_carrier(replica).put_pending(batch.tables, batch.training)
+            if self._takes_sparse_batches(carrier):
+                outputs = tf.cond(carrier.holds_sparse_batch(),
+                                  lambda: self._sparse_batch_outputs(carrier, partial),
+                                  lambda: self._batch_outputs(carrier, partial))
+            else:
+                outputs = self._batch_outputs(carrier, partial)
         return nest.pack_sequence_as(self._feature_config, outputs)
+
+    def _batch_outputs(self, carrier: queues.ReplicaQueues | handoff.FunctionHandoff,
+                       partial: bool) -> list[tf.Tensor]:
+        """The flat activations of the next converted batch, kept for apply_gradients if it is a
+        training batch."""
+        outputs: list[tf.Tensor | None] = [None] * len(self._feature_paths)
+        batch = carrier.take_batch()
+        for index, (state, table_batch) in enumerate(zip(self._tables, batch.tables)):
+            activations = state.lookup(table_batch,
+                                       None if batch.rows is None else batch.rows[index])
+            for feature_index, block in self._split(state, table_batch.feature_row_counts,
+                                                    activations, partial):
+                outputs[feature_index] = block
+        with tf.control_dependencies(outputs):
+            carrier.put_pending(batch.tables, batch.training)
+        return outputs
+
+    def _sparse_batch_outputs(self, carrier: queues.ReplicaQueues,
+                              partial: bool) -> list[tf.Tensor]:
+        """The flat activations of the next sparse batch (`_sparse_forward_batch`), each table's
+        features converted and looked up in one op."""
+        outputs: list[tf.Tensor | None] = [None] * len(self._feature_paths)
+        flat_features = nest.flatten(self._feature_config)
+        for state, sparse in zip(self._tables, carrier.take_sparse_batch()):
+            activations, row_counts = state.lookup_features([
+                features_lib.tpu_feature_input(self._feature_paths[index],
+                                               flat_features[index], tensor, None)
+                for index, tensor in zip(state.feature_indices, sparse)])
+            for feature_index, block in self._split(state, row_counts, activations, partial):
+                outputs[feature_index] = block
+        return outputs
 
     @_library_code
     def apply_gradients(self, gradients: Any, name: str | None = None) -> None:
@@ -514,7 +548,32 @@ class TPUEmbedding(tables.EmbeddingBase):
             rows = [state.gather(batch.unique_ids) for state, batch in zip(self._tables, batches)]
         return queues.Batch(batches, rows, training)
 
-    def _split(self, state: TableState, batch: queues.TableBatch, activations: tf.Tensor,
+    def _sparse_forward_batch(self, carrier: queues.ReplicaQueues | handoff.FunctionHandoff,
+                              flat_inputs: list[Any], flat_weights: list[Any],
+                              training: tf.Tensor) -> list[list[tf.SparseTensor]] | None:
+        """Each table's features, if this replica's batch may skip the conversion at enqueue
+        time (`_takes_sparse_batches`): a forward-only batch (`training` False when tracing) of
+        rank-2 SparseTensors with int64 ids and no weights. Else None."""
+        static_training = tf.get_static_value(training)
+        if static_training is None or static_training or not self._takes_sparse_batches(carrier):
+            return None
+        if not all(isinstance(inp, tf.SparseTensor) and inp.shape.rank == 2
+                   and inp.values.dtype == tf.int64 and weight is None
+                   for inp, weight in zip(flat_inputs, flat_weights)):
+            return None
+        return [[flat_inputs[index] for index in state.feature_indices]
+                for state in self._tables]
+
+    def _takes_sparse_batches(self, carrier: queues.ReplicaQueues | handoff.FunctionHandoff
+                              ) -> bool:
+        """Whether forward-only batches may wait in `carrier` unconverted, for `dequeue` to
+        convert and look up in one op: engine queues without pipelining, every table one block
+        read as it is, and no lookup profile to record."""
+        return (isinstance(carrier, queues.ReplicaQueues) and carrier.takes_sparse_batches
+                and self._profiler is None
+                and all(state.looks_up_features_directly for state in self._tables))
+
+    def _split(self, state: TableState, feature_row_counts: tf.Tensor, activations: tf.Tensor,
                partial: bool) -> list[tuple[int, tf.Tensor]]:
         """(feature index, activations in the feature's output shape) for a table's features."""
         indices = state.feature_indices
@@ -523,12 +582,12 @@ class TPUEmbedding(tables.EmbeddingBase):
         if not partial:
             expected_rows = [tf.TensorShape(shape[:-1]).num_elements() for shape in shapes]
             checks.append(tf.debugging.assert_equal(
-                batch.feature_row_counts, tf.constant(expected_rows, tf.int64),
+                feature_row_counts, tf.constant(expected_rows, tf.int64),
                 message=(f"Table {state.name}: the dequeued batch does not fill the output "
                          f"shapes {[shape[:-1] for shape in shapes]} of features "
                          f"{[self._feature_paths[index] for index in indices]}; pass "
                          "partial=True to dequeue a smaller final batch.")))
-        blocks = tf.split(activations, batch.feature_row_counts, num=len(indices), axis=0)
+        blocks = tf.split(activations, feature_row_counts, num=len(indices), axis=0)
         # The outputs depend on the check, so that a failed one stops the step before the
         # batch is kept for apply_gradients.
         with tf.control_dependencies(checks):

@@ -1,0 +1,80 @@
+#include "cc/core/sparse_lookup.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "cc/core/csr_batch.h"
+#include "cc/core/lookup.h"
+#include "cc/core/range_checks.h"
+
+namespace tf_embedding {
+namespace {
+
+// Rows are combined a chunk at a time from a CSR batch of the chunk alone: its row_splits and
+// gains are small enough to stay in the L1 cache, where the conversion would write and the lookup
+// read back those of the whole batch.
+constexpr int64_t kChunkRows = 64;
+
+}  // namespace
+
+int64_t FirstLookupOfRow(const SparseLookups& lookups, int64_t row) {
+  int64_t low = 0, high = lookups.nnz;
+  while (low < high) {
+    const int64_t middle = low + (high - low) / 2;
+    if (lookups.indices[2 * middle] < row) {
+      low = middle + 1;
+    } else {
+      high = middle;
+    }
+  }
+  return low;
+}
+
+bool SparseLookupRangeValid(const SparseLookups& lookups, int64_t begin, int64_t end,
+                            int64_t vocabulary_size) {
+  if (begin >= end) return true;
+  const int64_t* indices = lookups.indices;
+  if (begin > 0 && indices[2 * begin] < indices[2 * begin - 2]) return false;
+  return SparseLookupsValidInRowOrder(indices + 2 * begin, lookups.ids + begin, end - begin,
+                                      lookups.rows, lookups.columns, vocabulary_size);
+}
+
+bool CombineSparseRows(const SparseLookups& lookups, int64_t vocabulary_size, Combiner combiner,
+                       const float* table, int64_t dim, int64_t row_begin, int64_t row_end,
+                       int64_t lookup_begin, int64_t lookup_end, float* activations) {
+  const int64_t* indices = lookups.indices;
+  if (!SparseLookupRangeValid(lookups, lookup_begin, lookup_end, vocabulary_size)) return false;
+  // In row order, so the first and last bound the rows of the range.
+  if (lookup_begin < lookup_end &&
+      (indices[2 * lookup_begin] < row_begin || indices[2 * lookup_end - 2] >= row_end)) {
+    return false;
+  }
+  int64_t next = lookup_begin;
+  int64_t row_splits[kChunkRows + 1];
+  std::vector<float> gains;
+  for (int64_t chunk = row_begin; chunk < row_end; chunk += kChunkRows) {
+    const int64_t chunk_rows = std::min(kChunkRows, row_end - chunk);
+    const int64_t first = next;
+    row_splits[0] = 0;
+    for (int64_t r = 0; r < chunk_rows; ++r) {
+      while (next < lookup_end && indices[2 * next] == chunk + r) ++next;
+      row_splits[r + 1] = next - first;
+    }
+    const int64_t chunk_lookups = next - first;
+    gains.assign(chunk_lookups, 1.0f);
+    for (int64_t r = 0; r < chunk_rows; ++r) {
+      ApplyCombinerToRow(combiner, gains.data() + row_splits[r], gains.data() + row_splits[r + 1]);
+    }
+    CsrBatch batch;
+    batch.row_splits = row_splits;
+    batch.num_row_splits = chunk_rows + 1;
+    batch.ids = lookups.ids + first;
+    batch.num_ids = chunk_lookups;
+    batch.gains = gains.data();
+    batch.num_gains = chunk_lookups;
+    CombineRows(batch, table, dim, 0, chunk_rows, activations + chunk * dim);
+  }
+  return true;
+}
+
+}  // namespace tf_embedding

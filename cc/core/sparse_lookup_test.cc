@@ -1,0 +1,160 @@
+// CombineSparseRows against converting the feature (CsrBuilder) and looking its batch up
+// (CombineRows): the same bits for every combiner and any split of the rows, and a failed check
+// for every invalid or out-of-order feature; SparseLookupRangeValid over a partition against
+// SparseLookupsValidInRowOrder of the whole.
+#include "cc/core/sparse_lookup.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "cc/core/csr_conversion.h"
+#include "cc/core/lookup.h"
+#include "cc/core/range_checks.h"
+#include "cc/core/testing.h"
+
+namespace tf_embedding {
+namespace {
+
+constexpr int64_t kVocabulary = 50;
+constexpr int64_t kDim = 16;
+
+struct Feature {
+  std::vector<int64_t> indices;  // [nnz, 2]
+  std::vector<int64_t> ids;
+  int64_t rows = 0;
+  int64_t columns = 0;
+
+  SparseLookups View() const {
+    return {indices.data(), ids.data(), static_cast<int64_t>(ids.size()), rows, columns};
+  }
+};
+
+// Rows of 0 to 6 lookups in row order (runs of empty rows included, at both ends too).
+Feature RandomFeature(int64_t rows, uint32_t seed) {
+  std::mt19937 random(seed);
+  Feature feature;
+  feature.rows = rows;
+  feature.columns = 6;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t count = random() % 4 == 0 ? 0 : random() % 7;
+    for (int64_t c = 0; c < count; ++c) {
+      feature.indices.insert(feature.indices.end(), {r, c});
+      feature.ids.push_back(random() % kVocabulary);
+    }
+  }
+  return feature;
+}
+
+std::vector<float> RandomTable(uint32_t seed) {
+  std::mt19937 random(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> table(kVocabulary * kDim);
+  for (float& value : table) value = normal(random);
+  return table;
+}
+
+// The converted feature's batch looked up, the path TfeFeaturesToCsr + TfeEmbeddingLookup take.
+std::vector<float> ConvertedLookup(const Feature& feature, Combiner combiner,
+                                   const std::vector<float>& table) {
+  CsrBuilder builder(TableSpec{"tbl", kVocabulary, combiner});
+  FeatureTensors tensors;
+  tensors.ids = IdSpan(feature.ids.data(), static_cast<int64_t>(feature.ids.size()));
+  tensors.row_info = {feature.indices.data(), static_cast<int64_t>(feature.indices.size())};
+  tensors.row_info_shape = {static_cast<int64_t>(feature.ids.size()), 2};
+  const std::vector<int64_t> dense_shape = {feature.rows, feature.columns};
+  tensors.dense_shape = {dense_shape.data(), 2};
+  const Status status = builder.AddFeature({"f", InputKind::kSparse}, tensors);
+  TFE_EXPECT_OK(status);
+  std::vector<int64_t> row_splits(builder.num_rows() + 1), ids(builder.num_lookups());
+  std::vector<float> gains(builder.num_lookups());
+  builder.Build(row_splits.data(), ids.data(), gains.data());
+  const CsrBatch batch{row_splits.data(), static_cast<int64_t>(row_splits.size()),
+                       ids.data(),        static_cast<int64_t>(ids.size()),
+                       gains.data(),      static_cast<int64_t>(gains.size())};
+  std::vector<float> out(feature.rows * kDim);
+  CombineRows(batch, table.data(), kDim, 0, feature.rows, out.data());
+  return out;
+}
+
+// Combines `feature` over the row ranges [bounds[i], bounds[i + 1]), as TfeFeaturesLookup
+// does; whether every range passed its checks.
+bool CombineInRanges(const Feature& feature, Combiner combiner, const std::vector<float>& table,
+                     const std::vector<int64_t>& bounds, std::vector<float>* out) {
+  const SparseLookups lookups = feature.View();
+  bool valid = true;
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    const int64_t lookup_begin = i == 0 ? 0 : FirstLookupOfRow(lookups, bounds[i]);
+    const int64_t lookup_end =
+        i + 2 == bounds.size() ? lookups.nnz : FirstLookupOfRow(lookups, bounds[i + 1]);
+    valid = CombineSparseRows(lookups, kVocabulary, combiner, table.data(), kDim, bounds[i],
+                              bounds[i + 1], lookup_begin, lookup_end, out->data()) && valid;
+  }
+  return valid;
+}
+
+TFE_TEST(SameBitsAsConvertingAndLookingUpForEveryCombinerAndSplit) {
+  const std::vector<float> table = RandomTable(1);
+  for (const Combiner combiner : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
+    for (const int64_t rows : {0, 1, 7, 64, 65, 300}) {
+      const Feature feature = RandomFeature(rows, static_cast<uint32_t>(rows) + 3);
+      const std::vector<float> expected = ConvertedLookup(feature, combiner, table);
+      // Whole, then in three ranges of odd sizes (a range may start inside a run of empty rows).
+      for (const int64_t split : {int64_t{0}, rows / 3 + 1}) {
+        std::vector<float> out(rows * kDim, std::nanf(""));
+        const int64_t first = std::min(split, rows), second = std::min(2 * split + 5, rows);
+        TFE_EXPECT(CombineInRanges(feature, combiner, table, {0, first, second, rows}, &out));
+        TFE_EXPECT(std::memcmp(out.data(), expected.data(), out.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
+TFE_TEST(SomeRangeFailsOnEveryInvalidOrOutOfOrderFeature) {
+  const std::vector<float> table = RandomTable(2);
+  const Feature valid = RandomFeature(40, 9);
+  const int64_t nnz = valid.View().nnz;
+  std::vector<Feature> cases(5, valid);
+  cases[0].ids[nnz / 2] = kVocabulary;            // id out of range
+  cases[1].indices[2 * (nnz - 1)] = valid.rows;   // row out of bounds (the last)
+  cases[2].indices[2 * 5 + 1] = valid.columns;    // column out of bounds
+  std::swap(cases[3].indices[2 * 2], cases[3].indices[2 * (nnz - 3)]);  // out of order
+  cases[4].indices[2 * (nnz / 2)] = 0;            // out of order: a row back to 0
+  for (const Feature& feature : cases) {
+    for (const int64_t split : {int64_t{1}, int64_t{13}, int64_t{20}, int64_t{39}}) {
+      std::vector<float> out(valid.rows * kDim);
+      TFE_EXPECT(!CombineInRanges(feature, Combiner::kSum, table, {0, split, valid.rows}, &out));
+    }
+  }
+}
+
+TFE_TEST(RangesOfAPartitionAreValidExactlyWhenTheWholeIs) {
+  const Feature valid = RandomFeature(40, 7);
+  const int64_t nnz = valid.View().nnz;
+  std::vector<Feature> cases(5, valid);
+  cases[1].ids[nnz / 2] = kVocabulary;            // id out of range
+  cases[2].indices[2 * (nnz - 1)] = valid.rows;   // row out of bounds (the last)
+  cases[3].indices[2 * 5 + 1] = valid.columns;    // column out of bounds
+  std::swap(cases[4].indices[2 * (nnz / 2)], cases[4].indices[2 * (nnz - 1)]);  // out of order
+  for (const Feature& feature : cases) {
+    const SparseLookups lookups = feature.View();
+    const bool whole = SparseLookupsValidInRowOrder(lookups.indices, lookups.ids, nnz,
+                                                    lookups.rows, lookups.columns, kVocabulary);
+    // A partition whose boundaries fall next to each defect.
+    for (const int64_t boundary : {int64_t{1}, nnz / 2, nnz / 2 + 1, nnz - 1}) {
+      const bool parts = SparseLookupRangeValid(lookups, 0, boundary, kVocabulary) &&
+                         SparseLookupRangeValid(lookups, boundary, nnz, kVocabulary);
+      TFE_EXPECT_EQ(parts, whole);
+    }
+  }
+  TFE_EXPECT(SparseLookupRangeValid(cases[0].View(), 0, nnz, kVocabulary));
+  TFE_EXPECT(!SparseLookupRangeValid(cases[4].View(), 0, nnz, kVocabulary));
+}
+
+}  // namespace
+}  // namespace tf_embedding
+
+int main() { return tf_embedding::testing::RunAllTests(); }
