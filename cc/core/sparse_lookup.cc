@@ -5,7 +5,6 @@
 
 #include "cc/core/csr_batch.h"
 #include "cc/core/lookup.h"
-#include "cc/core/range_checks.h"
 
 namespace tf_embedding {
 namespace {
@@ -30,36 +29,31 @@ int64_t FirstLookupOfRow(const SparseLookups& lookups, int64_t row) {
   return low;
 }
 
-bool SparseLookupRangeValid(const SparseLookups& lookups, int64_t begin, int64_t end,
-                            int64_t vocabulary_size) {
-  if (begin >= end) return true;
-  const int64_t* indices = lookups.indices;
-  if (begin > 0 && indices[2 * begin] < indices[2 * begin - 2]) return false;
-  return SparseLookupsValidInRowOrder(indices + 2 * begin, lookups.ids + begin, end - begin,
-                                      lookups.rows, lookups.columns, vocabulary_size);
-}
-
 bool CombineSparseRows(const SparseLookups& lookups, int64_t vocabulary_size, Combiner combiner,
                        const float* table, int64_t dim, int64_t row_begin, int64_t row_end,
                        int64_t lookup_begin, int64_t lookup_end, float* activations) {
   const int64_t* indices = lookups.indices;
-  if (!SparseLookupRangeValid(lookups, lookup_begin, lookup_end, vocabulary_size)) return false;
-  // In row order, so the first and last bound the rows of the range.
-  if (lookup_begin < lookup_end &&
-      (indices[2 * lookup_begin] < row_begin || indices[2 * lookup_end - 2] >= row_end)) {
-    return false;
-  }
+  const uint64_t columns = lookups.columns, vocabulary = vocabulary_size;
   int64_t next = lookup_begin;
   int64_t row_splits[kChunkRows + 1];
   std::vector<float> gains;
   for (int64_t chunk = row_begin; chunk < row_end; chunk += kChunkRows) {
     const int64_t chunk_rows = std::min(kChunkRows, row_end - chunk);
+    // The chunk's lookups are the run from `next` whose rows are the chunk's, in order; their
+    // columns and ids are checked on the way, before any of their table rows is read. (Unsigned
+    // compares reject negative values too.)
     const int64_t first = next;
+    uint64_t bad = 0;
     row_splits[0] = 0;
     for (int64_t r = 0; r < chunk_rows; ++r) {
-      while (next < lookup_end && indices[2 * next] == chunk + r) ++next;
+      while (next < lookup_end && indices[2 * next] == chunk + r) {
+        bad |= (static_cast<uint64_t>(indices[2 * next + 1]) >= columns) |
+               (static_cast<uint64_t>(lookups.ids[next]) >= vocabulary);
+        ++next;
+      }
       row_splits[r + 1] = next - first;
     }
+    if (bad != 0) return false;
     const int64_t chunk_lookups = next - first;
     gains.assign(chunk_lookups, 1.0f);
     for (int64_t r = 0; r < chunk_rows; ++r) {
@@ -74,7 +68,8 @@ bool CombineSparseRows(const SparseLookups& lookups, int64_t vocabulary_size, Co
     batch.num_gains = chunk_lookups;
     CombineRows(batch, table, dim, 0, chunk_rows, activations + chunk * dim);
   }
-  return true;
+  // A lookup left over has a row outside the range or out of order.
+  return next == lookup_end;
 }
 
 }  // namespace tf_embedding

@@ -25,21 +25,19 @@ struct SparseLookups {
 // in row order, which CombineSparseRows checks.
 int64_t FirstLookupOfRow(const SparseLookups& lookups, int64_t row);
 
-// Whether lookups [begin, end) are valid and in row order, each after the one before it (lookup
-// begin after lookup begin - 1 too): SparseLookupsValidInRowOrder over a range. All ranges of a
-// partition of [0, nnz) passing is SparseLookupsValidInRowOrder of the whole feature.
-bool SparseLookupRangeValid(const SparseLookups& lookups, int64_t begin, int64_t end,
-                            int64_t vocabulary_size);
-
 // activations[r, :] for output rows [row_begin, row_end), whose lookups should be
 // [lookup_begin, lookup_end): the combiner's gain times each looked-up table row, summed in lookup
 // order as CombineRows does; rows without lookups become zeros. `activations` is
 // [lookups.rows, dim]; `table` has at least `vocabulary_size` rows.
-// First checks those lookups (SparseLookupRangeValid, and their rows within the range) and
-// returns false, having read no table row and written nothing, if they fail. Called on ranges of
-// a partition of the rows, from 0 to lookups.rows, with lookup ranges partitioning [0, nnz)
-// (from FirstLookupOfRow of each range's first row): all returning true means the whole feature
-// is valid and in row order, so each range combined exactly its rows' lookups. Ranges are
+// Returns false if those lookups are not exactly the range's rows' in row order, or one has a
+// column or id out of bounds (dense_shape[1], vocabulary_size), having read only table rows of
+// checked lookups. Rows are combined a chunk at a time, each chunk's lookups checked as its rows
+// are found.
+// Called on ranges of a partition of the rows [0, lookups.rows), the first range's lookups from
+// 0, the last's to nnz, the others' bounds from FirstLookupOfRow: all returning true means the
+// whole feature is valid and in row order, so each range combined exactly its rows' lookups
+// (every lookup lies in some range's [lookup_begin, lookup_end), whatever the bounds; one lying
+// in two ranges' would have failed one of them, their rows being disjoint). Ranges are
 // independent, so callers may run them concurrently.
 bool CombineSparseRows(const SparseLookups& lookups, int64_t vocabulary_size, Combiner combiner,
                        const float* table, int64_t dim, int64_t row_begin, int64_t row_end,

@@ -1,7 +1,6 @@
 // CombineSparseRows against converting the feature (CsrBuilder) and looking its batch up
 // (CombineRows): the same bits for every combiner and any split of the rows, and a failed check
-// for every invalid or out-of-order feature; SparseLookupRangeValid over a partition against
-// SparseLookupsValidInRowOrder of the whole.
+// for every invalid or out-of-order feature.
 #include "cc/core/sparse_lookup.h"
 
 #include <algorithm>
@@ -13,7 +12,6 @@
 
 #include "cc/core/csr_conversion.h"
 #include "cc/core/lookup.h"
-#include "cc/core/range_checks.h"
 #include "cc/core/testing.h"
 
 namespace tf_embedding {
@@ -129,29 +127,6 @@ TFE_TEST(SomeRangeFailsOnEveryInvalidOrOutOfOrderFeature) {
       TFE_EXPECT(!CombineInRanges(feature, Combiner::kSum, table, {0, split, valid.rows}, &out));
     }
   }
-}
-
-TFE_TEST(RangesOfAPartitionAreValidExactlyWhenTheWholeIs) {
-  const Feature valid = RandomFeature(40, 7);
-  const int64_t nnz = valid.View().nnz;
-  std::vector<Feature> cases(5, valid);
-  cases[1].ids[nnz / 2] = kVocabulary;            // id out of range
-  cases[2].indices[2 * (nnz - 1)] = valid.rows;   // row out of bounds (the last)
-  cases[3].indices[2 * 5 + 1] = valid.columns;    // column out of bounds
-  std::swap(cases[4].indices[2 * (nnz / 2)], cases[4].indices[2 * (nnz - 1)]);  // out of order
-  for (const Feature& feature : cases) {
-    const SparseLookups lookups = feature.View();
-    const bool whole = SparseLookupsValidInRowOrder(lookups.indices, lookups.ids, nnz,
-                                                    lookups.rows, lookups.columns, kVocabulary);
-    // A partition whose boundaries fall next to each defect.
-    for (const int64_t boundary : {int64_t{1}, nnz / 2, nnz / 2 + 1, nnz - 1}) {
-      const bool parts = SparseLookupRangeValid(lookups, 0, boundary, kVocabulary) &&
-                         SparseLookupRangeValid(lookups, boundary, nnz, kVocabulary);
-      TFE_EXPECT_EQ(parts, whole);
-    }
-  }
-  TFE_EXPECT(SparseLookupRangeValid(cases[0].View(), 0, nnz, kVocabulary));
-  TFE_EXPECT(!SparseLookupRangeValid(cases[4].View(), 0, nnz, kVocabulary));
 }
 
 }  // namespace
