@@ -105,7 +105,8 @@ TFE_TEST(SameBitsAsConvertingAndLookingUpForEveryCombinerAndSplit) {
         std::vector<float> out(rows * kDim, std::nanf(""));
         const int64_t first = std::min(split, rows), second = std::min(2 * split + 5, rows);
         TFE_EXPECT(CombineInRanges(feature, combiner, table, {0, first, second, rows}, &out));
-        TFE_EXPECT(std::memcmp(out.data(), expected.data(), out.size() * sizeof(float)) == 0);
+        TFE_EXPECT(out.empty() ||
+                   std::memcmp(out.data(), expected.data(), out.size() * sizeof(float)) == 0);
       }
     }
   }
