@@ -78,7 +78,7 @@ def convert(features, combiner, vocab=VOCAB, table_name="table"):
 
 def split(batch, features, table):
     acts = tf.constant(csr_activations(batch, table))
-    return inputs.split_activations(acts, batch, features, table.shape[1])
+    return inputs.split_activations(acts, batch.feature_row_counts, features, table.shape[1])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,7 +369,7 @@ def test_split_activations_in_tf_function_with_unknown_batch(ops):
         rows = tf.ragged.row_splits_to_segment_ids(batch.row_splits)
         acts = tf.math.unsorted_segment_sum(batch.gains[:, None] * tf.gather(table, batch.ids),
                                             rows, tf.shape(batch.row_splits)[0] - 1)
-        return inputs.split_activations(acts, batch, features, DIM)
+        return inputs.split_activations(acts, batch.feature_row_counts, features, DIM)
 
     ragged = tf.ragged.constant([[1, 2], [], [3]], tf.int64)
     sparse = tf.SparseTensor([[0, 0], [0, 1], [0, 2], [2, 0]],

@@ -16,6 +16,7 @@ import tensorflow as tf
 import tf_embedding
 from tf_embedding import keras as embedding_keras
 
+from graph_helpers import custom_ops
 from references import combined_gains, reference_step
 from subprocess_helpers import fresh_process_output
 
@@ -154,6 +155,35 @@ def test_lookups_match_stock_tpu_embedding_for_serving():
         for name in features:
             np.testing.assert_allclose(actual[name].numpy(), expected[name].numpy(),
                                        rtol=1e-6, atol=1e-6, err_msg=f"{kind} {name}")
+
+
+def test_forward_pass_looks_up_in_one_op_and_training_converts_in_its_gradient():
+    """Without a gradient, each table's features are converted and looked up in one op
+    (TfeFeaturesLookup); a training step converts them again in the gradient, for the update.
+    Both look up the same bits."""
+    layer = embedding_keras.TPUEmbedding(make_feature_config(), "sgd")
+    features, _ = inputs(make_samples(np.random.default_rng(1), 1)[0], "sparse")
+
+    @tf.function
+    def forward(features):
+        return layer(features)
+
+    @tf.function
+    def train(features):
+        with tf.GradientTape() as tape:
+            activations = layer(features)
+            loss = tf.add_n([tf.reduce_sum(value) for value in activations.values()])
+        tape.gradient(loss, layer.trainable_variables)
+        return activations
+
+    assert custom_ops(forward, features) == {"TfeFeaturesLookup"}
+    assert {"TfeFeaturesLookup", "TfeFeaturesToCsr", "TfeSparseApplySgd"} <= custom_ops(
+        train, features)
+    looked_up, trained = forward(features), train(features)
+    for name in features:
+        np.testing.assert_array_equal(looked_up[name].numpy(), trained[name].numpy())
+    # The training step updated the tables.
+    assert not np.array_equal(forward(features)["watched"].numpy(), looked_up["watched"].numpy())
 
 
 def test_dense_and_sequence_inputs_have_tf_cpu_lookup_shapes():

@@ -16,6 +16,7 @@ from tensorflow.python.distribute import sharded_variable
 
 import tf_embedding
 
+from graph_helpers import custom_ops
 from references import combined_gains, reference_step
 from sharded_helpers import FEATURES, GLOBAL_BATCH, MAX_SEQUENCE_LENGTH, STRATEGIES, TABLES
 from sharded_helpers import feature_config, feature_kind, initial_table, make_samples
@@ -633,13 +634,6 @@ def test_inference_batches_need_no_apply_gradients():
     dequeue_and_apply(emb)
 
 
-def _custom_ops(function, *args) -> set[str]:
-    """The tf_embedding ops a trace of `function` runs, in its graph and nested functions."""
-    graph_def = function.get_concrete_function(*args).graph.as_graph_def()
-    nodes = [*graph_def.node, *(node for f in graph_def.library.function for node in f.node_def)]
-    return {node.op for node in nodes if node.op.startswith("Tfe")}
-
-
 @pytest.mark.parametrize("in_function", [False, True])
 def test_sparse_inference_batches_are_looked_up_unconverted_with_the_same_bits(in_function):
     """A forward-only batch of rank-2 SparseTensors waits unconverted and is converted and looked
@@ -662,10 +656,10 @@ def test_sparse_inference_batches_are_looked_up_unconverted_with_the_same_bits(i
     for key in expected:
         np.testing.assert_array_equal(inference[key].numpy(), training[key].numpy())
     if in_function:
-        assert "TfeFeaturesLookup" in _custom_ops(step, small_features("sparse"), False)
-        assert "TfeFeaturesToCsr" not in _custom_ops(step, small_features("sparse"), False)
-        assert "TfeFeaturesToCsr" in _custom_ops(step, small_features("ragged"), False)
-        assert "TfeFeaturesToCsr" in _custom_ops(step, small_features("sparse"), True)
+        assert "TfeFeaturesLookup" in custom_ops(step, small_features("sparse"), False)
+        assert "TfeFeaturesToCsr" not in custom_ops(step, small_features("sparse"), False)
+        assert "TfeFeaturesToCsr" in custom_ops(step, small_features("ragged"), False)
+        assert "TfeFeaturesToCsr" in custom_ops(step, small_features("sparse"), True)
 
 
 def test_sparse_inference_batches_share_the_queue_capacity():

@@ -10,9 +10,11 @@ outputs.
 from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
-# Private TF API, as in ops.py: TfeFeaturesLookup only reads its table, so lookups of one table
-# in a tf.function need not run one after another.
+# Private TF APIs, as in ops.py: record a variable read through its handle, and tell automatic
+# control dependencies that TfeFeaturesLookup only reads its table (so lookups of one table in a
+# tf.function need not run one after another).
 from tensorflow.python.framework import auto_control_deps_utils
+from tensorflow.python.ops import resource_variable_ops
 
 from tf_embedding import _loader
 
@@ -132,6 +134,9 @@ def features_lookup(table_variable: Any, table_name: str, vocabulary_size: int, 
     feature_row_counts). The same bits as converting, then `ops.embedding_lookup`; faster for
     rank-2 sparse features without weights, which it reads without building the batch. Not
     differentiable: for lookups that no update follows."""
+    # As ops.embedding_lookup does: the op reads the variable through its handle, so record the
+    # access (tf.function then tracks the variable as captured).
+    resource_variable_ops.variable_accessed(table_variable)
     return _loader.load_ops().tfe_features_lookup(
         table=table_variable.handle,
         **_conversion_arguments(table_name, vocabulary_size, combiner, features))
@@ -186,9 +191,10 @@ def activation_shape(feature: FeatureInput, dim: int) -> tf.Tensor:
     return tf.concat([outer, tf.constant([dim], tf.int64)], axis=0)
 
 
-def split_activations(activations: tf.Tensor, batch: CsrBatch, features: Sequence[FeatureInput],
-                      dim: int) -> List[tf.Tensor]:
-    """Splits a batch's stacked [R, dim] activations into each feature's output."""
-    blocks = tf.split(activations, batch.feature_row_counts, num=len(features), axis=0)
+def split_activations(activations: tf.Tensor, feature_row_counts: tf.Tensor,
+                      features: Sequence[FeatureInput], dim: int) -> List[tf.Tensor]:
+    """Splits a batch's stacked [R, dim] activations into each feature's output, given the
+    output rows of each feature (`CsrBatch.feature_row_counts`)."""
+    blocks = tf.split(activations, feature_row_counts, num=len(features), axis=0)
     return [tf.reshape(block, activation_shape(feature, dim))
             for block, feature in zip(blocks, features)]

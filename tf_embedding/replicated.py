@@ -137,7 +137,8 @@ class TPUEmbeddingV0(tables.EmbeddingBase):
                                                feature_inputs)
             activations = ops.embedding_lookup(variable, batch.row_splits, batch.ids,
                                                batch.gains, table_name=table.name)
-            blocks = inputs_lib.split_activations(activations, batch, feature_inputs, table.dim)
+            blocks = inputs_lib.split_activations(activations, batch.feature_row_counts,
+                                                  feature_inputs, table.dim)
         return [plan.finish(block) for plan, block in zip(plans, blocks)]
 
 

@@ -40,15 +40,37 @@ def trained_lookup(engine: Any, plans: Sequence[features_lib.CpuLookupPlan], hel
             raise ValueError(
                 f"Feature {plan.feature_input.name} sets output_shape, so its ragged input needs "
                 "a static batch size (give the Input or the dataset a fixed batch size).")
-    engine._maybe_build()  # pylint: disable=protected-access
-    tables = engine._tables  # pylint: disable=protected-access
+    # pylint: disable=protected-access
+    engine._maybe_build()
+    tables = engine._tables
     table_inputs = [[plans[index].feature_input for index in state.feature_indices]
                     for state in tables]
-    batches = engine._convert_tables(table_inputs, training)  # pylint: disable=protected-access
+    if engine._looks_up_features_directly():
+        # Each table's features converted and looked up in one op; the update, if a gradient
+        # asks for one, converts the same inputs then. A forward pass (predict, evaluate) never
+        # builds the converted batches.
+        def look_up() -> list[tuple[tf.Tensor, tf.Tensor]]:
+            return engine._lookup_features(table_inputs)
+
+        def training_batches() -> list[Any]:
+            return engine._convert_tables(table_inputs, training)
+    else:
+        batches = engine._convert_tables(table_inputs, training)
+
+        def look_up() -> list[tuple[tf.Tensor, tf.Tensor]]:
+            return [(activations, batch.feature_row_counts) for activations, batch
+                    in zip(engine._lookup_batches(batches), batches)]
+
+        def training_batches() -> list[Any]:
+            return batches
+
+    row_counts: list[tf.Tensor] = []
 
     @tf.custom_gradient
     def trap(helper_value):
-        activations = engine._lookup_batches(batches)  # pylint: disable=protected-access
+        looked_up = look_up()
+        activations = [value for value, _ in looked_up]
+        row_counts.extend(counts for _, counts in looked_up)
 
         def apply_embedding_optimizers(*activation_gradients):
             gradients = [tf.zeros_like(value) if gradient is None else gradient
@@ -56,7 +78,7 @@ def trained_lookup(engine: Any, plans: Sequence[features_lib.CpuLookupPlan], hel
             if gradient_scale is not None:
                 scale = tf.cast(gradient_scale(), tf.float32)
                 gradients = [gradient * scale for gradient in gradients]
-            engine._apply_table_gradients(batches, gradients)  # pylint: disable=protected-access
+            engine._apply_table_gradients(training_batches(), gradients)
             if after_update is not None:
                 after_update()
             return tf.zeros_like(helper_value)
@@ -64,10 +86,9 @@ def trained_lookup(engine: Any, plans: Sequence[features_lib.CpuLookupPlan], hel
         return activations, apply_embedding_optimizers
 
     outputs: list[Any] = [None] * len(plans)
-    for state, batch, activations, inputs in zip(tables, batches,
-                                                 trap(tf.convert_to_tensor(helper)),
-                                                 table_inputs):
-        blocks = inputs_lib.split_activations(activations, batch, inputs, state.config.dim)
+    trapped = trap(tf.convert_to_tensor(helper))
+    for state, counts, activations, inputs in zip(tables, row_counts, trapped, table_inputs):
+        blocks = inputs_lib.split_activations(activations, counts, inputs, state.config.dim)
         for index, block in zip(state.feature_indices, blocks):
             outputs[index] = plans[index].finish(block)
     return outputs

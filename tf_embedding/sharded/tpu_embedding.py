@@ -567,11 +567,27 @@ class TPUEmbedding(tables.EmbeddingBase):
     def _takes_sparse_batches(self, carrier: queues.ReplicaQueues | handoff.FunctionHandoff
                               ) -> bool:
         """Whether forward-only batches may wait in `carrier` unconverted, for `dequeue` to
-        convert and look up in one op: engine queues without pipelining, every table one block
-        read as it is, and no lookup profile to record."""
+        convert and look up in one op: engine queues without pipelining (not inside XLA, not
+        under ParameterServerStrategy), and `_looks_up_features_directly`."""
         return (isinstance(carrier, queues.ReplicaQueues) and carrier.takes_sparse_batches
+                and self._looks_up_features_directly())
+
+    def _looks_up_features_directly(self) -> bool:
+        """Whether `_lookup_features` may look this replica's batch up (the Keras layer's path):
+        not inside XLA (TfeFeaturesLookup has no XLA kernel), no parameter-server tasks, no
+        lookup profile to record (it observes converted batches), and every table one block
+        read as it is."""
+        return (not ops.compiling_with_xla() and not self._parameter_servers
                 and self._profiler is None
                 and all(state.looks_up_features_directly for state in self._tables))
+
+    def _lookup_features(self, table_inputs: list[list[Any]]
+                         ) -> list[tuple[tf.Tensor, tf.Tensor]]:
+        """Each table's (activations [R, dim], feature_row_counts) of this replica's features,
+        converted and looked up in one op, for `table_inputs` as `_convert_tables` takes them.
+        Not differentiable: convert the same inputs (`_convert_tables`) to update. REQUIRES:
+        `_looks_up_features_directly()`."""
+        return [state.lookup_features(inputs) for state, inputs in zip(self._tables, table_inputs)]
 
     def _split(self, state: TableState, feature_row_counts: tf.Tensor, activations: tf.Tensor,
                partial: bool) -> list[tuple[int, tf.Tensor]]:
