@@ -364,6 +364,12 @@ Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) 
   return Status();
 }
 
+Status CsrBuilder::AddFeatures(const std::vector<FeatureSpec>& specs,
+                               const std::vector<FeatureTensors>& tensors) {
+  for (size_t f = 0; f < specs.size(); ++f) TFE_RETURN_IF_ERROR(AddFeature(specs[f], tensors[f]));
+  return Status();
+}
+
 bool CsrBuilder::CsrIdsAreFeatureIds() const {
   return features_.size() == 1 && features_[0].contiguous && features_[0].tensors.ids.is_int64();
 }

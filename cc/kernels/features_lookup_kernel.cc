@@ -132,9 +132,7 @@ class FeaturesLookupOp : public OpKernel {
   void ConvertAndLookUp(OpKernelContext* ctx, const std::vector<FeatureTensors>& tensors,
                         const Tensor& table, float* out) const {
     CsrBuilder builder(table_);
-    for (size_t f = 0; f < features_.size(); ++f) {
-      OP_REQUIRES_OK(ctx, ToAbslStatus(builder.AddFeature(features_[f], tensors[f])));
-    }
+    OP_REQUIRES_OK(ctx, ToAbslStatus(builder.AddFeatures(features_, tensors)));
     std::vector<int64_t> row_splits(builder.num_rows() + 1), ids(builder.num_lookups());
     std::vector<float> gains(builder.num_lookups());
     builder.Build(row_splits.data(), ids.data(), gains.data());
