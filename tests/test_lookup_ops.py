@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops
 
-from tf_embedding import _loader, ops
+from tf_embedding import _loader, inputs, ops
 
 from references import csr, reference_lookup
 from subprocess_helpers import last_printed_words
@@ -307,12 +307,15 @@ def test_xla_lookup_skips_ids_outside_the_table():
     np.testing.assert_array_equal(lookup(row_splits, ids, gains).numpy(), expected)
 
 
-# Under XLA too: the kernel checks the variable's dtype and rank when it compiles.
-@pytest.mark.parametrize("jit_compile", [False, True], ids=["tf", "xla"])
-@pytest.mark.parametrize("value,message", [
+BAD_TABLE_VARIABLES = [
     (np.zeros([4], np.float32), r"Table 'video': table variable must be a matrix, got shape \[4\]"),
     (np.zeros([4, 2], np.int32), "Table 'video': table variable must hold float32, got int32"),
-])
+]
+
+
+# Under XLA too: the kernel checks the variable's dtype and rank when it compiles.
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["tf", "xla"])
+@pytest.mark.parametrize("value,message", BAD_TABLE_VARIABLES)
 def test_lookup_rejects_bad_table_variable(value, message, jit_compile):
     table = tf.Variable(value, name="video")
     lookup = tf.function(lambda *batch: ops.embedding_lookup(table, *batch),
@@ -327,6 +330,19 @@ def test_lookup_rejects_uninitialized_variable():
     with pytest.raises(tf.errors.FailedPreconditionError,
                        match="Table 'video': table variable is not initialized"):
         ops.embedding_lookup(variable, *VALID)
+
+
+# TfeFeaturesLookup checks its table as the lookup does, and that it holds the vocabulary its
+# ids are checked against.
+@pytest.mark.parametrize("value,message", BAD_TABLE_VARIABLES + [
+    (np.zeros([3, 2], np.float32), "Table 'video': the table has 3 rows but vocabulary_size is 4"),
+])
+def test_features_lookup_rejects_bad_table_variable(value, message):
+    table = tf.Variable(value, name="video")
+    feature = inputs.FeatureInput(
+        "f", tf.SparseTensor([[0, 0]], tf.constant([1], tf.int64), [1, 1]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        inputs.features_lookup(table, "video", 4, "sum", [feature])
 
 
 def test_dense_lookup_rejects_non_matrix_table():

@@ -67,14 +67,13 @@ std::vector<float> ConvertedLookup(const Feature& feature, Combiner combiner,
   tensors.dense_shape = {dense_shape.data(), 2};
   const Status status = builder.AddFeature({"f", InputKind::kSparse}, tensors);
   TFE_EXPECT_OK(status);
-  std::vector<int64_t> row_splits(builder.num_rows() + 1), ids(builder.num_lookups());
-  std::vector<float> gains(builder.num_lookups());
-  builder.Build(row_splits.data(), ids.data(), gains.data());
-  const CsrBatch batch{row_splits.data(), static_cast<int64_t>(row_splits.size()),
-                       ids.data(),        static_cast<int64_t>(ids.size()),
-                       gains.data(),      static_cast<int64_t>(gains.size())};
+  testing::CsrArrays csr;
+  csr.row_splits.resize(builder.num_rows() + 1);
+  csr.ids.resize(builder.num_lookups());
+  csr.gains.resize(builder.num_lookups());
+  builder.Build(csr.row_splits.data(), csr.ids.data(), csr.gains.data());
   std::vector<float> out(feature.rows * kDim);
-  CombineRows(batch, table.data(), kDim, 0, feature.rows, out.data());
+  CombineRows(csr.View(), table.data(), kDim, 0, feature.rows, out.data());
   return out;
 }
 

@@ -135,12 +135,12 @@ class ReplicaQueues:
     def take_sparse_batch(self) -> list[list[tf.SparseTensor]]:
         """The batch `put_sparse_batch` held: each table's features. REQUIRES:
         holds_sparse_batch()."""
-        components = self._sparse.dequeue()
+        components = iter(self._sparse.dequeue())
         tables = []
         for table in self._tables:
             features = []
             for _ in range(table.num_features):
-                indices, values, dense_shape = (components.pop(0) for _ in _SPARSE_DTYPES)
+                indices, values, dense_shape = (next(components) for _ in _SPARSE_DTYPES)
                 indices.set_shape([None, 2])
                 values.set_shape([None])
                 dense_shape.set_shape([2])
