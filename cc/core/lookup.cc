@@ -28,13 +28,22 @@ __attribute__((always_inline)) inline void CombineRowsImpl(
   const int64_t prefetch_distance = PrefetchDistance(d);
   const int64_t* __restrict ids = batch.ids;
   const float* __restrict gains = batch.gains;
+  const int64_t begin_lookup = batch.row_splits[row_begin];
   const int64_t end_lookup = batch.row_splits[row_end];
-  const auto prefetch_ahead = [&](int64_t k) {
-    if (k + prefetch_distance < end_lookup) {
-      const float* ahead = table + ids[k + prefetch_distance] * d;
-      for (int64_t j = 0; j < d; j += kFloatsPerCacheLine) __builtin_prefetch(ahead + j);
-    }
+  const auto prefetch = [&](int64_t k) {
+    const float* row = table + ids[k] * d;
+    for (int64_t j = 0; j < d; j += kFloatsPerCacheLine) __builtin_prefetch(row + j);
   };
+  const auto prefetch_ahead = [&](int64_t k) {
+    if (k + prefetch_distance < end_lookup) prefetch(k + prefetch_distance);
+  };
+  // The loop prefetches each lookup's row `prefetch_distance` lookups before it; the first ones,
+  // which no earlier lookup prefetches, are prefetched here at once, so that their misses
+  // overlap instead of stalling the first rows one by one. Callers combine many short ranges
+  // (a thread's rows, a chunk of rows), so these misses are not rare.
+  for (int64_t k = begin_lookup; k < std::min(end_lookup, begin_lookup + prefetch_distance); ++k) {
+    prefetch(k);
+  }
   for (int64_t r = row_begin; r < row_end; ++r) {
     float* __restrict out = activations + r * d;
     const int64_t begin = batch.row_splits[r], end = batch.row_splits[r + 1];
