@@ -13,8 +13,8 @@ Every (variant, distribution, thread count) runs in a fresh worker process (this
 distorts another.
 The orchestrator writes the batches once (numpy, fixed seed) and every worker turns the same ids
 into the same SparseTensors. Each worker builds its variables, runs `--warmup` untimed steps
-(tracing included), then times `--steps` steps one by one and reports the median; input
-generation is not timed, our CSR conversion is (it is part of the forward pass). With
+(tracing included), then `--rounds` rounds of `--steps` steps timed one by one, and reports the
+median; input generation is not timed, our CSR conversion is (it is part of the forward pass). With
 `--steps-per-call N` a forward or train "step" of those counts is one tf.function call running N
 steps in a loop over a tf.data iterator of the batches (the loop of TPU embedding code), and
 times are per step.
@@ -24,7 +24,8 @@ with N threads; rows with more than one thread give their parallel efficiency ag
 1-thread row. Samples/s are compared with the stock-TF baseline of the same phase, distribution
 and thread count measured in the same run, and with the native limit of the same ids and thread
 count (benchmark_limit.py: plain C++ doing the phase's work on this machine), timed once for the
-table and again right after each worker, the fastest of those timings counting. While a worker times
+limit table and, kept running beside each worker on its CPUs, again right after each of its
+rounds: a row's share of the limit is the median of those paired ratios. While a worker times
 its steps it also measures the CPU that other processes used (from /proc/stat), so a row
 measured on a busy machine is marked as such. See docs/benchmarks.md for results.
 """
@@ -32,6 +33,7 @@ measured on a busy machine is marked as such. See docs/benchmarks.md for results
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -60,9 +62,9 @@ import benchmark_variants as bv  # pylint: disable=wrong-import-position
 
 GIB = 1 << 30
 FULL = dict(tables=8, vocab=1_000_000, dim=64, batch=4096, ids_per_sample=20, steps=10,
-            warmup=3, batches=4, distribution="zipf,uniform")
+            warmup=3, rounds=3, batches=4, distribution="zipf,uniform")
 QUICK = dict(tables=2, vocab=20_000, dim=16, batch=256, ids_per_sample=5, steps=3, warmup=1,
-             batches=2, distribution="zipf,uniform")
+             rounds=2, batches=2, distribution="zipf,uniform")
 # Peak RSS may exceed tables + slots by at most this much (the performance issue's target; the
 # earlier kernels issue allowed 1.5 GiB).
 RSS_BUDGET = 1.0 * GIB
@@ -173,8 +175,25 @@ class OtherProcessesCpu:
         return min(max(0.0, (busy - own) / wall), os.cpu_count()), steal / wall
 
 
-def measure(variant: bv.Variant, ctx: bv.Context, steps: int, warmup: int) -> dict[str, Any]:
-    """Builds the variant, runs its warm-up and timed steps, and reports times and memory.
+@dataclasses.dataclass(frozen=True)
+class PairedLimit:
+    """The native limit a worker times after each of its rounds: the program kept running on the
+    row's ids and threads, and the phases compared with the row at their prefetch distances."""
+
+    rounds: benchmark_limit.Rounds
+    threads: int
+    prefetch: dict[str, int]
+
+    def seconds(self) -> dict[str, float]:
+        """{limit phase: its median step time}, timed now."""
+        run = self.rounds.next_run().limits[self.threads]
+        return {p: run.phase(p).seconds_by_prefetch[d] for p, d in self.prefetch.items()}
+
+
+def measure(variant: bv.Variant, ctx: bv.Context, steps: int, warmup: int, rounds: int,
+            limit: PairedLimit | None) -> dict[str, Any]:
+    """Builds the variant, runs its warm-up steps, then `rounds` rounds of timed steps, each
+    followed by a timing of the native limit (`limit`, if given), and reports times and memory.
 
     Memory: the process peak (`ru_maxrss`) over everything, and what the steps alone add to the
     RSS the variant had once built (its temporaries, tracing included).
@@ -185,16 +204,28 @@ def measure(variant: bv.Variant, ctx: bv.Context, steps: int, warmup: int) -> di
     for i in range(warmup):
         setup.step(i)
 
-    others = OtherProcessesCpu()
-    wall0 = time.perf_counter()
-    times, cpu_times = [], []
-    for i in range(warmup, warmup + steps):
-        start, cpu_start = time.perf_counter(), time.process_time()
-        setup.step(i)
-        times.append((time.perf_counter() - start) / setup.steps_per_call)
-        cpu_times.append((time.process_time() - cpu_start) / setup.steps_per_call)
-    wall = time.perf_counter() - wall0
-    others_cores, steal_cores = others.cores()
+    times, cpu_times, paired, window_cores, wall = [], [], [], [], 0.0
+    for r in range(rounds):
+        # Only while our steps run: the limit's program, a live child, would count as another
+        # process.
+        others = OtherProcessesCpu()
+        round_start = time.perf_counter()
+        round_times = []
+        for i in range(warmup + r * steps, warmup + (r + 1) * steps):
+            start, cpu_start = time.perf_counter(), time.process_time()
+            setup.step(i)
+            round_times.append((time.perf_counter() - start) / setup.steps_per_call)
+            cpu_times.append((time.process_time() - cpu_start) / setup.steps_per_call)
+        wall += time.perf_counter() - round_start
+        window_cores.append(others.cores())
+        times += round_times
+        if limit:
+            paired.append({"step_seconds": statistics.median(round_times),
+                           "limit_seconds": limit.seconds()})
+    others_cores, steal_cores = (
+        (None, None) if any(c is None for c, _ in window_cores)
+        else (statistics.mean(c for c, _ in window_cores),
+              statistics.mean(s for _, s in window_cores)))
     steps_peak = _max_rss()
 
     return {
@@ -212,6 +243,8 @@ def measure(variant: bv.Variant, ctx: bv.Context, steps: int, warmup: int) -> di
         "others_cores": others_cores,
         "steal_cores": steal_cores,
         "own_cores": sum(cpu_times) / wall,
+        # Per round: our median step and the limit timed right after it.
+        "paired_rounds": paired,
         "checksum": setup.checksum() if setup.checksum else None,
     }
 
@@ -241,7 +274,16 @@ def run_worker(spec_path: str) -> int:
             variant = bv.VARIANTS[job["variant"]]
             steps_per_call = spec["steps_per_call"] if variant.phase in LOOPED_PHASES else 1
             ctx = bv.Context(workload, np.load(job["inputs"]), steps_per_call)
-            result.update(measure(variant, ctx, spec["steps"], spec["warmup"]))
+            with contextlib.ExitStack() as stack:
+                limit = None
+                if "limit_prefetch" in job:
+                    prefetch = job["limit_prefetch"]
+                    limit = PairedLimit(stack.enter_context(benchmark_limit.Rounds(
+                        job["inputs"], workload.vocab, workload.dim, [threads], spec["steps"],
+                        spec["warmup"], bv.LEARNING_RATE, bv.INITIAL_ACCUMULATOR,
+                        sorted(set(prefetch.values())))), threads, prefetch)
+                result.update(measure(variant, ctx, spec["steps"], spec["warmup"],
+                                      spec["rounds"], limit))
         except Exception:  # pylint: disable=broad-except
             # Reported in the table; the other jobs of a shared process still run.
             result["error"] = traceback.format_exc()
@@ -345,6 +387,16 @@ class Row:
 
     def samples_per_second(self, batch: int) -> float:
         return batch / self.seconds
+
+    def share_of_limit(self, phase: str) -> float:
+        """Samples/s as a share of the native limit phase `phase`'s: the median, over every
+        round of every run, of the limit's step time timed right after the round over ours in
+        the round. Paired so: this machine's memory speed drifts within minutes (the limit's
+        own 2-thread Zipf gather has ranged over 4.3-9.2 ms in one hour), and a ratio of two
+        timings taken moments apart cancels the drift that a comparison with one fastest
+        timing would keep."""
+        return statistics.median(paired["limit_seconds"][phase] / paired["step_seconds"]
+                                 for run in self.runs for paired in run["paired_rounds"])
 
     @property
     def spread(self) -> float:
@@ -461,18 +513,6 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
                      and r.variant.phase == phase and r.threads == threads
                      and getattr(r.variant, key) == value), None)
 
-    def fastest_limit(r: Row, phase: str) -> float:
-        """The fastest timing, in this run, of the native limit phase `phase` on r's
-        distribution and thread count: the limit table's and those timed right after each
-        worker (every --repeat). As for the rows, contention (and a run that got fewer 2 MiB
-        pages) only ever adds time, so the fastest timing is the least disturbed estimate of
-        the limit."""
-        paired = [run["paired_limit_seconds"][phase] for o in rows
-                  if o.ok and o.variant.phase != "part" and o.distribution == r.distribution
-                  and o.threads == r.threads
-                  for run in o.runs if phase in run["paired_limit_seconds"]]
-        return min([limits[r.distribution].run.limits[r.threads].phase(phase).seconds, *paired])
-
     def one_thread(r: Row) -> float | None:
         """The 1-thread median step time of r's variant and distribution."""
         return next((o.seconds for o in rows if o.ok and o.variant == r.variant
@@ -490,8 +530,7 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
         baseline = find(r.distribution, v.phase, r.threads, baseline=True)
         sps = r.samples_per_second(batch)
         ratio = f"{sps / baseline.samples_per_second(batch):.2f}x" if baseline else ""
-        # Samples/s as a share of the limit's: its step time over ours.
-        shares = {phase: f"{100 * fastest_limit(r, phase) / r.seconds:.0f}%"
+        shares = {phase: f"{100 * r.share_of_limit(phase):.0f}%"
                   for phase in benchmark_limit.compared_phases(v.phase)}
         share = shares[benchmark_limit.LIMIT_PHASES[v.phase]]
         fused_share = shares.get(benchmark_limit.FUSED_TRAIN_PHASE, "")
@@ -520,9 +559,10 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
         "vs stock: against the phase's baseline variant of the same distribution and threads.",
         "of limit: share of the native limit's samples/s on the same ids and threads (forward "
         "and serve: its gather-sum; train: its gather-sum + deduplicated Adagrad step in API "
-        "order), the limit's fastest timing in this run: the table below, or one timed right "
-        "after a row at that table's fastest prefetch distance; of fused: the same for a "
-        "training row against the limit's fused train step.",
+        "order), paired: the median over the row's rounds (every run) of the limit's step "
+        "time, timed right after the round on the same CPUs at the table below's fastest "
+        "prefetch distance, over ours in the round; of fused: the same for a training row "
+        "against the limit's fused train step.",
         "par eff: parallel efficiency, t1 / (N x tN) with the 1-thread row of the same variant "
         "and distribution (100%: linear scaling).",
         "ms/step: median wall time; IQR: its interquartile range; CPU ms: median CPU time of a "
@@ -604,6 +644,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "gathers from a copy of the whole table (docs/benchmarks.md)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run every job this many times, round robin; report the fastest")
+    parser.add_argument("--rounds", type=int,
+                        help="timed rounds per run, each of --steps steps and followed by a "
+                             "timing of the native limit the row is a share of")
     parser.add_argument("--batches", type=int,
                         help="distinct precomputed batches, cycled through")
     parser.add_argument("--seed", type=int, default=0)
@@ -634,8 +677,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--warmup and --steps must be at least 1 (the first step traces)")
     if args.steps_per_call < 1:
         parser.error("--steps-per-call must be at least 1")
-    if args.repeat < 1:
-        parser.error("--repeat must be at least 1")
+    if args.repeat < 1 or args.rounds < 1:
+        parser.error("--repeat and --rounds must be at least 1")
     try:
         args.threads = [int(n) for n in args.threads.split(",")]
     except ValueError:
@@ -677,7 +720,8 @@ def run_workers(args: argparse.Namespace, workload: bv.Workload, jobs: list[dict
         with open(spec_path, "w") as f:
             json.dump({"workload": dataclasses.asdict(workload), "jobs": group,
                        "steps": args.steps, "warmup": args.warmup,
-                       "steps_per_call": args.steps_per_call, "results": results_path,
+                       "steps_per_call": args.steps_per_call, "rounds": args.rounds,
+                       "results": results_path,
                        "threads": group[0]["threads"],
                        "inter_op_threads": args.inter_op_threads}, f)
         label = ", ".join(f"{j['variant']}/{j['distribution']}/{j['threads']}" for j in group)
@@ -704,9 +748,6 @@ def run_workers(args: argparse.Namespace, workload: bv.Workload, jobs: list[dict
         worker_others, worker_steal = others.cores()
         for result in done:
             result.update(worker_others_cores=worker_others, worker_steal_cores=worker_steal)
-            if "error" not in result and bv.VARIANTS[result["variant"]].phase != "part":
-                result["paired_limit_seconds"] = paired_limit_seconds(
-                    args, workload, limits[result["distribution"]], result)
         for result in done:
             if "error" in result:
                 print(f"  {result['variant']}/{result['distribution']}/{result['threads']} "
@@ -718,24 +759,11 @@ def run_workers(args: argparse.Namespace, workload: bv.Workload, jobs: list[dict
     return sorted(results, key=lambda r: order[_job_key(r)])
 
 
-def paired_limit_seconds(args: argparse.Namespace, workload: bv.Workload, limit: NativeLimit,
-                         result: dict[str, Any]) -> dict[str, float]:
-    """{limit phase: step time} of the native limit phases `result`'s row is compared with (a
-    training row: the API-order and the fused step), on its distribution and thread count,
-    timed right after its worker at each phase's fastest prefetch distance in the run's first
-    limit. This machine's memory speed drifts within minutes, and a fresh run of the limit does
-    not always get all its 2 MiB pages: timings spread over the run give `report` (which takes
-    the fastest) the machine's best."""
-    phases = benchmark_limit.compared_phases(bv.VARIANTS[result["variant"]].phase)
-    threads = result["threads"]
-    best = {p: limit.run.limits[threads].phase(p).best_prefetch for p in phases}
-    run = benchmark_limit.run(result["inputs"], workload.vocab, workload.dim, [threads],
-                              args.steps, args.warmup, bv.LEARNING_RATE,
-                              bv.INITIAL_ACCUMULATOR, args.timeout,
-                              prefetch=sorted(set(best.values())))
-    # A phase's timing at its own best distance (the program reports each phase's fastest of
-    # the distances given).
-    return {p: run.limits[threads].phase(p).seconds_by_prefetch[best[p]] for p in phases}
+def limit_prefetch(limit: NativeLimit, variant: bv.Variant, threads: int) -> dict[str, int]:
+    """{limit phase: prefetch distance} of the phases a row of `variant` is compared with, each
+    at its fastest distance in the run's first limit."""
+    return {p: limit.run.limits[threads].phase(p).best_prefetch
+            for p in benchmark_limit.compared_phases(variant.phase)}
 
 
 def _job_key(job: dict[str, Any]) -> tuple[str, str, int]:
@@ -781,7 +809,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({_gib(workload.table_bytes)} GiB; Adagrad slots as much again), batch "
         f"{workload.batch}, {workload.ids_per_sample} ids per sample per table, sum combiner, "
         f"Adagrad lr {bv.LEARNING_RATE}",
-        f"timing:   {args.warmup} warm-up + {args.steps} timed steps (median)"
+        f"timing:   {args.warmup} warm-up + {args.rounds} x {args.steps} timed steps (median), "
+        "the native limit timed after each round of steps"
         + (f"; forward and train: each of those a tf.function call of {args.steps_per_call} "
            "steps, times per step" if args.steps_per_call > 1 else "")
         + (f", fastest of {args.repeat} runs" if args.repeat > 1 else "")
@@ -805,7 +834,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"[limit] native limit on the {distribution} ids", file=sys.stderr, flush=True)
             limits[distribution] = run_limit(args, workload, path)
             jobs += [{"variant": v.name, "distribution": distribution, "threads": threads,
-                      "inputs": path}
+                      "inputs": path,
+                      **({} if v.phase == "part" else
+                         {"limit_prefetch": limit_prefetch(limits[distribution], v, threads)})}
                      for v in variants for threads in args.threads]
         # Round robin, so that a busy spell of the machine hits one run of each job, not all.
         results = run_workers(args, workload, jobs * args.repeat, limits, scratch)

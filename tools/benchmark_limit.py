@@ -139,18 +139,60 @@ def command_line() -> str:
     return f"{_compiler()} {' '.join(_flags())}"
 
 
+def _command(ids_path: str, vocab: int, dim: int, threads: Sequence[int], steps: int,
+             warmup: int, learning_rate: float, initial_accumulator: float,
+             prefetch: Sequence[int]) -> list[str]:
+    return [build(), "--ids", ids_path, "--vocab", str(vocab), "--dim", str(dim),
+            "--threads", ",".join(map(str, threads)),
+            "--prefetch", ",".join(map(str, prefetch)),
+            "--steps", str(steps), "--warmup", str(warmup),
+            "--learning-rate", str(learning_rate),
+            "--initial-accumulator", str(initial_accumulator)]
+
+
 def run(ids_path: str, vocab: int, dim: int, threads: Sequence[int], steps: int, warmup: int,
         learning_rate: float, initial_accumulator: float, timeout: float,
         prefetch: Sequence[int] = PREFETCH_DISTANCES) -> Run:
     """Runs the program on the ids in `ids_path` (int64 [batches, tables, batch, per_sample]),
     timing each phase at every distance of `prefetch`."""
-    command = [build(), "--ids", ids_path, "--vocab", str(vocab), "--dim", str(dim),
-               "--threads", ",".join(map(str, threads)),
-               "--prefetch", ",".join(map(str, prefetch)),
-               "--steps", str(steps), "--warmup", str(warmup),
-               "--learning-rate", str(learning_rate),
-               "--initial-accumulator", str(initial_accumulator)]
+    command = _command(ids_path, vocab, dim, threads, steps, warmup, learning_rate,
+                       initial_accumulator, prefetch)
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr}")
     return Run.parse(json.loads(result.stdout))
+
+
+class Rounds:
+    """The program kept running, timing its phases once per `next_run()`: a caller alternating
+    its own timings with the limit's compares the two at the same moments, on tables allocated
+    (and given their 2 MiB pages) once. The program inherits the caller's CPU affinity. Arguments
+    as `run`'s; use as a context manager."""
+
+    def __init__(self, ids_path: str, vocab: int, dim: int, threads: Sequence[int], steps: int,
+                 warmup: int, learning_rate: float, initial_accumulator: float,
+                 prefetch: Sequence[int]):
+        self._command = _command(ids_path, vocab, dim, threads, steps, warmup, learning_rate,
+                                 initial_accumulator, prefetch) + ["--rounds-on-stdin", "1"]
+        self._process = subprocess.Popen(self._command, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         text=True)
+
+    def next_run(self) -> Run:
+        """Times every phase once more; blocks until done."""
+        self._process.stdin.write("\n")
+        self._process.stdin.flush()
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{' '.join(self._command)} failed:\n"
+                               f"{self._process.stderr.read()}")
+        return Run.parse(json.loads(line))
+
+    def __enter__(self) -> Rounds:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._process.stdin.close()
+        self._process.wait()
+        self._process.stdout.close()
+        self._process.stderr.close()

@@ -4,6 +4,7 @@
 //
 //   native_limit --ids ids.npy --vocab V --dim D [--threads 1,2] [--prefetch 0,8,16,32,64]
 //                [--steps 10] [--warmup 3] [--learning-rate 0.01] [--initial-accumulator 0.1]
+//                [--rounds-on-stdin 1]
 //
 // ids.npy: int64 [batches, tables, batch, ids_per_sample], as benchmark.py writes it. For each
 // thread count it times, median over the steps, batches cycled:
@@ -21,7 +22,7 @@
 // op library's are. The gather and the update prefetch rows a fixed number of rows ahead; every
 // distance given is timed and each phase reports its fastest. Threads: the forward splits the
 // samples of all tables evenly, the train steps give each thread whole tables to update. Prints
-// one JSON object.
+// one JSON object; with --rounds-on-stdin 1, one per line read from stdin (a round), until EOF.
 
 #include <omp.h>
 #include <sys/mman.h>
@@ -34,6 +35,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -101,7 +103,7 @@ std::vector<int64_t> ParseList(const std::string& text) {
   return values;
 }
 
-// Never freed: the process ends after one run.
+// Never freed: the process ends when its runs do.
 float* AllocateOnHugePages(size_t floats) {
   const size_t bytes = (floats * sizeof(float) + kHugePage - 1) / kHugePage * kHugePage;
   void* raw = mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE,
@@ -397,7 +399,8 @@ const char* VectorIsa() {
 int main(int argc, char** argv) {
   std::map<std::string, std::string> args = {
       {"threads", "1,2"}, {"prefetch", "0,8,16,32,64"}, {"steps", "10"}, {"warmup", "3"},
-      {"learning-rate", "0.01"}, {"initial-accumulator", "0.1"}};
+      {"learning-rate", "0.01"}, {"initial-accumulator", "0.1"},
+      {"rounds-on-stdin", "0"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strncmp(argv[i], "--", 2) != 0) Fail(std::string("unexpected ") + argv[i]);
     args[argv[i] + 2] = argv[i + 1];
@@ -433,44 +436,55 @@ int main(int argc, char** argv) {
   volatile double sink = 0;
   volatile float scale = 1.0f;
 
-  std::ostringstream out;
-  out << "{\"isa\": \"" << VectorIsa() << "\", \"huge_page_bytes\": " << HugePageBytes()
-      << ", \"table_bytes\": " << floats * sizeof(float) << ", \"results\": [";
-  for (size_t n = 0; n < thread_counts.size(); ++n) {
-    omp_set_num_threads(static_cast<int>(thread_counts[n]));
-    const PhaseResult forward = TimePhase(
-        distances,
-        [&](int64_t distance, int64_t i) {
-          Forward(model, ids, i % ids.batches, distance, activations.data());
-        },
-        warmup, steps);
-    const PhaseResult train = TimePhase(
-        distances,
-        [&](int64_t distance, int64_t i) {
-          TrainFused(model, ids, i % ids.batches, distance, lr, scratch);
-        },
-        warmup, steps);
-    const PhaseResult train_in_api_order = TimePhase(
-        distances,
-        [&](int64_t distance, int64_t i) {
-          TrainInApiOrder(model, ids, i % ids.batches, distance, lr, scratch,
-                          activations.data());
-        },
-        warmup, steps);
-    const double read = BestSeconds([&] { sink = ReadAll(model.weights, floats); }, 3);
-    const double rmw = BestSeconds([&] {
-      const float s = scale;
+  const auto measure = [&] {
+    std::ostringstream out;
+    out << "{\"isa\": \"" << VectorIsa() << "\", \"huge_page_bytes\": " << HugePageBytes()
+        << ", \"table_bytes\": " << floats * sizeof(float) << ", \"results\": [";
+    for (size_t n = 0; n < thread_counts.size(); ++n) {
+      omp_set_num_threads(static_cast<int>(thread_counts[n]));
+      const PhaseResult forward = TimePhase(
+          distances,
+          [&](int64_t distance, int64_t i) {
+            Forward(model, ids, i % ids.batches, distance, activations.data());
+          },
+          warmup, steps);
+      const PhaseResult train = TimePhase(
+          distances,
+          [&](int64_t distance, int64_t i) {
+            TrainFused(model, ids, i % ids.batches, distance, lr, scratch);
+          },
+          warmup, steps);
+      const PhaseResult train_in_api_order = TimePhase(
+          distances,
+          [&](int64_t distance, int64_t i) {
+            TrainInApiOrder(model, ids, i % ids.batches, distance, lr, scratch,
+                            activations.data());
+          },
+          warmup, steps);
+      const double read = BestSeconds([&] { sink = ReadAll(model.weights, floats); }, 3);
+      const double rmw = BestSeconds([&] {
+        const float s = scale;
 #pragma omp parallel for simd schedule(static)
-      for (size_t i = 0; i < floats; ++i) model.accumulators[i] *= s;
-    }, 3);
-    const double bytes = static_cast<double>(floats * sizeof(float));
-    out << (n ? ", " : "") << "{\"threads\": " << thread_counts[n]
-        << ", \"forward\": " << Json(forward) << ", \"train\": " << Json(train)
-        << ", \"train_in_api_order\": " << Json(train_in_api_order)
-        << ", \"read_bytes_per_second\": " << bytes / read
-        << ", \"rmw_bytes_per_second\": " << 2 * bytes / rmw << "}";
+        for (size_t i = 0; i < floats; ++i) model.accumulators[i] *= s;
+      }, 3);
+      const double bytes = static_cast<double>(floats * sizeof(float));
+      out << (n ? ", " : "") << "{\"threads\": " << thread_counts[n]
+          << ", \"forward\": " << Json(forward) << ", \"train\": " << Json(train)
+          << ", \"train_in_api_order\": " << Json(train_in_api_order)
+          << ", \"read_bytes_per_second\": " << bytes / read
+          << ", \"rmw_bytes_per_second\": " << 2 * bytes / rmw << "}";
+    }
+    out << "]}";
+    std::printf("%s\n", out.str().c_str());
+    std::fflush(stdout);
+  };
+  if (args["rounds-on-stdin"] == "0") {
+    measure();
+    return 0;
   }
-  out << "]}";
-  std::printf("%s\n", out.str().c_str());
+  // Kept alive between rounds, so that a caller alternating its own timings with this
+  // program's (tools/benchmark.py's workers) compares both at the same moments, on tables
+  // allocated once.
+  for (std::string line; std::getline(std::cin, line);) measure();
   return 0;
 }
