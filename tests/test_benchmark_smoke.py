@@ -4,6 +4,7 @@ and prints their tables.
 Timings of a smoke run on a tiny workload mean nothing, so nothing here asserts on them.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -51,21 +52,31 @@ def test_quick_run_prints_every_variant():
     assert "Targets:" in out
 
 
-def test_steps_per_call_loops_steps_in_one_call_and_keeps_results():
+def test_steps_per_call_loops_steps_in_one_call_and_keeps_results(tmp_path):
     """--steps-per-call runs the forward and train steps in a tf.function loop over a tf.data
     iterator: the checksums still agree with the baseline's (the same batches, in the same
-    order), and the header says how the steps ran."""
+    order), and the header says how the steps ran. Every round of steps is paired with a timing
+    of the limit phases its row is a share of."""
+    measurements = tmp_path / "measurements.json"
     result = subprocess.run(
         [sys.executable, os.path.join(REPO_ROOT, "tools", "benchmark.py"), "--quick",
-         "--steps-per-call", "3", "--threads", "1", "--distribution", "zipf",
-         "--variants", "stock-forward,sharded-forward,stock-train,sharded-train"],
+         "--steps-per-call", "3", "--threads", "1", "--distribution", "zipf", "--rounds", "3",
+         "--variants", "stock-forward,sharded-forward,stock-train,sharded-train",
+         "--json", str(measurements)],
         capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "a tf.function call of 3 steps" in result.stdout
+    assert "3 x 3 timed steps" in result.stdout
     header, rows = _tables(result.stdout)[0]
     assert sorted(row[2] for row in rows) == ["sharded-forward", "sharded-train",
                                               "stock-forward", "stock-train"]
     assert all(row[header.index("check")] == "ok" for row in rows)
+    for run in json.loads(measurements.read_text())["results"]:
+        assert len(run["step_seconds"]) == 9
+        phases = {"forward"} if "forward" in run["variant"] else {"train", "train_in_api_order"}
+        assert [set(paired["limit_seconds"]) for paired in run["paired_rounds"]] == [phases] * 3
+        assert all(paired["step_seconds"] > 0 and min(paired["limit_seconds"].values()) > 0
+                   for paired in run["paired_rounds"])
 
 
 def _tables(out):
