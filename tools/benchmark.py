@@ -704,7 +704,7 @@ def select_variants(args: argparse.Namespace) -> list[bv.Variant]:
 
 
 def run_workers(args: argparse.Namespace, workload: bv.Workload, jobs: list[dict[str, Any]],
-                limits: dict[str, NativeLimit], scratch: str) -> list[dict[str, Any]]:
+                scratch: str) -> list[dict[str, Any]]:
     if args.shared_process:
         # A process has one Keras and one thread count: variants needing tf_keras, and each
         # thread count, share a process of their own.
@@ -839,7 +839,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          {"limit_prefetch": limit_prefetch(limits[distribution], v, threads)})}
                      for v in variants for threads in args.threads]
         # Round robin, so that a busy spell of the machine hits one run of each job, not all.
-        results = run_workers(args, workload, jobs * args.repeat, limits, scratch)
+        results = run_workers(args, workload, jobs * args.repeat, scratch)
 
     load_end = os.getloadavg()
     others_cores, steal_cores = run_others.cores()

@@ -328,11 +328,12 @@ class TPUEmbedding(tables.EmbeddingBase):
         features converted and looked up in one op."""
         outputs: list[tf.Tensor | None] = [None] * len(self._feature_paths)
         flat_features = nest.flatten(self._feature_config)
-        for state, sparse in zip(self._tables, carrier.take_sparse_batch()):
-            activations, row_counts = state.lookup_features([
-                features_lib.tpu_feature_input(self._feature_paths[index],
-                                               flat_features[index], tensor, None)
-                for index, tensor in zip(state.feature_indices, sparse)])
+        table_inputs = [[features_lib.tpu_feature_input(self._feature_paths[index],
+                                                        flat_features[index], tensor, None)
+                         for index, tensor in zip(state.feature_indices, sparse)]
+                        for state, sparse in zip(self._tables, carrier.take_sparse_batch())]
+        for state, (activations, row_counts) in zip(self._tables,
+                                                     self._lookup_features(table_inputs)):
             for feature_index, block in self._split(state, row_counts, activations, partial):
                 outputs[feature_index] = block
         return outputs
