@@ -18,6 +18,8 @@ struct CsrBatch {
   int64_t num_row_splits = 0;  // R + 1 for a well-formed batch
   const int64_t* ids = nullptr;
   int64_t num_ids = 0;
+  // Null (with num_gains 0) means every gain is 1: CombineRows accepts that, from callers that
+  // build the batch themselves for the sum combiner; ValidateCsrBatch does not.
   const float* gains = nullptr;
   int64_t num_gains = 0;
 

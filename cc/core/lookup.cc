@@ -20,7 +20,9 @@ int64_t PrefetchDistance(int64_t dim) {
 // kDim > 0 fixes the dimension at compile time: the row's sums then live in registers and the
 // loops unroll and vectorise for whatever ISA the caller is compiled for (always_inline puts
 // this body into each ISA's wrapper). kDim == 0 handles any dimension, summing in `activations`.
-template <int64_t kDim>
+// kUnitGains: every gain is 1 (batch.gains is null) and the rows are added as they are, which
+// gives the same bits (1 * x == x) for half the arithmetic and no gains to read.
+template <int64_t kDim, bool kUnitGains>
 __attribute__((always_inline)) inline void CombineRowsImpl(
     const CsrBatch& batch, const float* __restrict table, int64_t dim, int64_t row_begin,
     int64_t row_end, float* __restrict activations) {
@@ -56,44 +58,48 @@ __attribute__((always_inline)) inline void CombineRowsImpl(
     float register_sum[kDim > 0 ? kDim : 1];
     float* __restrict sum = kDim > 0 ? register_sum : out;
     prefetch_ahead(begin);
-    const float first_gain = gains[begin];
+    const float first_gain = kUnitGains ? 1.0f : gains[begin];
     const float* __restrict first_row = table + ids[begin] * d;
-    for (int64_t j = 0; j < d; ++j) sum[j] = 0.0f + first_gain * first_row[j];
+    for (int64_t j = 0; j < d; ++j) {
+      sum[j] = 0.0f + (kUnitGains ? first_row[j] : first_gain * first_row[j]);
+    }
     for (int64_t k = begin + 1; k < end; ++k) {
       prefetch_ahead(k);
-      const float gain = gains[k];
+      const float gain = kUnitGains ? 1.0f : gains[k];
       const float* __restrict row = table + ids[k] * d;
-      for (int64_t j = 0; j < d; ++j) sum[j] += gain * row[j];
+      for (int64_t j = 0; j < d; ++j) sum[j] += kUnitGains ? row[j] : gain * row[j];
     }
     if (kDim > 0) std::copy(sum, sum + d, out);
   }
 }
 
 #if defined(TF_EMBEDDING_X86_DISPATCH)
-template <int64_t kDim>
+template <int64_t kDim, bool kUnitGains>
 TF_EMBEDDING_TARGET_AVX2 void CombineRowsAvx2(const CsrBatch& batch, const float* table,
                                               int64_t dim, int64_t row_begin, int64_t row_end,
                                               float* activations) {
-  CombineRowsImpl<kDim>(batch, table, dim, row_begin, row_end, activations);
+  CombineRowsImpl<kDim, kUnitGains>(batch, table, dim, row_begin, row_end, activations);
 }
 
-template <int64_t kDim>
+template <int64_t kDim, bool kUnitGains>
 TF_EMBEDDING_TARGET_AVX512 void CombineRowsAvx512(const CsrBatch& batch, const float* table,
                                                   int64_t dim, int64_t row_begin,
                                                   int64_t row_end, float* activations) {
-  CombineRowsImpl<kDim>(batch, table, dim, row_begin, row_end, activations);
+  CombineRowsImpl<kDim, kUnitGains>(batch, table, dim, row_begin, row_end, activations);
 }
 #endif
 
-template <int64_t kDim>
+template <int64_t kDim, bool kUnitGains>
 void CombineRowsForIsa(SimdIsa isa, const CsrBatch& batch, const float* table, int64_t dim,
                        int64_t row_begin, int64_t row_end, float* activations) {
 #if defined(TF_EMBEDDING_X86_DISPATCH)
   switch (isa) {
     case SimdIsa::kAvx512:
-      return CombineRowsAvx512<kDim>(batch, table, dim, row_begin, row_end, activations);
+      return CombineRowsAvx512<kDim, kUnitGains>(batch, table, dim, row_begin, row_end,
+                                                 activations);
     case SimdIsa::kAvx2:
-      return CombineRowsAvx2<kDim>(batch, table, dim, row_begin, row_end, activations);
+      return CombineRowsAvx2<kDim, kUnitGains>(batch, table, dim, row_begin, row_end,
+                                               activations);
     case SimdIsa::kBaseline:
       break;
   }
@@ -101,7 +107,16 @@ void CombineRowsForIsa(SimdIsa isa, const CsrBatch& batch, const float* table, i
   (void)isa;
 #endif
   // Baseline ISA: the body inlines here, compiled with the library's own flags.
-  CombineRowsImpl<kDim>(batch, table, dim, row_begin, row_end, activations);
+  CombineRowsImpl<kDim, kUnitGains>(batch, table, dim, row_begin, row_end, activations);
+}
+
+template <int64_t kDim>
+void CombineRowsForDim(SimdIsa isa, const CsrBatch& batch, const float* table, int64_t dim,
+                       int64_t row_begin, int64_t row_end, float* activations) {
+  if (batch.gains == nullptr) {
+    return CombineRowsForIsa<kDim, true>(isa, batch, table, dim, row_begin, row_end, activations);
+  }
+  CombineRowsForIsa<kDim, false>(isa, batch, table, dim, row_begin, row_end, activations);
 }
 
 }  // namespace
@@ -115,12 +130,12 @@ void CombineRowsWithIsa(SimdIsa isa, const CsrBatch& batch, const float* table, 
                         int64_t row_begin, int64_t row_end, float* activations) {
   const int64_t b = row_begin, e = row_end;
   switch (dim) {
-    case 8: return CombineRowsForIsa<8>(isa, batch, table, dim, b, e, activations);
-    case 16: return CombineRowsForIsa<16>(isa, batch, table, dim, b, e, activations);
-    case 32: return CombineRowsForIsa<32>(isa, batch, table, dim, b, e, activations);
-    case 64: return CombineRowsForIsa<64>(isa, batch, table, dim, b, e, activations);
-    case 128: return CombineRowsForIsa<128>(isa, batch, table, dim, b, e, activations);
-    default: return CombineRowsForIsa<0>(isa, batch, table, dim, b, e, activations);
+    case 8: return CombineRowsForDim<8>(isa, batch, table, dim, b, e, activations);
+    case 16: return CombineRowsForDim<16>(isa, batch, table, dim, b, e, activations);
+    case 32: return CombineRowsForDim<32>(isa, batch, table, dim, b, e, activations);
+    case 64: return CombineRowsForDim<64>(isa, batch, table, dim, b, e, activations);
+    case 128: return CombineRowsForDim<128>(isa, batch, table, dim, b, e, activations);
+    default: return CombineRowsForDim<0>(isa, batch, table, dim, b, e, activations);
   }
 }
 

@@ -99,6 +99,28 @@ TFE_TEST(EveryIsaMatchesThePlainLoopBitForBit) {
   }
 }
 
+// Null gains (the sum combiner's, all 1) give the bits of explicit gains of 1, on every ISA,
+// including rows whose sum is -0 (0 + x, never x alone).
+TFE_TEST(NullGainsAreGainsOfOne) {
+  for (int64_t dim : {1, 5, 8, 16, 24, 32, 64, 100, 128}) {
+    Lookup lookup = RandomLookup(50, 300, dim, static_cast<uint32_t>(dim) + 7);
+    std::fill(lookup.table.begin(), lookup.table.begin() + dim, -0.0f);
+    lookup.csr.ids[0] = 0;
+    std::fill(lookup.csr.gains.begin(), lookup.csr.gains.end(), 1.0f);
+    const std::vector<float> expected = Reference(lookup, dim);
+    CsrBatch unit = lookup.csr.View();
+    unit.gains = nullptr;
+    unit.num_gains = 0;
+    for (SimdIsa isa : RunnableIsas()) {
+      std::vector<float> out(50 * dim, std::nanf(""));
+      CombineRowsWithIsa(isa, unit, lookup.table.data(), dim, 0, 50, out.data());
+      if (!TFE_EXPECT(SameBits(out, expected))) {
+        std::printf("  dim %ld, ISA %s\n", static_cast<long>(dim), IsaName(isa));
+      }
+    }
+  }
+}
+
 TFE_TEST(WritesOnlyTheRowsOfItsRange) {
   const int64_t dim = 16;
   const Lookup lookup = RandomLookup(10, 50, dim, 1);

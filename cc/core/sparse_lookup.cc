@@ -55,17 +55,21 @@ bool CombineSparseRows(const SparseLookups& lookups, int64_t vocabulary_size, Co
     }
     if (bad != 0) return false;
     const int64_t chunk_lookups = next - first;
-    gains.assign(chunk_lookups, 1.0f);
-    for (int64_t r = 0; r < chunk_rows; ++r) {
-      ApplyCombinerToRow(combiner, gains.data() + row_splits[r], gains.data() + row_splits[r + 1]);
+    // The sum combiner's gains are all 1: CombineRows then adds the rows without gains.
+    if (combiner != Combiner::kSum) {
+      gains.assign(chunk_lookups, 1.0f);
+      for (int64_t r = 0; r < chunk_rows; ++r) {
+        ApplyCombinerToRow(combiner, gains.data() + row_splits[r],
+                           gains.data() + row_splits[r + 1]);
+      }
     }
     CsrBatch batch;
     batch.row_splits = row_splits;
     batch.num_row_splits = chunk_rows + 1;
     batch.ids = lookups.ids + first;
     batch.num_ids = chunk_lookups;
-    batch.gains = gains.data();
-    batch.num_gains = chunk_lookups;
+    batch.gains = combiner == Combiner::kSum ? nullptr : gains.data();
+    batch.num_gains = combiner == Combiner::kSum ? 0 : chunk_lookups;
     CombineRows(batch, table, dim, 0, chunk_rows, activations + chunk * dim);
   }
   // A lookup left over has a row outside the range or out of order.
