@@ -52,11 +52,14 @@ struct GradientGroups {
   int64_t max_id_index = 0;
   const char* ids_input = nullptr;
 
-  // GroupLookupsById's scratch: each lookup's term by input position, and the sort's keys.
+  // GroupLookupsById's scratch: each lookup's term by input position (with every gain 1, only
+  // each row's gradient row, by row), and the sort's keys, 64 or 32 bits wide.
   std::vector<float> gain_at;
   std::vector<const float*> row_at;
   std::vector<uint64_t> sort_keys;
   std::vector<uint64_t> sort_scratch;
+  std::vector<uint32_t> sort_keys32;
+  std::vector<uint32_t> sort_scratch32;
 
   int64_t num_unique() const { return static_cast<int64_t>(unique_ids.size()); }
 

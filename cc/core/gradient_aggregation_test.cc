@@ -2,6 +2,7 @@
 // lists, the bound check and the per-id sums.
 #include "cc/core/gradient_aggregation.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -102,10 +103,62 @@ TFE_TEST(GroupLookupsErrorsNameTheBatch) {
                    "batch 1: id -7 at ids[1] is negative");
   TFE_EXPECT_ERROR(GroupLookupsById(BatchViews({{{0, 2}, {0, 1}, {1}, {1}}}), 1, &groups),
                    "batch 0: gains has 1 elements but ids has 2");
+  // Keys are (id, position): 62 + 3 bits. With gains of 1 they are (id, row): 62 + 0 bits.
   const int64_t huge = int64_t{1} << 62;
-  const Batch unsortable = {{0, 5}, std::vector<int64_t>(5, huge), std::vector<float>(5, 1), {1}};
+  const Batch unsortable = {{0, 5}, std::vector<int64_t>(5, huge), std::vector<float>(5, 2), {1}};
   TFE_EXPECT_ERROR(GroupLookupsById(BatchViews({unsortable}), 1, &groups),
                    "5 lookups with ids up to 4611686018427387904 do not fit the 64-bit sort key");
+  const std::vector<Batch> one_row = {
+      {{0, 5}, std::vector<int64_t>(5, huge), std::vector<float>(5, 1), {1}}};
+  TFE_ASSERT_OK(GroupLookupsById(BatchViews(one_row), 1, &groups));
+  TFE_EXPECT_EQ(groups.unique_ids, (std::vector<int64_t>{huge}));
+  TFE_EXPECT_EQ(Sums(groups, 1), (std::vector<float>{5.0f}));
+}
+
+// Gains of 1 take a path of their own (keys by row, not by lookup): the same groups, terms and
+// sums as a plain stable sort of the lookups by id, for batches with repeated ids within and
+// across rows and batches, and empty rows.
+TFE_TEST(UnitGainsGroupLikeAStableSortOfTheLookups) {
+  std::mt19937 random(3);
+  std::normal_distribution<float> normal;
+  const int64_t dim = 4;
+  std::vector<Batch> batches(3);
+  for (Batch& batch : batches) {
+    batch.csr.row_splits.push_back(0);
+    for (int64_t r = 0; r < 50; ++r) {
+      const int64_t count = random() % 6;
+      for (int64_t k = 0; k < count; ++k) batch.csr.ids.push_back(random() % 40);
+      batch.csr.row_splits.push_back(static_cast<int64_t>(batch.csr.ids.size()));
+      for (int64_t j = 0; j < dim; ++j) batch.gradients.push_back(normal(random));
+    }
+    batch.csr.gains.assign(batch.csr.ids.size(), 1.0f);
+  }
+  // The reference: (id, gradient row) of every lookup in input order, stably sorted by id.
+  std::vector<std::pair<int64_t, const float*>> terms;
+  for (const Batch& batch : batches) {
+    for (int64_t r = 0; r + 1 < static_cast<int64_t>(batch.csr.row_splits.size()); ++r) {
+      for (int64_t k = batch.csr.row_splits[r]; k < batch.csr.row_splits[r + 1]; ++k) {
+        terms.emplace_back(batch.csr.ids[k], batch.gradients.data() + r * dim);
+      }
+    }
+  }
+  std::stable_sort(terms.begin(), terms.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<int64_t> unique_ids, starts = {0};
+  std::vector<const float*> rows;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    if (i > 0 && terms[i].first != terms[i - 1].first) starts.push_back(static_cast<int64_t>(i));
+    if (i == 0 || terms[i].first != terms[i - 1].first) unique_ids.push_back(terms[i].first);
+    rows.push_back(terms[i].second);
+  }
+  starts.push_back(static_cast<int64_t>(terms.size()));
+
+  GradientGroups groups;
+  TFE_ASSERT_OK(GroupLookupsById(BatchViews(batches), dim, &groups));
+  TFE_EXPECT_EQ(groups.unique_ids, unique_ids);
+  TFE_EXPECT_EQ(groups.starts, starts);
+  TFE_EXPECT(groups.gradient_rows == rows);
+  TFE_EXPECT_EQ(groups.gains, std::vector<float>(terms.size(), 1.0f));
 }
 
 TFE_TEST(CheckIdsBelowNamesWhereTheLargestIdFirstOccurs) {
