@@ -8,8 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <limits>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cc/core/row_updates.h"
@@ -234,6 +236,30 @@ TFE_TEST(CommonKnobsClipDecayAndClip) {
   TFE_EXPECT_EQ(Step(SgdRule{}, 0.5f, 1.0f, 1.0f, nullptr, common), 1.125f);
 }
 
+// Without clipping or decay the knobs are skipped: the same values as applying them, but that
+// an infinite weight stays infinite (applied, w - 0 * w is NaN).
+TFE_TEST(KnobsThatChangeNothingAreSkipped) {
+  const CommonUpdateParams none;
+  TFE_EXPECT(none.AreIdentity());
+  CommonUpdateParams decay;
+  decay.weight_decay_factor = 0.5f;
+  CommonUpdateParams clip;
+  clip.clip_weight_min = -2.0f;
+  TFE_EXPECT(!decay.AreIdentity() && !clip.AreIdentity());
+  const auto step = [](auto apply_common, float w) {
+    std::array<float, 1> accumulator = {0.5f};
+    UpdateElement<decltype(apply_common)::value>(AdagradRule{}, CommonUpdateParams{}, 0.25f, 0.0f,
+                                                 1.5f, w, accumulator);
+    return w;
+  };
+  for (float w : {1.0f, -3.0f, 0.0f, 1e30f}) {
+    TFE_EXPECT_EQ(step(std::false_type(), w), step(std::true_type(), w));
+  }
+  const float infinity = std::numeric_limits<float>::infinity();
+  TFE_EXPECT_EQ(step(std::false_type(), infinity), infinity);
+  TFE_EXPECT(std::isnan(step(std::true_type(), infinity)));
+}
+
 // A batch of dim 2 touching rows 1 and 3 of a 5-row table; its groups point into it.
 struct Touches {
   testing::CsrArrays csr = {{0, 2, 3}, {3, 1, 3}, {1.0f, 2.0f, 0.5f}};
@@ -332,27 +358,36 @@ TFE_TEST(RowLoopsGiveTheSameBitsWithEveryIsa) {
       GradientGroups groups;
       TFE_ASSERT_OK(GroupLookupsById({{touches.csr.View(), touches.gradients.data()}}, dim,
                                      &groups));
-      // Both loops, one after the other, on a copy of the variables.
-      const auto run = [&](SimdIsa isa) {
-        std::vector<float> variables = touches.variables;
-        std::array<float*, Rule::kNumSlots> slots;
-        for (int k = 0; k < Rule::kNumSlots; ++k) {
-          slots[k] = variables.data() + (1 + k) * RandomTouches::kRows * dim;
+      // Both loops, one after the other, on a copy of the variables, without knobs and with
+      // every knob (the touched-row loop has a variant for each).
+      CommonUpdateParams knobs;
+      knobs.clip_gradient_min = -0.75f;
+      knobs.clip_gradient_max = 0.5f;
+      knobs.clip_weight_min = -2.0f;
+      knobs.clip_weight_max = 1.5f;
+      knobs.weight_decay_factor = 0.25f;
+      for (const CommonUpdateParams& common : {CommonUpdateParams{}, knobs}) {
+        const auto run = [&](SimdIsa isa) {
+          std::vector<float> variables = touches.variables;
+          std::array<float*, Rule::kNumSlots> slots;
+          for (int k = 0; k < Rule::kNumSlots; ++k) {
+            slots[k] = variables.data() + (1 + k) * RandomTouches::kRows * dim;
+          }
+          std::vector<float> scratch(dim);
+          UpdateTouchedRowsWithIsa(isa, rule, common, 0.125f, groups, dim, 0,
+                                   groups.num_unique(), variables.data(), slots, scratch.data());
+          UpdateAllRowsWithIsa(isa, rule, common, 0.125f, groups, dim, 0, RandomTouches::kRows,
+                               variables.data(), slots, scratch.data());
+          return variables;
+        };
+        const std::vector<float> baseline = run(SimdIsa::kBaseline);
+        TFE_EXPECT(baseline != touches.variables);
+        for (SimdIsa isa : wider) {
+          const std::vector<float> result = run(isa);
+          // Bit patterns, so that NaNs and signed zeros compare too.
+          TFE_EXPECT(std::memcmp(result.data(), baseline.data(),
+                                 baseline.size() * sizeof(float)) == 0);
         }
-        std::vector<float> scratch(dim);
-        UpdateTouchedRowsWithIsa(isa, rule, {}, 0.125f, groups, dim, 0, groups.num_unique(),
-                                 variables.data(), slots, scratch.data());
-        UpdateAllRowsWithIsa(isa, rule, {}, 0.125f, groups, dim, 0, RandomTouches::kRows,
-                             variables.data(), slots, scratch.data());
-        return variables;
-      };
-      const std::vector<float> baseline = run(SimdIsa::kBaseline);
-      TFE_EXPECT(baseline != touches.variables);
-      for (SimdIsa isa : wider) {
-        const std::vector<float> result = run(isa);
-        // Bit patterns, so that NaNs and signed zeros compare too.
-        TFE_EXPECT(std::memcmp(result.data(), baseline.data(), baseline.size() * sizeof(float)) ==
-                   0);
       }
     }
   });

@@ -22,8 +22,9 @@
 namespace tf_embedding {
 
 // Applies one optimizer step to a row. `grad` is the summed gradient of the row; `slots` point
-// at the row in each slot variable. kDim > 0 fixes the dimension at compile time.
-template <typename Rule, int64_t kDim = 0>
+// at the row in each slot variable. kDim > 0 fixes the dimension at compile time; kApplyCommon
+// false skips the knobs of `common`, which must then AreIdentity() (UpdateElement).
+template <typename Rule, int64_t kDim = 0, bool kApplyCommon = true>
 __attribute__((always_inline)) inline void UpdateRow(
     const Rule& rule, const CommonUpdateParams& common, float lr, const float* grad, int64_t dim,
     float* w, const std::array<float*, Rule::kNumSlots>& slots) {
@@ -37,7 +38,7 @@ __attribute__((always_inline)) inline void UpdateRow(
     float wj = w[j];
     std::array<float, Rule::kNumSlots> s;
     for (int k = 0; k < Rule::kNumSlots; ++k) s[k] = slots[k][j];
-    UpdateElement(local_rule, limits, lr, decay, grad[j], wj, s);
+    UpdateElement<kApplyCommon>(local_rule, limits, lr, decay, grad[j], wj, s);
     for (int k = 0; k < Rule::kNumSlots; ++k) slots[k][j] = s[k];
     w[j] = wj;
   }
@@ -74,7 +75,7 @@ inline int64_t PrefetchDistance(int64_t dim, int num_slots) {
   return RowsAhead(kPrefetchLinesAhead, CacheLinesPerRow(dim) * (1 + num_slots), /*min_rows=*/2);
 }
 
-template <typename Rule, int64_t kDim>
+template <typename Rule, int64_t kDim, bool kApplyCommon>
 __attribute__((always_inline)) inline void UpdateTouchedRowsBody(
     const Rule& rule, const CommonUpdateParams& common, float lr, const GradientGroups& groups,
     int64_t dim, int64_t u_begin, int64_t u_end, float* table,
@@ -91,7 +92,8 @@ __attribute__((always_inline)) inline void UpdateTouchedRowsBody(
     float* gradient = kDim > 0 ? registers : scratch;
     SumGroupInline<kDim>(groups, u, d, gradient);
     const int64_t offset = groups.unique_ids[u] * d;
-    UpdateRow<Rule, kDim>(rule, common, lr, gradient, d, table + offset, SlotRows(slots, offset));
+    UpdateRow<Rule, kDim, kApplyCommon>(rule, common, lr, gradient, d, table + offset,
+                                        SlotRows(slots, offset));
   }
 }
 
@@ -116,15 +118,16 @@ __attribute__((always_inline)) inline void UpdateAllRowsBody(
 // Each loop's entry points for one ISA: the bodies above inline into functions compiled with
 // that ISA's target attribute (none for the baseline). Dimension 64, the most common embedding
 // width, is fixed at compile time (its gradient sum then stays in registers); other dimensions
-// take the general loop.
+// take the general loop. The touched-row loop also comes without the shared knobs, for the
+// common case of none (kApplyCommon).
 #define TF_EMBEDDING_ROW_UPDATE_LOOPS(Suffix, Target)                                           \
-  template <typename Rule, int64_t kDim>                                                        \
+  template <typename Rule, int64_t kDim, bool kApplyCommon>                                     \
   Target void UpdateTouchedRows##Suffix(                                                        \
       const Rule& rule, const CommonUpdateParams& common, float lr,                             \
       const GradientGroups& groups, int64_t dim, int64_t u_begin, int64_t u_end, float* table,  \
       const std::array<float*, Rule::kNumSlots>& slots, float* scratch) {                       \
-    UpdateTouchedRowsBody<Rule, kDim>(rule, common, lr, groups, dim, u_begin, u_end, table,     \
-                                      slots, scratch);                                          \
+    UpdateTouchedRowsBody<Rule, kDim, kApplyCommon>(rule, common, lr, groups, dim, u_begin,     \
+                                                    u_end, table, slots, scratch);              \
   }                                                                                             \
   template <typename Rule>                                                                      \
   Target void UpdateAllRows##Suffix(                                                            \
@@ -142,7 +145,7 @@ TF_EMBEDDING_ROW_UPDATE_LOOPS(Avx512, TF_EMBEDDING_TARGET_AVX512)
 #endif
 #undef TF_EMBEDDING_ROW_UPDATE_LOOPS
 
-template <typename Rule, int64_t kDim>
+template <typename Rule, int64_t kDim, bool kApplyCommon>
 void UpdateTouchedRowsForIsa(SimdIsa isa, const Rule& rule, const CommonUpdateParams& common,
                              float lr, const GradientGroups& groups, int64_t dim, int64_t u_begin,
                              int64_t u_end, float* table,
@@ -150,19 +153,35 @@ void UpdateTouchedRowsForIsa(SimdIsa isa, const Rule& rule, const CommonUpdatePa
 #if defined(TF_EMBEDDING_X86_DISPATCH)
   switch (isa) {
     case SimdIsa::kAvx512:
-      return UpdateTouchedRowsAvx512<Rule, kDim>(rule, common, lr, groups, dim, u_begin, u_end,
-                                                 table, slots, scratch);
+      return UpdateTouchedRowsAvx512<Rule, kDim, kApplyCommon>(rule, common, lr, groups, dim,
+                                                               u_begin, u_end, table, slots,
+                                                               scratch);
     case SimdIsa::kAvx2:
-      return UpdateTouchedRowsAvx2<Rule, kDim>(rule, common, lr, groups, dim, u_begin, u_end,
-                                               table, slots, scratch);
+      return UpdateTouchedRowsAvx2<Rule, kDim, kApplyCommon>(rule, common, lr, groups, dim,
+                                                             u_begin, u_end, table, slots,
+                                                             scratch);
     case SimdIsa::kBaseline:
       break;
   }
 #else
   (void)isa;
 #endif
-  UpdateTouchedRowsBaseline<Rule, kDim>(rule, common, lr, groups, dim, u_begin, u_end, table,
-                                        slots, scratch);
+  UpdateTouchedRowsBaseline<Rule, kDim, kApplyCommon>(rule, common, lr, groups, dim, u_begin,
+                                                      u_end, table, slots, scratch);
+}
+
+template <typename Rule, bool kApplyCommon>
+void UpdateTouchedRowsForCommon(SimdIsa isa, const Rule& rule, const CommonUpdateParams& common,
+                                float lr, const GradientGroups& groups, int64_t dim,
+                                int64_t u_begin, int64_t u_end, float* table,
+                                const std::array<float*, Rule::kNumSlots>& slots,
+                                float* scratch) {
+  if (dim == 64) {
+    return UpdateTouchedRowsForIsa<Rule, 64, kApplyCommon>(isa, rule, common, lr, groups, dim,
+                                                           u_begin, u_end, table, slots, scratch);
+  }
+  UpdateTouchedRowsForIsa<Rule, 0, kApplyCommon>(isa, rule, common, lr, groups, dim, u_begin,
+                                                 u_end, table, slots, scratch);
 }
 
 }  // namespace row_updates_internal
@@ -176,13 +195,13 @@ void UpdateTouchedRowsWithIsa(SimdIsa isa, const Rule& rule, const CommonUpdateP
                               float lr, const GradientGroups& groups, int64_t dim,
                               int64_t u_begin, int64_t u_end, float* table,
                               const std::array<float*, Rule::kNumSlots>& slots, float* scratch) {
-  using row_updates_internal::UpdateTouchedRowsForIsa;
-  if (dim == 64) {
-    return UpdateTouchedRowsForIsa<Rule, 64>(isa, rule, common, lr, groups, dim, u_begin, u_end,
-                                             table, slots, scratch);
+  using row_updates_internal::UpdateTouchedRowsForCommon;
+  if (common.AreIdentity()) {
+    return UpdateTouchedRowsForCommon<Rule, false>(isa, rule, common, lr, groups, dim, u_begin,
+                                                   u_end, table, slots, scratch);
   }
-  UpdateTouchedRowsForIsa<Rule, 0>(isa, rule, common, lr, groups, dim, u_begin, u_end, table,
-                                   slots, scratch);
+  UpdateTouchedRowsForCommon<Rule, true>(isa, rule, common, lr, groups, dim, u_begin, u_end,
+                                         table, slots, scratch);
 }
 
 // Updates every row in [row_begin, row_end): touched rows with their summed gradient, the

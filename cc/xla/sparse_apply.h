@@ -31,8 +31,12 @@ std::vector<xla::XlaOp> UpdateArrays(const Rule& rule, const CommonUpdateParams&
   XlaValue weights(variables[0]);
   std::array<XlaValue, Rule::kNumSlots> slots;
   for (int k = 0; k < Rule::kNumSlots; ++k) slots[k] = XlaValue(variables[1 + k]);
-  UpdateElement(rule, common, rate, common.WeightDecay(rate), XlaValue(gradients), weights,
-                slots);
+  const XlaValue decay = common.WeightDecay(rate);
+  if (common.AreIdentity()) {
+    UpdateElement<false>(rule, common, rate, decay, XlaValue(gradients), weights, slots);
+  } else {
+    UpdateElement<true>(rule, common, rate, decay, XlaValue(gradients), weights, slots);
+  }
   std::vector<xla::XlaOp> updated = {weights.op()};
   for (const XlaValue& slot : slots) updated.push_back(slot.op());
   return updated;
