@@ -58,16 +58,24 @@ __attribute__((always_inline)) inline void CombineRowsImpl(
     float register_sum[kDim > 0 ? kDim : 1];
     float* __restrict sum = kDim > 0 ? register_sum : out;
     prefetch_ahead(begin);
+    // A gain of 1 (the sum combiner's, whenever the caller has gains at all) adds the row
+    // without the multiplication: a predictable branch costs less than the products.
     const float first_gain = kUnitGains ? 1.0f : gains[begin];
     const float* __restrict first_row = table + ids[begin] * d;
-    for (int64_t j = 0; j < d; ++j) {
-      sum[j] = 0.0f + (kUnitGains ? first_row[j] : first_gain * first_row[j]);
+    if (first_gain == 1.0f) {
+      for (int64_t j = 0; j < d; ++j) sum[j] = 0.0f + first_row[j];
+    } else {
+      for (int64_t j = 0; j < d; ++j) sum[j] = 0.0f + first_gain * first_row[j];
     }
     for (int64_t k = begin + 1; k < end; ++k) {
       prefetch_ahead(k);
       const float gain = kUnitGains ? 1.0f : gains[k];
       const float* __restrict row = table + ids[k] * d;
-      for (int64_t j = 0; j < d; ++j) sum[j] += kUnitGains ? row[j] : gain * row[j];
+      if (gain == 1.0f) {
+        for (int64_t j = 0; j < d; ++j) sum[j] += row[j];
+      } else {
+        for (int64_t j = 0; j < d; ++j) sum[j] += gain * row[j];
+      }
     }
     if (kDim > 0) std::copy(sum, sum + d, out);
   }
