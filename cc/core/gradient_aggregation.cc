@@ -73,17 +73,14 @@ void CollectGroups(const std::vector<Key>& keys, int low_bits, Term term, Prefet
 // id's lookups in input order, but for lookups of one id in one row, whose terms are equal. The
 // terms' gradient rows come from a table of the batches' rows, small enough for the L1 or L2
 // cache, where the general path reads a random entry of per-lookup arrays.
-// REQUIRES: row_bits + id_bits fit a Key.
+// `total` and `total_rows` count the batches' lookups and rows. REQUIRES: row_bits + id_bits fit
+// a Key.
 template <typename Key>
 void GroupUnitGainLookupsByRow(const std::vector<GradientBatch>& batches, int64_t dim,
-                               int row_bits, int id_bits, std::vector<Key>* keys,
-                               std::vector<Key>* scratch, GradientGroups* groups) {
+                               int64_t total, int64_t total_rows, int row_bits, int id_bits,
+                               std::vector<Key>* keys, std::vector<Key>* scratch,
+                               GradientGroups* groups) {
   std::vector<const float*>& row_at = groups->row_at;
-  int64_t total = 0, total_rows = 0;
-  for (const GradientBatch& batch : batches) {
-    total += batch.csr.num_ids;
-    total_rows += batch.csr.num_rows();
-  }
   row_at.resize(total_rows);
   keys->resize(total);
   Key row = 0;
@@ -144,13 +141,13 @@ Status GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t dim,
   // sort's memory traffic (a 4096-row batch of a 1M-row table needs 12 + 20 bits).
   const int row_bits = BitWidth(static_cast<uint64_t>(std::max<int64_t>(total_rows - 1, 0)));
   if (unit_gains && row_bits + id_bits <= 32) {
-    GroupUnitGainLookupsByRow(batches, dim, row_bits, id_bits, &groups->sort_keys32,
-                              &groups->sort_scratch32, groups);
+    GroupUnitGainLookupsByRow(batches, dim, total, total_rows, row_bits, id_bits,
+                              &groups->sort_keys32, &groups->sort_scratch32, groups);
     return Status();
   }
   if (unit_gains && row_bits + id_bits <= 64) {
-    GroupUnitGainLookupsByRow(batches, dim, row_bits, id_bits, &keys, &groups->sort_scratch,
-                              groups);
+    GroupUnitGainLookupsByRow(batches, dim, total, total_rows, row_bits, id_bits, &keys,
+                              &groups->sort_scratch, groups);
     return Status();
   }
 
