@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "cc/core/hyperparameters.h"
 
@@ -402,6 +403,14 @@ void UpdateElement(const Rule& rule, const CommonUpdateParams& common, const T& 
   w = w - decay * w;
   rule.Update(lr, g, w, slots);
   w = Clamp(w, common.clip_weight_min, common.clip_weight_max);
+}
+
+// Calls f(std::bool_constant<kApplyCommon>()) with kApplyCommon = !common.AreIdentity(): the one
+// choice of UpdateElement's variant, for every row loop and the XLA update alike.
+template <typename F>
+void WithCommonKnobs(const CommonUpdateParams& common, F&& f) {
+  if (common.AreIdentity()) return f(std::false_type());
+  f(std::true_type());
 }
 
 // A list of rule types, walked by ForEach(f), which calls f(Rule{}) for each rule in order.

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <limits>
+#include <random>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -315,6 +315,21 @@ TFE_TEST(UpdateAllRowsGivesUntouchedRowsAZeroGradient) {
     TFE_EXPECT_EQ(momenta[i], slots[0]);
     TFE_EXPECT_EQ(velocities[i], slots[1]);
   }
+}
+
+// Both row loops skip knobs that change nothing, as the XLA update does (WithCommonKnobs): an
+// infinite weight stays infinite in a touched row (1) and in an untouched one (0).
+TFE_TEST(RowLoopsSkipKnobsThatChangeNothing) {
+  const Touches touches;
+  const GradientGroups groups = touches.Groups();
+  const float infinity = std::numeric_limits<float>::infinity();
+  std::vector<float> scratch(2);
+  std::vector<float> touched(10, infinity), all(10, infinity);
+  UpdateTouchedRows(SgdRule{}, {}, 0.5f, groups, 2, 0, groups.num_unique(), touched.data(), {},
+                    scratch.data());
+  UpdateAllRows(SgdRule{}, {}, 0.5f, groups, 2, 0, 5, all.data(), {}, scratch.data());
+  TFE_EXPECT_EQ(touched, std::vector<float>(10, infinity));
+  TFE_EXPECT_EQ(all, std::vector<float>(10, infinity));
 }
 
 // Random rows of a table and its slots, and a batch touching them, for the ISA comparison.

@@ -97,7 +97,7 @@ __attribute__((always_inline)) inline void UpdateTouchedRowsBody(
   }
 }
 
-template <typename Rule>
+template <typename Rule, bool kApplyCommon>
 __attribute__((always_inline)) inline void UpdateAllRowsBody(
     const Rule& rule, const CommonUpdateParams& common, float lr, const GradientGroups& groups,
     int64_t dim, int64_t row_begin, int64_t row_end, float* table,
@@ -111,15 +111,16 @@ __attribute__((always_inline)) inline void UpdateAllRowsBody(
       std::fill(scratch, scratch + dim, 0.0f);
     }
     const int64_t offset = row * dim;
-    UpdateRow(rule, common, lr, scratch, dim, table + offset, SlotRows(slots, offset));
+    UpdateRow<Rule, 0, kApplyCommon>(rule, common, lr, scratch, dim, table + offset,
+                                     SlotRows(slots, offset));
   }
 }
 
 // Each loop's entry points for one ISA: the bodies above inline into functions compiled with
 // that ISA's target attribute (none for the baseline). Dimension 64, the most common embedding
 // width, is fixed at compile time (its gradient sum then stays in registers); other dimensions
-// take the general loop. The touched-row loop also comes without the shared knobs, for the
-// common case of none (kApplyCommon).
+// take the general loop. Both loops also come without the shared knobs, for the common case of
+// none (kApplyCommon).
 #define TF_EMBEDDING_ROW_UPDATE_LOOPS(Suffix, Target)                                           \
   template <typename Rule, int64_t kDim, bool kApplyCommon>                                     \
   Target void UpdateTouchedRows##Suffix(                                                        \
@@ -129,13 +130,13 @@ __attribute__((always_inline)) inline void UpdateAllRowsBody(
     UpdateTouchedRowsBody<Rule, kDim, kApplyCommon>(rule, common, lr, groups, dim, u_begin,     \
                                                     u_end, table, slots, scratch);              \
   }                                                                                             \
-  template <typename Rule>                                                                      \
+  template <typename Rule, bool kApplyCommon>                                                   \
   Target void UpdateAllRows##Suffix(                                                            \
       const Rule& rule, const CommonUpdateParams& common, float lr,                             \
       const GradientGroups& groups, int64_t dim, int64_t row_begin, int64_t row_end,            \
       float* table, const std::array<float*, Rule::kNumSlots>& slots, float* scratch) {         \
-    UpdateAllRowsBody(rule, common, lr, groups, dim, row_begin, row_end, table, slots,          \
-                      scratch);                                                                 \
+    UpdateAllRowsBody<Rule, kApplyCommon>(rule, common, lr, groups, dim, row_begin, row_end,    \
+                                          table, slots, scratch);                               \
   }
 
 TF_EMBEDDING_ROW_UPDATE_LOOPS(Baseline, )
@@ -195,13 +196,10 @@ void UpdateTouchedRowsWithIsa(SimdIsa isa, const Rule& rule, const CommonUpdateP
                               float lr, const GradientGroups& groups, int64_t dim,
                               int64_t u_begin, int64_t u_end, float* table,
                               const std::array<float*, Rule::kNumSlots>& slots, float* scratch) {
-  using row_updates_internal::UpdateTouchedRowsForCommon;
-  if (common.AreIdentity()) {
-    return UpdateTouchedRowsForCommon<Rule, false>(isa, rule, common, lr, groups, dim, u_begin,
-                                                   u_end, table, slots, scratch);
-  }
-  UpdateTouchedRowsForCommon<Rule, true>(isa, rule, common, lr, groups, dim, u_begin, u_end,
-                                         table, slots, scratch);
+  WithCommonKnobs(common, [&](auto apply_common) {
+    row_updates_internal::UpdateTouchedRowsForCommon<Rule, decltype(apply_common)::value>(
+        isa, rule, common, lr, groups, dim, u_begin, u_end, table, slots, scratch);
+  });
 }
 
 // Updates every row in [row_begin, row_end): touched rows with their summed gradient, the
@@ -212,21 +210,25 @@ void UpdateAllRowsWithIsa(SimdIsa isa, const Rule& rule, const CommonUpdateParam
                           int64_t row_end, float* table,
                           const std::array<float*, Rule::kNumSlots>& slots, float* scratch) {
   using namespace row_updates_internal;  // NOLINT(build/namespaces): the per-ISA loops
+  WithCommonKnobs(common, [&](auto apply_common) {
+    constexpr bool kApplyCommon = decltype(apply_common)::value;
 #if defined(TF_EMBEDDING_X86_DISPATCH)
-  switch (isa) {
-    case SimdIsa::kAvx512:
-      return UpdateAllRowsAvx512(rule, common, lr, groups, dim, row_begin, row_end, table, slots,
-                                 scratch);
-    case SimdIsa::kAvx2:
-      return UpdateAllRowsAvx2(rule, common, lr, groups, dim, row_begin, row_end, table, slots,
-                               scratch);
-    case SimdIsa::kBaseline:
-      break;
-  }
+    switch (isa) {
+      case SimdIsa::kAvx512:
+        return UpdateAllRowsAvx512<Rule, kApplyCommon>(rule, common, lr, groups, dim, row_begin,
+                                                       row_end, table, slots, scratch);
+      case SimdIsa::kAvx2:
+        return UpdateAllRowsAvx2<Rule, kApplyCommon>(rule, common, lr, groups, dim, row_begin,
+                                                     row_end, table, slots, scratch);
+      case SimdIsa::kBaseline:
+        break;
+    }
 #else
-  (void)isa;
+    (void)isa;
 #endif
-  UpdateAllRowsBaseline(rule, common, lr, groups, dim, row_begin, row_end, table, slots, scratch);
+    UpdateAllRowsBaseline<Rule, kApplyCommon>(rule, common, lr, groups, dim, row_begin, row_end,
+                                              table, slots, scratch);
+  });
 }
 
 // The two loops with the ISA the kernels use (SelectedSimdIsa()).

@@ -32,11 +32,10 @@ std::vector<xla::XlaOp> UpdateArrays(const Rule& rule, const CommonUpdateParams&
   std::array<XlaValue, Rule::kNumSlots> slots;
   for (int k = 0; k < Rule::kNumSlots; ++k) slots[k] = XlaValue(variables[1 + k]);
   const XlaValue decay = common.WeightDecay(rate);
-  if (common.AreIdentity()) {
-    UpdateElement<false>(rule, common, rate, decay, XlaValue(gradients), weights, slots);
-  } else {
-    UpdateElement<true>(rule, common, rate, decay, XlaValue(gradients), weights, slots);
-  }
+  WithCommonKnobs(common, [&](auto apply_common) {
+    UpdateElement<decltype(apply_common)::value>(rule, common, rate, decay, XlaValue(gradients),
+                                                 weights, slots);
+  });
   std::vector<xla::XlaOp> updated = {weights.op()};
   for (const XlaValue& slot : slots) updated.push_back(slot.op());
   return updated;
