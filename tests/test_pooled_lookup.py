@@ -63,9 +63,8 @@ def test_segment_lookup_leaves_ids_outside_the_table_to_stock(table):
 
 
 def compiled(table, sparse, combiner, weights=None, table_name="video"):
-    return pooled_lookup.compiled_lookup(
-        table, table_name, VOCABULARY_SIZE, combiner, sparse.values, sparse.indices[:, 0],
-        sparse.dense_shape[0], None if weights is None else weights.values, prune_invalid=True,
+    return pooled_lookup.compiled_sparse_lookup(
+        table, table_name, VOCABULARY_SIZE, combiner, sparse, weights,
         fallback=lambda: stock(table, sparse, combiner, weights))
 
 
@@ -86,9 +85,18 @@ def test_compiled_lookup_matches_stock(table, combiner, weighted):
                                    rtol=1e-5, atol=1e-6)
 
 
-def test_compiled_lookup_of_rows_out_of_order_is_stocks(table):
+def test_compiled_lookup_places_lookups_in_any_order(table):
+    """The grid takes each lookup at its index, so rows out of order pool as in order."""
     sparse = random_sparse(np.random.default_rng(3), 20, 5, shuffled=True)
-    np.testing.assert_array_equal(compiled(table, sparse, "mean"), stock(table, sparse, "mean"))
+    np.testing.assert_allclose(compiled(table, sparse, "mean"), stock(table, sparse, "mean"),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_lookups_sharing_an_index_are_stocks(table):
+    """TF sums two lookups at one index; a grid cell would keep one, so TF's formulation runs."""
+    sparse = tf.SparseTensor([[0, 0], [0, 0], [1, 1]], tf.constant([3, 4, 5], tf.int64), [2, 2])
+    np.testing.assert_array_equal(compiled(table, sparse, "sum"), stock(table, sparse, "sum"))
+    np.testing.assert_array_equal(compiled(table, sparse, "sum")[0], table[3] + table[4])
 
 
 def test_compiled_lookup_leaves_mostly_padding_batches_to_stock(table):
@@ -114,17 +122,42 @@ def test_padding_adds_nothing_even_to_an_infinite_row():
 def test_ids_outside_the_table_name_it(table):
     sparse = tf.sparse.from_dense(tf.constant([[3, VOCABULARY_SIZE + 2]], tf.int64))
     with pytest.raises(tf.errors.InvalidArgumentError,
-                       match=r"Table 'video': ids must be in \[0, 50\); got ids from 3 to 52"):
+                       match=r"Table 'video': ids must be in \[0, 50\); got an id of 52"):
         compiled(table, sparse, "sum")
 
 
+@pytest.mark.parametrize("combiner", COMBINERS)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_compiled_ragged_lookup_matches_numpy(table, combiner, weighted):
+    """Ragged rows of random lengths (some empty), against the pooling written out in numpy."""
+    rng = np.random.default_rng(6)
+    lengths = rng.integers(0, 7, size=21)
+    ids = rng.integers(VOCABULARY_SIZE, size=lengths.sum())
+    ragged = tf.RaggedTensor.from_row_lengths(ids, lengths)
+    weights = rng.uniform(0.1, 2.0, size=ids.shape).astype(np.float32) if weighted else None
+    actual = pooled_lookup.compiled_ragged_lookup(
+        table, "video", VOCABULARY_SIZE, combiner, ragged,
+        None if weights is None else tf.RaggedTensor.from_row_lengths(weights, lengths),
+        fallback=lambda: tf.fill([len(lengths), DIM], np.nan))
+    values = table.numpy()
+    cell_weights = np.ones(ids.shape, np.float32) if weights is None else weights
+    expected = np.zeros([len(lengths), DIM], np.float32)
+    for row, end in enumerate(np.cumsum(lengths)):
+        cells = slice(end - lengths[row], end)
+        if lengths[row]:
+            norm = {"sum": 1.0, "mean": cell_weights[cells].sum(),
+                    "sqrtn": np.sqrt((cell_weights[cells] ** 2).sum())}[combiner]
+            expected[row] = (values[ids[cells]] * cell_weights[cells, None]).sum(0) / norm
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+
+
 def test_ragged_ids_are_not_pruned(table):
-    """Without prune_invalid a negative id fails as TF's ragged lookup's gather does."""
+    """A negative id of a ragged batch fails as TF's ragged lookup's gather does."""
     ragged = tf.ragged.constant([[1, -1], [2]], dtype=tf.int64)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="Table 'video'"):
-        pooled_lookup.compiled_lookup(table, "video", VOCABULARY_SIZE, "sum", ragged.values,
-                                      ragged.value_rowids(), ragged.nrows(), None,
-                                      prune_invalid=False, fallback=lambda: tf.zeros([2, DIM]))
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"Table 'video': ids must be in \[0, 50\); got ids from -1 to 2"):
+        pooled_lookup.compiled_ragged_lookup(table, "video", VOCABULARY_SIZE, "sum", ragged,
+                                             None, fallback=lambda: tf.zeros([2, DIM]))
 
 
 def test_batches_of_one_bucket_compile_once(table):

@@ -9,19 +9,21 @@ of stock TF ops only, so exported SavedModels still load without tf_embedding:
 * `segment_lookup`: one `SparseSegmentSum` / `Mean` / `SqrtN` with `num_segments`, reading the
   table in place. It is the op and the order of additions of TF's own lookup, so the results are
   bit-identical; serving uses it for every unweighted rank-2 pooled sparse feature.
-* `compiled_lookup`: the lookups padded into a `[rows, length]` grid and reduced by an XLA
+* `compiled_sparse_lookup` and `compiled_ragged_lookup`: the lookups placed in a `[rows,
+  length]` grid (by a `SparseTensor`'s indices, or a ragged batch's rows) and reduced by an XLA
   function (`jit_compile=True`), which fuses the gather into the reduction: faster than TF's
-  formulation on CPUs; the additions may come in another order (a few ulps). Serving
-  uses it when asked to (`TPUEmbeddingForServing(..., jit_compile=True)`); TF Serving runs such
-  a model with `--xla_cpu_compilation_enabled=true`.
+  formulation on CPUs; the additions may come in another order (a few ulps). Serving uses them
+  when asked to (`TPUEmbeddingForServing(..., jit_compile=True)`); TF Serving runs such a model
+  with `--xla_cpu_compilation_enabled=true`. The TF ops around the compiled function make at
+  most one pass over the batch each: TF runs them one at a time, and at 1 thread they are
+  what the step spends beside the compiled function (docs/benchmarks.md).
 
 Both fall back to TF's formulation (a `tf.cond`, decided per batch) where theirs does not
 apply: a `SparseTensor` whose indices are not in row order, ids TF prunes or outside the table
-(`segment_lookup`), a batch whose grid would be mostly padding or a table whose row 0 is not
-finite (`compiled_lookup`).
+(`segment_lookup`); a batch whose grid would be mostly padding, a `SparseTensor` with two
+lookups at one index, or a table whose row 0 is not finite (the compiled lookups).
 """
 
-import math
 from typing import Callable
 
 import tensorflow as tf
@@ -39,6 +41,16 @@ _SEGMENT_REDUCTIONS = {
 # A grid holding more than this many cells per lookup (plus one per row) is left to the
 # fallback: its padding would cost more than TF's own formulation saves.
 _MAX_PADDING_FACTOR = 4
+
+# The id of a grid's padding cells: negative, so the compiled pooling gives it weight 0, and
+# no id a lookup of a sparse batch would have but the lowest int64 (which TF prunes as well).
+_PADDING = -2**63
+
+# Every bucket size (`_bucket`), ascending: 1 to 7, then 4, 5, 6 and 7 times a quarter of each
+# power of two from 8 up, and the largest int64 for any size above 7 * 2**60.
+_BUCKETS = [*range(1, 8),
+            *(multiple * 2 ** (power - 2) for power in range(3, 63) for multiple in range(4, 8)),
+            2**63 - 1]
 
 
 def segment_lookup(table: tf.Variable | tf.Tensor, vocabulary_size: int,
@@ -62,51 +74,102 @@ def segment_lookup(table: tf.Variable | tf.Tensor, vocabulary_size: int,
     return tf.cond(applies, reduce, fallback)
 
 
-def compiled_lookup(table: tf.Variable | tf.Tensor, table_name: str, vocabulary_size: int,
-                    combiner: str, ids: tf.Tensor, rows: tf.Tensor, num_rows: tf.Tensor,
-                    weights: tf.Tensor | None, prune_invalid: bool,
-                    fallback: Fallback) -> tf.Tensor:
-    """The pooled activations `[num_rows, dim]` of lookups `ids` into rows `rows`, with
-    optional `weights`, reduced with `combiner` by an XLA-compiled gather-and-sum.
+def compiled_sparse_lookup(table: tf.Variable | tf.Tensor, table_name: str,
+                           vocabulary_size: int, combiner: str, sparse: tf.SparseTensor,
+                           weights: tf.SparseTensor | None, fallback: Fallback) -> tf.Tensor:
+    """`safe_embedding_lookup_sparse(table, sparse, weights, combiner)` of a rank-2 `sparse`,
+    `[dense_shape[0], dim]`, by an XLA-compiled gather-and-sum over the lookups placed by their
+    indices in a `[rows, dense_shape[1]]` grid (both bucketed).
 
-    `prune_invalid` drops ids < 0, and for "mean" and "sqrtn" weights <= 0, as
-    `safe_embedding_lookup_sparse` does; without it a negative id is outside the table.
-    `fallback` computes the batch TF's way when `rows` are not ascending, the grid would be
-    mostly padding, or row 0 of the table is not finite (padding cells add 0 x row 0). Ids
-    outside the table raise InvalidArgumentError naming the table (XLA's gather would clamp
-    them).
+    Negative ids are pruned, and for "mean" and "sqrtn" weights <= 0, as TF prunes them; ids
+    from `vocabulary_size` on raise InvalidArgumentError naming the table (XLA's gather would
+    clamp them). `fallback` computes the batch TF's way when the grid would be mostly padding,
+    two lookups share an index (TF sums both; a grid cell holds one), or row 0 of the table is
+    not finite (padding cells add 0 x row 0).
     """
-    ids, rows = tf.cast(ids, tf.int64), tf.cast(rows, tf.int64)
-    num_rows = tf.cast(num_rows, tf.int64)
-    lengths = tf.math.bincount(rows, minlength=num_rows, maxlength=num_rows, dtype=tf.int64)
-    grid_rows = _bucket(num_rows)
-    # (The maximum of no rows is the lowest int64, which buckets to 1.)
-    grid_length = _bucket(tf.reduce_max(lengths))
-    row_zero_finite = tf.reduce_all(tf.math.is_finite(tf.gather(table, [0])))
-    small_padding = grid_rows * grid_length <= _MAX_PADDING_FACTOR * (tf.size(ids, tf.int64) +
-                                                                       num_rows)
-    applies = _in_row_order(rows) & row_zero_finite & small_padding
+    ids = tf.cast(sparse.values, tf.int64)
+    num_rows, width = sparse.dense_shape[0], sparse.dense_shape[1]
+    num_lookups = tf.size(ids, tf.int64)
+    shape = tf.stack([_bucket(num_rows), _bucket(width)])
+    applies = _grid_applies(table, shape, num_lookups, num_rows)
 
     def compiled() -> tf.Tensor:
+        highest = tf.reduce_max(ids)
+        in_table = tf.debugging.Assert(highest < vocabulary_size, [tf.strings.format(
+            _ids_outside_message(table_name, vocabulary_size) + "got an id of {} (negative "
+            "ids are pruned).", highest)])
+        grid = tf.raw_ops.SparseToDense(sparse_indices=sparse.indices, output_shape=shape,
+                                        sparse_values=ids,
+                                        default_value=tf.constant(_PADDING, tf.int64),
+                                        validate_indices=False)
+        grid_weights = None if weights is None else tf.raw_ops.SparseToDense(
+            sparse_indices=sparse.indices, output_shape=shape,
+            sparse_values=tf.cast(weights.values, tf.float32), default_value=0.0,
+            validate_indices=False)
+        # Of lookups that share an index, the grid kept one.
+        every_lookup_placed = tf.equal(tf.math.count_nonzero(tf.not_equal(grid, _PADDING)),
+                                       num_lookups)
+
+        def pooled() -> tf.Tensor:
+            with tf.control_dependencies([in_table]):
+                activations = _compiled_grid_lookup(table, grid, grid_weights, combiner=combiner,
+                                                    prune_weights=combiner != "sum")
+            return activations[:num_rows]
+
+        return tf.cond(every_lookup_placed, pooled, fallback)
+
+    return tf.cond(applies, compiled, fallback)
+
+
+def compiled_ragged_lookup(table: tf.Variable | tf.Tensor, table_name: str,
+                           vocabulary_size: int, combiner: str, ragged: tf.RaggedTensor,
+                           weights: tf.RaggedTensor | None, fallback: Fallback) -> tf.Tensor:
+    """The pooled activations `[nrows, dim]` of a `[batch, None]` `ragged` batch with optional
+    `weights`, reduced with `combiner`, by an XLA-compiled gather-and-sum over the lookups
+    padded into a `[rows, longest row]` grid (both bucketed).
+
+    Ids outside `[0, vocabulary_size)` raise InvalidArgumentError naming the table, as TF's
+    gather of a ragged batch fails on them. `fallback` computes the batch TF's way when the grid
+    would be mostly padding or row 0 of the table is not finite.
+    """
+    num_rows = ragged.nrows(out_type=tf.int64)
+    num_lookups = tf.size(ragged.values, tf.int64)
+    # (The maximum of no rows is the lowest int64, which buckets to 1.)
+    longest = tf.reduce_max(ragged.row_lengths())
+    shape = tf.stack([_bucket(num_rows), _bucket(longest)])
+    applies = _grid_applies(table, shape, num_lookups, num_rows)
+
+    def compiled() -> tf.Tensor:
+        ids = tf.cast(ragged.values, tf.int64)
         lowest, highest = tf.reduce_min(ids), tf.reduce_max(ids)
-        # Negative ids are pruned (weight 0 in the grid) or, without pruning, out of range.
-        in_table = (highest < vocabulary_size) & (prune_invalid | (lowest >= 0))
-        message = tf.strings.format(
-            f"Table '{table_name}': ids must be in [0, {vocabulary_size}); "
-            "got ids from {} to {}.", (lowest, highest))
-        # Padding cells hold id -1, which the compiled function reads as weight 0.
-        lookups = tf.RaggedTensor.from_value_rowids(ids, rows, nrows=grid_rows, validate=False)
-        shape = tf.stack([grid_rows, grid_length])
-        grid_ids = lookups.to_tensor(default_value=-1, shape=shape)
-        grid_weights = (None if weights is None else lookups.with_values(
-            tf.cast(weights, tf.float32)).to_tensor(default_value=0.0, shape=shape))
-        with tf.control_dependencies([tf.debugging.Assert(in_table, [message])]):
-            activations = _compiled_grid_lookup(
-                table, grid_ids, grid_weights, combiner=combiner,
-                prune_weights=prune_invalid and combiner != "sum")
+        in_table = tf.debugging.Assert(
+            (lowest >= 0) & (highest < vocabulary_size), [tf.strings.format(
+                _ids_outside_message(table_name, vocabulary_size) + "got ids from {} to {}.",
+                (lowest, highest))])
+        grid = ragged.with_values(ids).to_tensor(default_value=_PADDING, shape=shape)
+        grid_weights = None if weights is None else weights.with_values(
+            tf.cast(weights.values, tf.float32)).to_tensor(default_value=0.0, shape=shape)
+        with tf.control_dependencies([in_table]):
+            activations = _compiled_grid_lookup(table, grid, grid_weights, combiner=combiner,
+                                                prune_weights=False)
         return activations[:num_rows]
 
     return tf.cond(applies, compiled, fallback)
+
+
+def _grid_applies(table: tf.Variable | tf.Tensor, shape: tf.Tensor, num_lookups: tf.Tensor,
+                  num_rows: tf.Tensor) -> tf.Tensor:
+    """Whether a grid of `shape` is mostly lookups and row 0 of `table` is finite: padding
+    cells add 0 x row 0."""
+    small_padding = shape[0] * shape[1] <= _MAX_PADDING_FACTOR * (num_lookups + num_rows)
+    # A gather: a variable's full read may copy it (`_read_in_place`).
+    row_zero_finite = tf.reduce_all(tf.math.is_finite(tf.gather(table, [0])))
+    return small_padding & row_zero_finite
+
+
+def _ids_outside_message(table_name: str, vocabulary_size: int) -> str:
+    """The start of the error for ids outside the table (a `tf.strings.format` template)."""
+    return f"Table '{table_name}': ids must be in [0, {vocabulary_size}); "
 
 
 @tf.function(jit_compile=True, autograph=False)
@@ -134,15 +197,9 @@ def _bucket(size: tf.Tensor) -> tf.Tensor:
     """`size` rounded up to a quarter of its power of two (1 to 8 as they are, then 10, 12, 14,
     16, 20, 24, 28, 32, 40, ...; 1 for 0): grids of bucketed shapes, so that XLA compiles at
     most 4 shapes per doubling, and a grid is at most 25% padding along each axis."""
-    size = tf.maximum(tf.cast(size, tf.int64), 1)
-    one = tf.constant(1, tf.int64)
-    power = tf.cast(tf.math.floor(tf.math.log(tf.cast(size, tf.float64)) / math.log(2.0)),
-                    tf.int64)
-    # The float logarithm may be a rounding off either way.
-    power = tf.where(tf.bitwise.left_shift(one, power) > size, power - 1, power)
-    power = tf.where(tf.bitwise.left_shift(one, power + 1) <= size, power + 1, power)
-    step = tf.bitwise.left_shift(one, tf.maximum(power - 2, 0))
-    return (size + step - 1) // step * step
+    buckets = tf.constant(_BUCKETS, tf.int64)
+    first_not_below = tf.searchsorted(buckets, tf.reshape(tf.cast(size, tf.int64), [1]))
+    return buckets[first_not_below[0]]
 
 
 def _in_row_order(rows: tf.Tensor) -> tf.Tensor:

@@ -198,10 +198,9 @@ def _sparse_lookup(inp: tf.SparseTensor, weight: tf.SparseTensor | None, table: 
     if inp.shape.rank != 2:
         return stock()
     if jit_compile:
-        return pooled_lookup.compiled_lookup(
-            table, feature.table.name, feature.table.vocabulary_size, combiner, inp.values,
-            inp.indices[:, 0], inp.dense_shape[0], None if weight is None else weight.values,
-            prune_invalid=True, fallback=stock)
+        return pooled_lookup.compiled_sparse_lookup(
+            table, feature.table.name, feature.table.vocabulary_size, combiner, inp, weight,
+            fallback=stock)
     if weight is None:
         return pooled_lookup.segment_lookup(table, feature.table.vocabulary_size, inp, combiner,
                                             stock)
@@ -217,10 +216,9 @@ def _ragged_pooled(inp: tf.RaggedTensor, weight: tf.RaggedTensor | None, table: 
 
     if not jit_compile:
         return stock()
-    return pooled_lookup.compiled_lookup(
-        table, feature.table.name, feature.table.vocabulary_size, combiner, inp.values,
-        inp.value_rowids(), inp.nrows(), None if weight is None else weight.values,
-        prune_invalid=False, fallback=stock)
+    return pooled_lookup.compiled_ragged_lookup(
+        table, feature.table.name, feature.table.vocabulary_size, combiner, inp, weight,
+        fallback=stock)
 
 
 def _ragged_output_shape_lookup_dynamic_batch(inp: tf.RaggedTensor,
