@@ -27,7 +27,8 @@ def test_quick_run_prints_every_variant():
     tables = _tables(out)
     header, rows = tables[0]
     assert header[:4] == ["dist", "phase", "variant", "thr"]
-    for column in ("samples/s", "vs stock", "paired", "of limit", "par eff", "peak RSS GiB", "over GiB"):
+    for column in ("samples/s", "vs stock", "paired", "of limit", "par eff", "peak RSS GiB",
+                   "over GiB"):
         assert column in header
     expected = [(name, threads) for name, v in benchmark_variants.VARIANTS.items() if v.default
                 for threads in ("1", "2")]
