@@ -109,6 +109,14 @@ def test_compiled_lookup_leaves_mostly_padding_batches_to_stock(table):
     np.testing.assert_array_equal(compiled(table, sparse, "sum"), stock(table, sparse, "sum"))
 
 
+def test_a_dense_shape_far_beyond_the_lookups_is_stocks(table):
+    """A grid as wide as dense_shape[1] would be almost all padding, and its bucketed size,
+    5 x 7 * 2**58, would wrap in int64: TF's formulation runs."""
+    width = 6 * 2**58 + 1
+    sparse = tf.SparseTensor([[0, 3], [3, width - 1]], tf.constant([4, 7], tf.int64), [5, width])
+    np.testing.assert_array_equal(compiled(table, sparse, "sum"), stock(table, sparse, "sum"))
+
+
 def test_padding_adds_nothing_even_to_an_infinite_row():
     """Padding cells add 0 x row 0, so a table whose row 0 is not finite is left to TF's
     formulation: other rows must not turn into NaN."""

@@ -161,6 +161,8 @@ def _grid_applies(table: tf.Variable | tf.Tensor, shape: tf.Tensor, num_lookups:
                   num_rows: tf.Tensor) -> tf.Tensor:
     """Whether a grid of `shape` is mostly lookups and row 0 of `table` is finite: padding
     cells add 0 x row 0."""
+    # In float64: a SparseTensor's dense_shape may be any int64, whose product would wrap.
+    shape, num_lookups, num_rows = (tf.cast(x, tf.float64) for x in (shape, num_lookups, num_rows))
     small_padding = shape[0] * shape[1] <= _MAX_PADDING_FACTOR * (num_lookups + num_rows)
     # A gather: a variable's full read may copy it (`_read_in_place`).
     row_zero_finite = tf.reduce_all(tf.math.is_finite(tf.gather(table, [0])))
