@@ -551,7 +551,8 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
         over = r.result["peak_rss"] - r.result["model_bytes"]
         added = r.result["steps_added_rss"]
         body.append([r.distribution, v.phase, v.name, str(r.threads), f"{sps:,.0f}", ratio,
-                     paired_ratio, share, fused_share, _efficiency(one_thread(r), r.threads, r.seconds),
+                     paired_ratio, share, fused_share,
+                     _efficiency(one_thread(r), r.threads, r.seconds),
                      f"{1000 * r.seconds:.1f}", f"{100 * r.spread:.0f}%",
                      f"{1000 * r.cpu_seconds:.1f}", _gib(r.result["model_bytes"]),
                      _gib(r.result["peak_rss"]), f"{over / GIB:+.2f}",
