@@ -6,6 +6,7 @@ runs the build, so install with `pip install --no-build-isolation .` from the
 environment that will use it (README.md, "Build").
 """
 
+import ast
 import concurrent.futures
 import glob
 import hashlib
@@ -46,6 +47,15 @@ print(json.dumps({
     "link_flags": tf.sysconfig.get_link_flags(),
 }))
 """
+
+
+def shared_compile_flags():
+    """COPTS of copts.bzl, the flags every C++ build of the library shares (this one, Bazel's
+    and cc/core's tests), which say there why each is needed."""
+    with open(os.path.join(ROOT, "copts.bzl")) as f:
+        module = ast.parse(f.read())
+    return next(ast.literal_eval(node.value) for node in module.body
+                if isinstance(node, ast.Assign) and node.targets[0].id == "COPTS")
 
 
 def ops_sources():
@@ -141,14 +151,8 @@ class BuildOps(build_ext):
         tf = query_tensorflow()
         cxx = shlex.split(os.environ.get("CXX", "c++"))
         launcher = [ccache] if (ccache := shutil.which("ccache")) else []
-        # -fno-math-errno lets GCC vectorise sqrt in the optimizer rules (no result changes:
-        # nothing reads errno). -ffp-contract=off keeps a * b + c two roundings in the loops
-        # compiled per ISA (cc/core/simd_dispatch.h), so AVX-512 gives AVX2's and SSE2's bits.
-        # -fno-loop-unroll-and-jam: GCC 12 jammed the sparse-apply kernels' gradient sum (two
-        # terms per iteration) into a scalar loop over the row (docs/benchmarks.md).
         compile_flags = [
-            "-std=c++17", "-O3", "-fno-math-errno", "-ffp-contract=off",
-            "-fno-loop-unroll-and-jam", "-fPIC", "-DNDEBUG", "-Wall", "-I.",
+            *shared_compile_flags(), "-fPIC", "-DNDEBUG", "-Wall", "-I.",
             *system_includes(tf["compile_flags"]), *xla_includes(tf),
         ]
         # One object directory per compiler, flag set and TensorFlow, so a
