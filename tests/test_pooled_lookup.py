@@ -159,6 +159,14 @@ def test_compiled_ragged_lookup_matches_numpy(table, combiner, weighted):
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
 
 
+def test_an_index_outside_the_dense_shape_fails(table):
+    """Not a valid SparseTensor: the grid has no cell for it (docs/api_differences.md)."""
+    sparse = tf.SparseTensor([[0, 5]], tf.constant([3], tf.int64), [2, 2])
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"Indices are not valid \(out of bounds\)"):
+        compiled(table, sparse, "sum")
+
+
 def test_ragged_ids_are_not_pruned(table):
     """A negative id of a ragged batch fails as TF's ragged lookup's gather does."""
     ragged = tf.ragged.constant([[1, -1], [2]], dtype=tf.int64)

@@ -93,30 +93,26 @@ def compiled_sparse_lookup(table: tf.Variable | tf.Tensor, table_name: str,
     shape = tf.stack([_bucket(num_rows), _bucket(width)])
     applies = _grid_applies(table, shape, num_lookups, num_rows)
 
+    def placed(values: tf.Tensor, default: tf.Tensor | float) -> tf.Tensor:
+        """`values` at their lookups' indices in a grid of `shape`, `default` elsewhere."""
+        return tf.raw_ops.SparseToDense(sparse_indices=sparse.indices, output_shape=shape,
+                                        sparse_values=values, default_value=default,
+                                        validate_indices=False)
+
     def compiled() -> tf.Tensor:
         highest = tf.reduce_max(ids)
-        in_table = tf.debugging.Assert(highest < vocabulary_size, [tf.strings.format(
-            _ids_outside_message(table_name, vocabulary_size) + "got an id of {} (negative "
-            "ids are pruned).", highest)])
-        grid = tf.raw_ops.SparseToDense(sparse_indices=sparse.indices, output_shape=shape,
-                                        sparse_values=ids,
-                                        default_value=tf.constant(_PADDING, tf.int64),
-                                        validate_indices=False)
-        grid_weights = None if weights is None else tf.raw_ops.SparseToDense(
-            sparse_indices=sparse.indices, output_shape=shape,
-            sparse_values=tf.cast(weights.values, tf.float32), default_value=0.0,
-            validate_indices=False)
+        in_table = _assert_ids_in_table(highest < vocabulary_size, table_name, vocabulary_size,
+                                        "got an id of {} (negative ids are pruned).", highest)
+        grid = placed(ids, tf.constant(_PADDING, tf.int64))
+        grid_weights = None if weights is None else placed(tf.cast(weights.values, tf.float32),
+                                                           0.0)
         # Of lookups that share an index, the grid kept one.
         every_lookup_placed = tf.equal(tf.math.count_nonzero(tf.not_equal(grid, _PADDING)),
                                        num_lookups)
-
-        def pooled() -> tf.Tensor:
-            with tf.control_dependencies([in_table]):
-                activations = _compiled_grid_lookup(table, grid, grid_weights, combiner=combiner,
-                                                    prune_weights=combiner != "sum")
-            return activations[:num_rows]
-
-        return tf.cond(every_lookup_placed, pooled, fallback)
+        return tf.cond(every_lookup_placed,
+                       lambda: _pool(table, grid, grid_weights, combiner, combiner != "sum",
+                                     in_table, num_rows),
+                       fallback)
 
     return tf.cond(applies, compiled, fallback)
 
@@ -142,17 +138,13 @@ def compiled_ragged_lookup(table: tf.Variable | tf.Tensor, table_name: str,
     def compiled() -> tf.Tensor:
         ids = tf.cast(ragged.values, tf.int64)
         lowest, highest = tf.reduce_min(ids), tf.reduce_max(ids)
-        in_table = tf.debugging.Assert(
-            (lowest >= 0) & (highest < vocabulary_size), [tf.strings.format(
-                _ids_outside_message(table_name, vocabulary_size) + "got ids from {} to {}.",
-                (lowest, highest))])
+        in_table = _assert_ids_in_table((lowest >= 0) & (highest < vocabulary_size), table_name,
+                                        vocabulary_size, "got ids from {} to {}.",
+                                        (lowest, highest))
         grid = ragged.with_values(ids).to_tensor(default_value=_PADDING, shape=shape)
         grid_weights = None if weights is None else weights.with_values(
             tf.cast(weights.values, tf.float32)).to_tensor(default_value=0.0, shape=shape)
-        with tf.control_dependencies([in_table]):
-            activations = _compiled_grid_lookup(table, grid, grid_weights, combiner=combiner,
-                                                prune_weights=False)
-        return activations[:num_rows]
+        return _pool(table, grid, grid_weights, combiner, False, in_table, num_rows)
 
     return tf.cond(applies, compiled, fallback)
 
@@ -169,9 +161,22 @@ def _grid_applies(table: tf.Variable | tf.Tensor, shape: tf.Tensor, num_lookups:
     return small_padding & row_zero_finite
 
 
-def _ids_outside_message(table_name: str, vocabulary_size: int) -> str:
-    """The start of the error for ids outside the table (a `tf.strings.format` template)."""
-    return f"Table '{table_name}': ids must be in [0, {vocabulary_size}); "
+def _assert_ids_in_table(in_table: tf.Tensor, table_name: str, vocabulary_size: int,
+                         found: str, values: tf.Tensor | tuple[tf.Tensor, ...]) -> tf.Operation:
+    """An assertion of `in_table`, whose error names the table and says what was `found` (a
+    `tf.strings.format` template of `values`)."""
+    return tf.debugging.Assert(in_table, [tf.strings.format(
+        f"Table '{table_name}': ids must be in [0, {vocabulary_size}); " + found, values)])
+
+
+def _pool(table: tf.Variable | tf.Tensor, grid: tf.Tensor, grid_weights: tf.Tensor | None,
+          combiner: str, prune_weights: bool, in_table: tf.Operation,
+          num_rows: tf.Tensor) -> tf.Tensor:
+    """The compiled pooling of `grid` once `in_table` has passed, cut to the batch's rows."""
+    with tf.control_dependencies([in_table]):
+        activations = _compiled_grid_lookup(table, grid, grid_weights, combiner=combiner,
+                                            prune_weights=prune_weights)
+    return activations[:num_rows]
 
 
 @tf.function(jit_compile=True, autograph=False)
