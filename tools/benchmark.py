@@ -558,9 +558,9 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
                      _gib(r.result["peak_rss"]), f"{over / GIB:+.2f}",
                      "-" if added is None else f"{max(added, 0) / GIB:+.2f}", r.others, check])
     lines += _table(["dist", "phase", "variant", "thr", "samples/s", "vs stock", "paired",
-                     "of limit",
-                     "of fused", "par eff", "ms/step", "IQR", "CPU ms", "tables+slots GiB",
-                     "peak RSS GiB", "over GiB", "steps GiB", "others", "check"], body)
+                     "of limit", "of fused", "par eff", "ms/step", "IQR", "CPU ms",
+                     "tables+slots GiB", "peak RSS GiB", "over GiB", "steps GiB", "others",
+                     "check"], body)
     lines += ["", "Variants:"]
     for v in dict.fromkeys(r.variant for r in rows if r.variant.phase != "part"):
         lines.append(f"  {v.name:15} {v.description}{' [baseline]' if v.baseline else ''}")
