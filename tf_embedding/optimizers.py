@@ -10,9 +10,11 @@ that applies it; what they all share (common arguments, TF's slot protocol, the 
 Deviations from TensorFlow (bug fixes) are listed in docs/api_differences.md.
 """
 
-from typing import List, Optional
+import inspect
+from typing import Any, List, Optional
 
 from tensorflow.python.ops import init_ops_v2
+from tensorflow.python.tpu import tpu_embedding_v2_utils
 
 from tf_embedding.optimizer_base import (ClipValueType, LearningRate, SlotVariableCreationFn,
                                          _constant_slot_initializer, _Description, _Optimizer)
@@ -465,3 +467,38 @@ class ProximalYogi(_Optimizer):
     def _slot_initializers(self) -> List[init_ops_v2.Initializer]:
         return [_constant_slot_initializer(self.initial_accumulator_value),
                 _constant_slot_initializer()]
+
+
+# The classes of `tf.tpu.experimental.embedding` whose objects tf_embedding accepts in place of
+# its own: each has this module's constructor, argument for argument, and keeps every argument
+# as an attribute of the same name (the clipping range as `clip_gradient_min` / `_max`).
+_STOCK_CLASSES = {"SGD": SGD, "Adagrad": Adagrad, "AdagradMomentum": AdagradMomentum,
+                  "Adam": Adam, "FTRL": FTRL}
+
+
+def from_stock(optimizer: Any) -> _Optimizer:
+    """tf_embedding's optimizer equal to a stock `tf.tpu.experimental.embedding` optimizer.
+
+    Stock objects describe the TPU's update but cannot run it off a TPU; the returned object has
+    the same class name, hyperparameters, slot initializers and `slot_variable_creation_fn`, and
+    runs the fused update op. Other objects are returned unchanged.
+
+    Raises:
+      ValueError: another stock optimizer (`CustomOptimizer`, or a subclass of a stock class).
+    """
+    if not isinstance(optimizer, tpu_embedding_v2_utils._Optimizer):  # pylint: disable=protected-access
+        return optimizer
+    ours = _STOCK_CLASSES.get(type(optimizer).__name__)
+    if ours is None or type(optimizer) is not getattr(tpu_embedding_v2_utils, ours.__name__):
+        raise ValueError(
+            f"{type(optimizer).__name__} has no tf_embedding equivalent (CustomOptimizer runs "
+            "only on SparseCore); pass one of tf.tpu.experimental.embedding's "
+            f"{', '.join(sorted(_STOCK_CLASSES))} or tf_embedding's own.")
+    arguments = {}
+    for argument in list(inspect.signature(ours.__init__).parameters)[1:]:
+        if argument == "clipvalue":
+            bounds = (optimizer.clip_gradient_min, optimizer.clip_gradient_max)
+            arguments[argument] = None if bounds == (None, None) else bounds
+        else:
+            arguments[argument] = getattr(optimizer, argument)
+    return ours(**arguments)

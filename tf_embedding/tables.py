@@ -13,6 +13,7 @@ import tensorflow as tf
 from tensorflow.python.trackable import autotrackable
 from tensorflow.python.trackable import base as trackable_base
 
+from tf_embedding import optimizers
 from tf_embedding.keras_optimizers import translate_optimizer
 
 Initializer = Callable[..., Any]
@@ -27,13 +28,14 @@ def is_embedding_optimizer(optimizer: Any) -> bool:
 def resolve_optimizer(optimizer: Any) -> Any:
     """Returns an embedding optimizer for `optimizer` (None stays None).
 
-    Embedding optimizers pass through; names and Keras optimizers are translated.
+    tf_embedding's embedding optimizers pass through, stock TF's become tf_embedding's equals
+    (`optimizers.from_stock`); names and Keras optimizers are translated.
 
     Raises:
       ValueError: `optimizer` is neither an embedding optimizer nor translatable.
     """
     if is_embedding_optimizer(optimizer):
-        return optimizer
+        return optimizers.from_stock(optimizer)
     return translate_optimizer(optimizer)
 
 

@@ -122,11 +122,14 @@ def translate_keras_optimizer(optimizer: Any) -> optimizers._Optimizer:
 def normalize_optimizer(optimizer: Any) -> Any:
     """The layer's `optimizer` argument (or a table's) as an embedding optimizer, or None.
 
-    Embedding optimizers of tf_embedding or stock TF pass through; names give the default
-    optimizer; Keras optimizers are translated (`translate_keras_optimizer`).
+    Embedding optimizers of tf_embedding pass through, stock TF's become tf_embedding's equals;
+    names give the default optimizer; Keras optimizers are translated
+    (`translate_keras_optimizer`).
     """
-    if optimizer is None or tables.is_embedding_optimizer(optimizer):
-        return optimizer
+    if optimizer is None:
+        return None
+    if tables.is_embedding_optimizer(optimizer):
+        return optimizers.from_stock(optimizer)
     if isinstance(optimizer, str):
         if optimizer not in _NAMED_OPTIMIZERS:
             raise ValueError(f"Unknown optimizer name '{optimizer}'. Please use one of 'sgd',"
