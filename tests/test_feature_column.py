@@ -457,3 +457,43 @@ def test_v1_only_parameter_classes_map_onto_their_fused_optimizers():
                        efc.RMSPropParameters(0.1, 0.9, 0.0, 1e-3), efc.ProximalYogiParameters()):
         # A Parameter class can no longer lack an optimizer: the base method is abstract.
         assert isinstance(parameters.embedding_optimizer(), optimizers._Optimizer)
+
+
+class ColumnsModel(tf.keras.Model):
+    def __init__(self, spec):
+        super().__init__()
+        self.columns = efc.EmbeddingFeatures(spec)
+
+    def call(self, features):
+        return self.columns(features)
+
+
+def test_keras_weights_keep_tables_slots_and_global_step(tmp_path):
+    """save_weights / load_weights carry what Keras does not see, and training goes on alike."""
+    rng = np.random.default_rng(5)
+    batches = [raw_features(rng) for _ in range(3)]
+    models = [ColumnsModel(adagrad_spec()), ColumnsModel(adagrad_spec())]
+
+    def train(model, features):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(features) ** 2)
+        tape.gradient(loss, model.trainable_variables)
+
+    def state(model):
+        engine = model.columns._tpu_embedding
+        return {**{f"{table}/{name}": tf.convert_to_tensor(variable).numpy()
+                   for table, variables in engine._variables.items()
+                   for name, variable in variables.items()},
+                "global_step": model.columns.global_step.numpy()}
+
+    for features in batches[:2]:
+        train(models[0], features)
+    path = str(tmp_path / "columns.weights.h5")
+    models[0].save_weights(path)
+    models[1](batches[0])
+    models[1].load_weights(path)
+    np.testing.assert_equal(state(models[1]), state(models[0]))
+    assert state(models[1])["global_step"] == 2
+    for model in models:
+        train(model, batches[2])
+    np.testing.assert_equal(state(models[1]), state(models[0]))

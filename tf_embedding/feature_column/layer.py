@@ -27,6 +27,7 @@ from tf_embedding import features as features_lib
 from tf_embedding.feature_column import migration
 from tf_embedding.feature_column import spec as spec_lib
 from tf_embedding.keras import gradient_trap
+from tf_embedding.keras import weights_store
 from tf_embedding.sharded.tpu_embedding import TPUEmbedding
 
 _HELPER_NAME = "tpu_embedding_helper_dummy"
@@ -113,6 +114,18 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
                                    dtype=tf.int64)
         max_length = self._columns[0].config.max_sequence_length
         return tf.concat(outputs, axis=2), tf.minimum(lengths, max_length)
+
+    def save_own_variables(self, store: Any) -> None:
+        """Keras' saving: the tables, slots and global step by name (`weights_store`)."""
+        weights_store.save(store, self._saved_variables())
+
+    def load_own_variables(self, store: Any) -> None:
+        self._tpu_embedding._maybe_build()  # pylint: disable=protected-access
+        weights_store.load(store, self._saved_variables(), self.name)
+
+    def _saved_variables(self) -> dict[str, Any]:
+        return {**weights_store.engine_variables(self._tpu_embedding),
+                "global_step": self.global_step}
 
     def _trackable_children(self, save_type="checkpoint", **kwargs):
         # The helper is not saved: it only routes gradients.

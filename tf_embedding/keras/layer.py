@@ -31,6 +31,7 @@ from tf_embedding import features as features_lib
 from tf_embedding import serving
 from tf_embedding.keras import gradient_trap
 from tf_embedding.keras import optimizer_translation
+from tf_embedding.keras import weights_store
 from tf_embedding.replicated import TPUEmbeddingV0
 from tf_embedding.sharded.tpu_embedding import TPUEmbedding as ShardedTPUEmbedding
 
@@ -220,6 +221,15 @@ class TPUEmbedding(tf.keras.layers.Layer):
             raise RuntimeError(
                 f"Layer is created under strategy {self._strategy} but is being called under "
                 f"strategy {strategy}. Please use strategy.run when calling this layer.")
+
+    def save_own_variables(self, store: Any) -> None:
+        """Keras' saving: the tables and slots by name (`weights_store`); the helper, always
+        zero, is not saved, as in checkpoints."""
+        weights_store.save(store, weights_store.engine_variables(self._tpu_embedding))
+
+    def load_own_variables(self, store: Any) -> None:
+        self._tpu_embedding._maybe_build()  # pylint: disable=protected-access
+        weights_store.load(store, weights_store.engine_variables(self._tpu_embedding), self.name)
 
     def _trackable_children(self, save_type="checkpoint", **kwargs):
         # The helper (or, with model_optimizer, the second reference to the tables) is not

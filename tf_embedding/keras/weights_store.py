@@ -1,0 +1,53 @@
+"""Keras saving of what Keras cannot see: a layer's embedding tables, their slots, its counters.
+
+Keras 3's `save_weights` / `load_weights` (`.weights.h5`) and `model.save` / `load_model`
+(`.keras`), and tf_keras's same formats, save each layer through `save_own_variables(store)`,
+which by default writes the layer's Keras variables only. The tables and slots are tf.Variables
+of the layer's engine, trained the TPU way and not Keras weights, so without this module they
+would be left out, silently. The layers that own an engine store them under names instead of
+Keras' positions: `<table>:parameters` and `<table>:<slot>` (the whole table, whatever its row
+blocks, so a file loads at any block count), and extras such as a `global_step`.
+"""
+
+from typing import Any, Mapping
+
+import tensorflow as tf
+
+
+def engine_variables(engine: Any) -> dict[str, Any]:
+    """{`<table>:<parameters or slot>`: variable} of an embedding engine (built)."""
+    return {f"{table}:{name}": variable
+            for table, variables in engine._variables.items()  # pylint: disable=protected-access
+            for name, variable in variables.items()}
+
+
+def save(store: Any, variables: Mapping[str, Any]) -> None:
+    """Writes every variable's whole value into a Keras saving `store`."""
+    for key, variable in variables.items():
+        store[key] = tf.convert_to_tensor(variable).numpy()
+
+
+def load(store: Any, variables: Mapping[str, Any], layer_name: str) -> None:
+    """Assigns every variable its value from a Keras saving `store`.
+
+    Raises:
+      ValueError: the store lacks one of the variables (a file saved before tables were
+        stored, or by a layer of other tables or another optimizer) or holds others; nothing
+        is assigned then.
+    """
+    stored = set(store.keys())
+    missing = sorted(set(variables) - stored)
+    unexpected = sorted(stored - set(variables))
+    if missing or unexpected:
+        raise ValueError(
+            f"Layer '{layer_name}' cannot load these weights: it stores its embedding tables "
+            f"and slots by name, and the file lacks {missing} and holds {unexpected} "
+            "(saved by a layer with other tables or another embedding optimizer, or without "
+            "its tables).")
+    for key, variable in variables.items():
+        value = store[key]
+        if tuple(value.shape) != tuple(variable.shape):
+            raise ValueError(
+                f"Layer '{layer_name}' cannot load '{key}': the file holds shape "
+                f"{tuple(value.shape)}, the layer's variable has {tuple(variable.shape)}.")
+        variable.assign(value)
