@@ -2,6 +2,8 @@
 against stock's DenseFeatures / SequenceFeatures (tf_keras), training against numpy TPU rules,
 and the migration to the mid-level API."""
 
+import textwrap
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -12,6 +14,7 @@ from tf_embedding import feature_column as efc
 from tf_embedding import optimizers
 
 from references import combined_gains, csr, reference_step
+from subprocess_helpers import fresh_process_output
 
 F = np.float32
 DIM = 4
@@ -497,3 +500,29 @@ def test_keras_weights_keep_tables_slots_and_global_step(tmp_path):
     for model in models:
         train(model, batches[2])
     np.testing.assert_equal(state(models[1]), state(models[0]))
+
+
+def test_saved_model_of_a_keras_model_scores_the_same_without_tf_embedding(tmp_path):
+    """Saving traces stock lookups (and survives Keras 3's float32 default signature); the
+    model's own signature scores in a process that never imports tf_embedding."""
+    features = raw_features(np.random.default_rng(6))
+    model = ColumnsModel(adagrad_spec())
+    expected = model(features).numpy()
+    spec = {key: tf.SparseTensorSpec([None, None], value.dtype) for key, value in features.items()}
+    model.serve = tf.function(model.call, input_signature=[spec])
+    tf.saved_model.save(model, str(tmp_path / "export"))
+    parts = {key: (value.indices.numpy().tolist(), value.values.numpy().tolist(),
+                   value.dense_shape.numpy().tolist(), value.dtype.name)
+             for key, value in features.items()}
+    script = textwrap.dedent(f"""
+        import sys, numpy as np, tensorflow as tf
+        loaded = tf.saved_model.load({str(tmp_path / 'export')!r})
+        features = {{key: tf.SparseTensor(np.array(i, np.int64).reshape(-1, 2),
+                                          tf.constant(v, getattr(tf, d)), s)
+                     for key, (i, v, s, d) in {parts!r}.items()}}
+        print(loaded.serve(features).numpy().ravel().tolist())
+        assert not any(m.startswith("tf_embedding") for m in sys.modules)
+    """)
+    printed = fresh_process_output(script).strip().splitlines()[-1]
+    np.testing.assert_allclose(np.array(eval(printed), F), expected.ravel(),  # pylint: disable=eval-used
+                               rtol=1e-6, atol=1e-6)

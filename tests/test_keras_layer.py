@@ -442,7 +442,11 @@ def test_feature_errors_name_the_feature():
 # Export.
 
 
-def test_saved_model_uses_stock_ops_and_scores_the_same_without_tf_embedding(tmp_path):
+@pytest.mark.parametrize("saved", ["model", "module"])
+def test_saved_model_uses_stock_ops_and_scores_the_same_without_tf_embedding(tmp_path, saved):
+    """The subclassed model itself, or a tf.Module holding it, saved with its own signature:
+    Keras 3 also traces its default signature with float32 dense inputs, which the layer
+    survives."""
     layer = embedding_keras.TPUEmbedding(make_feature_config(), "adagrad")
     model = SumModel(layer)
     step = make_samples(np.random.default_rng(8), 1)[0]
@@ -455,10 +459,11 @@ def test_saved_model_uses_stock_ops_and_scores_the_same_without_tf_embedding(tmp
         return model((features, {"watched": watched_weights, "favorited": None,
                                  "friends": None}))
 
-    module = tf.Module()
-    # The layer, not the Keras 3 model, whose default signature would take dense inputs.
-    module.embedding, module.serve = layer, serve
-    tf.saved_model.save(module, str(tmp_path / "export"))
+    holder = model if saved == "model" else tf.Module()
+    holder.model_serve = serve
+    if saved == "module":
+        holder.model = model
+    tf.saved_model.save(holder, str(tmp_path / "export"))
     script = textwrap.dedent(f"""
         import sys, numpy as np, tensorflow as tf
         loaded = tf.saved_model.load({str(tmp_path / 'export')!r})
@@ -467,7 +472,7 @@ def test_saved_model_uses_stock_ops_and_scores_the_same_without_tf_embedding(tmp
                                    np.array(values, dtype), shape)
         features = {{n: sparse(*v, np.int64) for n, v in {_sparse_parts(features)!r}.items()}}
         weights = sparse(*{_sparse_parts(weights)["watched"]!r}, np.float32)
-        print(loaded.serve(features, weights).numpy().ravel().tolist())
+        print(loaded.model_serve(features, weights).numpy().ravel().tolist())
         assert not any(m.startswith("tf_embedding") for m in sys.modules)
     """)
     printed = fresh_process_output(script).strip().splitlines()[-1]

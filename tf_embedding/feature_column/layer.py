@@ -22,10 +22,12 @@ from typing import Any
 
 import tensorflow as tf
 from tensorflow.python.feature_column import feature_column_v2 as fc_lib
+from tensorflow.python.saved_model import save_context
 
 from tf_embedding import features as features_lib
 from tf_embedding.feature_column import migration
 from tf_embedding.feature_column import spec as spec_lib
+from tf_embedding.keras import export
 from tf_embedding.keras import gradient_trap
 from tf_embedding.keras import weights_store
 from tf_embedding.sharded.tpu_embedding import TPUEmbedding
@@ -66,6 +68,10 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
                 "EmbeddingFeatures takes either sequence columns (as SequenceFeatures does) or "
                 "non-sequence columns (as DenseFeatures does), not both; use one layer for each.")
         self._sequence = sequence == {True}
+        # As in DenseFeatures: the columns' lookup tables (vocabulary columns) are made once
+        # and tracked by the layer (`_resources`), so functions that use them can be saved.
+        self._state_manager = self._no_dependency(
+            fc_lib._StateManagerImpl(self, trainable=False))  # pylint: disable=protected-access
         self._feature_config = self._no_dependency(
             {feature.column.name: feature.config for feature in self._columns})
         # Tables carry their own optimizers (migration.column_features).
@@ -91,12 +97,33 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
         `training` (Keras passes it; `model.fit` sets it): whether the batch counts for the
         spec's `profile_data_directory`.
         """
+        if save_context.in_save_context():
+            features = self._coerce_float_inputs(features)
         cache = fc_lib.FeatureTransformationCache(features)
         ids, weights = {}, {}
         for feature in self._columns:
-            pair = feature.column.categorical_column.get_sparse_tensors(cache, None)
+            pair = feature.column.categorical_column.get_sparse_tensors(cache,
+                                                                         self._state_manager)
             ids[feature.column.name] = pair.id_tensor
             weights[feature.column.name] = pair.weight_tensor
+        if save_context.in_save_context():
+            # A SavedModel must load where tf_embedding is not installed.
+            outputs = tf.nest.flatten(export.stock_lookup(
+                ids, weights, self._tpu_embedding.embedding_tables, self._feature_config))
+        else:
+            outputs = self._trained_lookup(ids, weights, training)
+        if not self._sequence:
+            return tf.concat(outputs, axis=1)
+        first = ids[self._columns[0].column.name]
+        lengths = tf.math.bincount(tf.cast(first.indices[:, 0], tf.int32),
+                                   minlength=tf.cast(first.dense_shape[0], tf.int32),
+                                   dtype=tf.int64)
+        max_length = self._columns[0].config.max_sequence_length
+        return tf.concat(outputs, axis=2), tf.minimum(lengths, max_length)
+
+    def _trained_lookup(self, ids: dict[str, Any], weights: dict[str, Any],
+                        training: Any) -> list[tf.Tensor]:
+        """The fused lookup behind the gradient trap that applies the spec's optimizers."""
         plans = [features_lib.cpu_lookup_plan(item) for item in
                  features_lib.validate_features(ids, weights, self._feature_config)]
         multiplier = self._spec.experimental_gradient_multiplier_fn
@@ -106,14 +133,16 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
                 lambda: multiplier(self.global_step)),
             after_update=lambda: self.global_step.assign_add(1),
             training=False if training is None else training)
-        if not self._sequence:
-            return tf.concat(outputs, axis=1)
-        first = ids[self._columns[0].column.name]
-        lengths = tf.math.bincount(tf.cast(first.indices[:, 0], tf.int32),
-                                   minlength=tf.cast(first.dense_shape[0], tf.int32),
-                                   dtype=tf.int64)
-        max_length = self._columns[0].config.max_sequence_length
-        return tf.concat(outputs, axis=2), tf.minimum(lengths, max_length)
+        return outputs
+
+    def _coerce_float_inputs(self, features: dict[str, Any]) -> dict[str, Any]:
+        """Keras 3's default serving signature gives every raw feature as float32
+        (`tf_embedding.keras.export`): each is cast to the dtype its column parses."""
+        parsed = {}
+        for feature in self._columns:
+            parsed.update(feature.column.parse_example_spec)
+        return {key: export.coerce_float(value, parsed[key].dtype) if key in parsed else value
+                for key, value in features.items()}
 
     def save_own_variables(self, store: Any) -> None:
         """Keras' saving: the tables, slots and global step by name (`weights_store`)."""

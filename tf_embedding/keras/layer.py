@@ -29,6 +29,7 @@ from tensorflow.python.util import nest
 from tf_embedding import config as config_lib
 from tf_embedding import features as features_lib
 from tf_embedding import serving
+from tf_embedding.keras import export
 from tf_embedding.keras import gradient_trap
 from tf_embedding.keras import optimizer_translation
 from tf_embedding.keras import weights_store
@@ -127,6 +128,9 @@ class TPUEmbedding(tf.keras.layers.Layer):
         self._optimizer = self._no_dependency(
             optimizer_translation.normalize_optimizer(optimizer))
         self._strategy = self._no_dependency(tf.distribute.get_strategy())
+        # Which flat features the last call gave as sparse or ragged tensors, for Keras 3's
+        # default serving signature (`export.stock_lookup`).
+        self._composite_features = self._no_dependency(frozenset())
         engine_class = (ShardedTPUEmbedding if tables_trained_by == "embedding_optimizer"
                         else TPUEmbeddingV0)
         # Tracked under TFRS's attribute name, so checkpoints hold `_tpu_embedding/<table>`.
@@ -170,8 +174,11 @@ class TPUEmbedding(tf.keras.layers.Layer):
         self._check_strategy()
         if save_context.in_save_context():
             # A SavedModel must load where tf_embedding is not installed.
-            return serving.serving_embedding_lookup(features, weights, self._serving_tables(),
-                                                    self._feature_config)
+            return export.stock_lookup(features, weights, self._tpu_embedding.embedding_tables,
+                                       self._feature_config, self._composite_features)
+        self._composite_features = frozenset(
+            index for index, feature in enumerate(tf.nest.flatten(features))
+            if isinstance(feature, (tf.SparseTensor, tf.RaggedTensor)))
         if self._tables_trained_by == "model_optimizer":
             return self._tpu_embedding(features, weights)
         return self._trained_lookup(features, weights)
@@ -188,7 +195,7 @@ class TPUEmbedding(tf.keras.layers.Layer):
 
     def _serving_tables(self) -> dict[Any, Any]:
         """{cloned TableConfig: a tensor or variable of the whole table} for stock lookups."""
-        return {table: _whole_table(variable)
+        return {table: export.whole_table(variable)
                 for table, variable in self._tpu_embedding.embedding_tables.items()}
 
     def _serving_config_over_clones(self, serving_config: Any) -> Any:
@@ -237,11 +244,3 @@ class TPUEmbedding(tf.keras.layers.Layer):
         children = super()._trackable_children(save_type, **kwargs)
         children.pop(_DUMMY_NAME, None)
         return children
-
-
-def _whole_table(variable: Any) -> Any:
-    """A table variable as stock lookups can read it: the variable itself, or its row blocks
-    concatenated (a copy) when it is split over devices."""
-    blocks = list(variable) if hasattr(variable, "variables") else [variable]
-    return blocks[0] if len(blocks) == 1 else tf.concat(
-        [tf.convert_to_tensor(block) for block in blocks], axis=0)
