@@ -167,6 +167,17 @@ class TPUEmbedding(tables.EmbeddingBase):
         return {table: self._variables[table.name]["parameters"]
                 for table in self._table_config}
 
+    def _retrieve_variables(self) -> None:
+        """TF's hook that copies the tables from TPU memory into their host variables (TPU
+        programs call it before reading or saving them). Here the variables are the tables, and
+        every update writes them in place: they are always current, so there is nothing to
+        copy."""
+
+    def _load_variables(self) -> None:
+        """TF's hook that copies the host variables into TPU memory (after a restore or an
+        assignment). Here every lookup and update reads the variables themselves, so the next
+        step already sees what was assigned: there is nothing to copy."""
+
     @_library_code
     def build(self, per_replica_input_shapes: Any = None,
               per_replica_batch_size: int | None = None) -> None:

@@ -1,0 +1,10 @@
+"""TensorFlow's TPU-embedding module layout (`tensorflow.python.tpu`), mirrored by tf_embedding.
+
+Code written against TF's private module paths moves by changing the package of its imports:
+
+    from tensorflow.python.tpu import tpu_embedding_v2        # before
+    from tf_embedding.tpu import tpu_embedding_v2             # after
+
+Each module here names tf_embedding's class or function for every public name of TF's module
+of the same name (docs/api_differences.md, "TF's module layout"). They hold no code of their own.
+"""
