@@ -506,6 +506,35 @@ def test_ragged_output_shape_larger_than_the_batch_is_a_sequence():
     np.testing.assert_array_equal(emb.dequeue()["f"][..., 0], [[2, 3, 4], [6, 0, 0]])
 
 
+@pytest.mark.parametrize("kind", ["ragged", "sparse"])
+@pytest.mark.parametrize("given_to", ["FeatureConfig", "build"])
+def test_a_sequence_output_shape_from_the_config_or_build_makes_a_sequence(kind, given_to):
+    """TF takes a feature's output shape from FeatureConfig, build() or the first enqueue alike:
+    [batch, seq] for a rank 2 input without max_sequence_length is a sequence either way (and
+    from build(), also for a smaller final batch dequeued with partial=True)."""
+    table = tf_embedding.TableConfig(vocabulary_size=10, dim=1, combiner="sum", name="t",
+                                     initializer=tf_embedding.RowIdInitializer(1))
+    feature = tf_embedding.FeatureConfig(
+        table, output_shape=[2, 4] if given_to == "FeatureConfig" else None)
+    emb = tf_embedding.TPUEmbedding({"f": feature}, tf_embedding.SGD(0.1))
+    if given_to == "build":
+        emb.build(per_replica_input_shapes={"f": tf.TensorShape([2, 4, 1])})
+
+    def ids(rows):
+        ragged = tf.ragged.constant(rows, dtype=tf.int64)
+        return ragged if kind == "ragged" else ragged.to_sparse()
+
+    emb.enqueue({"f": ids([[1, 2, 3, 4, 5], [6]])}, training=False)
+    np.testing.assert_array_equal(emb.dequeue()["f"][..., 0], [[2, 3, 4, 5], [7, 0, 0, 0]])
+    if given_to == "FeatureConfig":
+        return  # There TF's rule is prod(output_shape) / batch positions per sample.
+    emb.enqueue({"f": ids([[7, 8]])}, training=False)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="partial=True"):
+        emb.dequeue()
+    emb.enqueue({"f": ids([[7, 8]])}, training=False)
+    np.testing.assert_array_equal(emb.dequeue(partial=True)["f"][..., 0], [[8, 9, 0, 0]])
+
+
 def test_build_with_input_shapes_and_partial_final_batch():
     table = tf_embedding.TableConfig(vocabulary_size=10, dim=2, combiner="sum", name="t",
                                      initializer=tf_embedding.RowIdInitializer(1))
@@ -532,7 +561,8 @@ def test_build_with_input_shapes_and_partial_final_batch():
     enqueue(tf.ragged.constant([[1], [2], [3], [4]], dtype=tf.int64))
     assert full().shape == (4, 2)
     enqueue(tf.ragged.constant([[5], [6]], dtype=tf.int64))
-    with pytest.raises(tf.errors.InvalidArgumentError, match="pass partial=True"):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="a smaller final batch dequeues with partial=True"):
         full()
     enqueue(tf.ragged.constant([[5], [6]], dtype=tf.int64))
     assert partial().shape == (2, 2)

@@ -32,7 +32,8 @@ Feature = tf.Tensor | tf.SparseTensor | tf.RaggedTensor
 # Shared by both paths.
 
 def ragged_sequence_length(feature: Any, batch_size: int) -> int:
-    """Positions per sample for a ragged input whose feature sets `output_shape`.
+    """Positions per sample for a ragged (or rank 2 sparse) input whose feature sets
+    `output_shape`.
 
     0 means the input is pooled with the table's combiner (`output_shape` holds `batch_size`
     samples); otherwise `output_shape` holds `batch_size` sequences of the returned length.
@@ -88,14 +89,16 @@ def check_enqueue_types(paths: Sequence[str], flat_inputs: Sequence[Any]) -> Non
                              "enqueue.".format(path, type(inp)))
 
 
-def tpu_feature_input(path: str, feature: Any, inp: Any, weight: Any) -> inputs_lib.FeatureInput:
+def tpu_feature_input(path: str, feature: Any, inp: Any, weight: Any,
+                      output_shape: tf.TensorShape) -> inputs_lib.FeatureInput:
     """How the CSR conversion reads one enqueued feature, after TF's weight checks.
 
-    A dense input gives one row per id; a sparse input gives `prod(dense_shape[:-1])` pooled
-    rows, or `B * max_sequence_length` rows when it is a rank 2 sequence feature without
-    `output_shape`; a ragged input gives `B` pooled rows, or `B * S` rows for a sequence of
-    length `S` (`max_sequence_length`, or `prod(output_shape) / B` when `output_shape` is set
-    and larger than the batch).
+    `output_shape` is the feature's, wherever it came from (`FeatureConfig.output_shape`,
+    `build()` or the first enqueue). A dense input gives one row per id. A sparse input of rank
+    above 2 gives `prod(dense_shape[:-1])` pooled rows. A rank 2 sparse or a ragged input gives
+    `B` pooled rows, or `B * S` rows for a sequence of length `S`: `max_sequence_length` when
+    the feature sets it and no `output_shape`; `prod(FeatureConfig.output_shape) / B` when that
+    is larger than the batch; `prod(output_shape[1:])` for a shape from `build()` or an enqueue.
 
     Raises:
       ValueError: a weight for a dense input, a weight of another kind than its input, a weight
@@ -113,26 +116,29 @@ def tpu_feature_input(path: str, feature: Any, inp: Any, weight: Any) -> inputs_
     if weight is not None and not isinstance(weight, type(inp)):
         raise ValueError("Weight for {} is type {} which does not match "
                          "type input which is {}.".format(path, type(weight), kind))
-    if isinstance(inp, tf.SparseTensor):
-        sequence_length = 0
-        if not feature.output_shape and feature.max_sequence_length > 0:
-            if inp.shape.rank == 2:
-                sequence_length = feature.max_sequence_length
-            else:
-                logging.warning("Input tensor is rank %d which is above 2, the "
-                                "max_sequence_length setting will be ignored.", inp.shape.rank)
-        # As in TF's serving lookup, so that training and serving read the same ids.
-        prune_invalid = feature.validate_weights_and_indices
-    else:
-        if feature.output_shape:
-            if inp.shape[0] is None:
-                raise ValueError(
-                    f"Feature {path} sets output_shape, so its ragged input needs a static "
-                    "batch size (the first dimension of its shape).")
+    if not feature.output_shape and feature.max_sequence_length > 0:
+        sequence_length = feature.max_sequence_length
+        if isinstance(inp, tf.SparseTensor) and inp.shape.rank != 2:
+            logging.warning("Input tensor is rank %d which is above 2, the "
+                            "max_sequence_length setting will be ignored.", inp.shape.rank)
+            sequence_length = 0
+    elif output_shape and (isinstance(inp, tf.RaggedTensor) or inp.shape.rank == 2):
+        if not feature.output_shape:
+            # A shape from build() or an earlier enqueue, [B] or [B, S]: the per-replica batch
+            # pooled, or B sequences of length S (also for a smaller final batch).
+            sequence_length = math.prod(output_shape[1:]) if len(output_shape) > 1 else 0
+        elif inp.shape[0] is not None:
             sequence_length = ragged_sequence_length(feature, inp.shape[0])
+        elif isinstance(inp, tf.RaggedTensor):
+            raise ValueError(
+                f"Feature {path} sets output_shape, so its ragged input needs a static "
+                "batch size (the first dimension of its shape).")
         else:
-            sequence_length = feature.max_sequence_length
-        prune_invalid = False
+            sequence_length = 0
+    else:
+        sequence_length = 0
+    # As in TF's serving lookup, so that training and serving read the same ids.
+    prune_invalid = isinstance(inp, tf.SparseTensor) and feature.validate_weights_and_indices
     if sequence_length:
         if weight is not None:
             # The conversion gives every sequence position gain 1; TF's CPU lookup rejects

@@ -340,7 +340,8 @@ class TPUEmbedding(tables.EmbeddingBase):
         outputs: list[tf.Tensor | None] = [None] * len(self._feature_paths)
         flat_features = nest.flatten(self._feature_config)
         table_inputs = [[features_lib.tpu_feature_input(self._feature_paths[index],
-                                                        flat_features[index], tensor, None)
+                                                        flat_features[index], tensor, None,
+                                                        self._output_shapes[index])
                          for index, tensor in zip(state.feature_indices, sparse)]
                         for state, sparse in zip(self._tables, carrier.take_sparse_batch())]
         for state, (activations, row_counts) in zip(self._tables,
@@ -552,7 +553,8 @@ class TPUEmbedding(tables.EmbeddingBase):
         flat_features = nest.flatten(self._feature_config)
         batches = self._convert_tables([
             [features_lib.tpu_feature_input(self._feature_paths[index], flat_features[index],
-                                            flat_inputs[index], flat_weights[index])
+                                            flat_inputs[index], flat_weights[index],
+                                            self._output_shapes[index])
              for index in state.feature_indices]
             for state in self._tables], training)
         rows = None
@@ -606,15 +608,20 @@ class TPUEmbedding(tables.EmbeddingBase):
         """(feature index, activations in the feature's output shape) for a table's features."""
         indices = state.feature_indices
         shapes = [self._output_shapes[index].as_list() + [state.config.dim] for index in indices]
-        checks = []
-        if not partial:
-            expected_rows = [tf.TensorShape(shape[:-1]).num_elements() for shape in shapes]
-            checks.append(tf.debugging.assert_equal(
-                feature_row_counts, tf.constant(expected_rows, tf.int64),
-                message=(f"Table {state.name}: the dequeued batch does not fill the output "
-                         f"shapes {[shape[:-1] for shape in shapes]} of features "
-                         f"{[self._feature_paths[index] for index in indices]}; pass "
-                         "partial=True to dequeue a smaller final batch.")))
+        expected_rows = tf.constant(
+            [tf.TensorShape(shape[:-1]).num_elements() for shape in shapes], tf.int64)
+        sample_rows = tf.constant(
+            [max(tf.TensorShape(shape[1:-1]).num_elements(), 1) for shape in shapes], tf.int64)
+        fits = (tf.reduce_all((feature_row_counts <= expected_rows) &
+                              (feature_row_counts % sample_rows == 0)) if partial
+                else tf.reduce_all(feature_row_counts == expected_rows))
+        checks = [tf.debugging.Assert(fits, [
+            f"Table {state.name}: the dequeued batch's rows per feature "
+            f"{[self._feature_paths[index] for index in indices]} (below) do not fill their "
+            f"output shapes {[shape[:-1] for shape in shapes]}"
+            + ("" if partial else "; a smaller final batch dequeues with partial=True") +
+            ". The output shapes come from FeatureConfig.output_shape, build() or the first "
+            "enqueue, and must fit every batch.", feature_row_counts])]
         blocks = tf.split(activations, feature_row_counts, num=len(indices), axis=0)
         # The outputs depend on the check, so that a failed one stops the step before the
         # batch is kept for apply_gradients.
