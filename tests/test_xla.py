@@ -31,9 +31,11 @@ OPTIMIZERS = {
 }
 
 
-def train(optimizer: str, kind: str, jit_compile: bool, **options) -> tuple[list, dict]:
-    """NUM_STEPS steps of enqueue, dequeue and apply_gradients in one function: the activations
-    of each step and the final tables and slots."""
+def train(optimizer: str, kind: str, jit_compile: bool, tpu_shaped: bool = False,
+          **options) -> tuple[list, dict]:
+    """NUM_STEPS steps of enqueue, dequeue and apply_gradients: the activations of each step and
+    the final tables and slots. All in one function, or `tpu_shaped`: enqueue in an outer
+    tf.function, dequeue and apply_gradients in a function it calls (the one compiled)."""
     emb = tf_embedding.TPUEmbedding(feature_config(), OPTIMIZERS[optimizer](), **options)
     rng = np.random.default_rng(7)
     targets = {name: tf.constant(rng.uniform(-1, 1, [GLOBAL_BATCH, MAX_SEQUENCE_LENGTH,
@@ -42,9 +44,7 @@ def train(optimizer: str, kind: str, jit_compile: bool, **options) -> tuple[list
                                              else [GLOBAL_BATCH, TABLES[f.table].dim]).astype(F))
                for name, f in FEATURES.items()}
 
-    @tf.function(jit_compile=jit_compile)
-    def step(features, weights):
-        emb.enqueue(features, weights, training=True)
+    def dequeue_and_apply():
         with tf.GradientTape() as tape:
             activations = emb.dequeue()
             tape.watch(activations)
@@ -52,6 +52,19 @@ def train(optimizer: str, kind: str, jit_compile: bool, **options) -> tuple[list
                              for name in sorted(activations)])
         emb.apply_gradients(tape.gradient(loss, activations))
         return activations
+
+    if tpu_shaped:
+        compiled = tf.function(dequeue_and_apply, jit_compile=jit_compile)
+
+        @tf.function
+        def step(features, weights):
+            emb.enqueue(features, weights, training=True)
+            return compiled()
+    else:
+        @tf.function(jit_compile=jit_compile)
+        def step(features, weights):
+            emb.enqueue(features, weights, training=True)
+            return dequeue_and_apply()
 
     history = []
     for samples in make_samples(NUM_STEPS, seed=7):
@@ -81,6 +94,39 @@ def test_compiled_training_steps_match_the_tf_runtime(optimizer, kind):
                          train(optimizer, kind, jit_compile=False))
 
 
+@pytest.mark.parametrize("optimizer, kind", [("adagrad", "ragged"), ("ftrl", "sparse"),
+                                             ("adam", "mixed")])
+def test_tpu_shaped_steps_compile_the_inner_function_and_match_the_tf_runtime(optimizer, kind):
+    """On a TPU, enqueue runs in the outer function and dequeue / apply_gradients in the
+    compiled replica function: the same program compiles here."""
+    assert_same_training(train(optimizer, kind, jit_compile=True, tpu_shaped=True),
+                         train(optimizer, kind, jit_compile=False))
+
+
+@pytest.mark.parametrize("kind", ["ragged", "sparse"])
+def test_tpu_shaped_forward_steps_compile_the_inner_function(kind):
+    """A forward-only sparse batch waits unconverted in the engine's queue; the compiled
+    dequeue's caller converts it."""
+    emb = tf_embedding.TPUEmbedding(feature_config(), OPTIMIZERS["sgd"]())
+    compiled = tf.function(emb.dequeue, jit_compile=True)
+
+    @tf.function
+    def compiled_forward(features, weights):
+        emb.enqueue(features, weights, training=False)
+        return compiled()
+
+    @tf.function
+    def forward(features, weights):
+        emb.enqueue(features, weights, training=False)
+        return emb.dequeue()
+
+    for samples in make_samples(2, seed=3):
+        inputs = to_inputs(samples, kind)
+        got, want = compiled_forward(*inputs), forward(*inputs)
+        for name in FEATURES:
+            np.testing.assert_allclose(got[name], want[name], **XLA_TOLERANCE, err_msg=name)
+
+
 @pytest.mark.parametrize("table_devices", [["/cpu:0", "/cpu:0"], ["/cpu:0", "/cpu:1"]])
 def test_tables_of_several_blocks_are_refused_inside_xla(table_devices):
     with pytest.raises(ValueError, match=r"Table \w+ is split into 2 blocks .* inside "
@@ -88,7 +134,7 @@ def test_tables_of_several_blocks_are_refused_inside_xla(table_devices):
         train("sgd", "ragged", jit_compile=True, table_devices=table_devices)
 
 
-def test_an_enqueue_outside_the_compiled_step_is_named_as_the_call_to_move():
+def test_an_eager_enqueue_before_a_compiled_dequeue_is_named_as_the_call_to_move():
     emb = tf_embedding.TPUEmbedding(feature_config(), OPTIMIZERS["sgd"]())
     features, weights = to_inputs(make_samples(1, seed=0)[0], "ragged")
     emb.enqueue(features, weights, training=False)
@@ -98,8 +144,8 @@ def test_an_enqueue_outside_the_compiled_step_is_named_as_the_call_to_move():
         return emb.dequeue()
 
     with pytest.raises(RuntimeError, match=r"dequeue\(\) called without an enqueue\(\) before it "
-                       r"in the same function\. Inside a tf.function\(jit_compile=True\).*Move "
-                       r"the enqueue\(\) of this batch into the compiled function"):
+                       r"in the same function\. Inside a tf.function\(jit_compile=True\).*Call "
+                       r"enqueue\(\) in the compiled function or in a tf.function around it"):
         compiled_step()
     # The batch is still queued for a dequeue outside XLA.
     assert set(emb.dequeue()) == set(FEATURES)

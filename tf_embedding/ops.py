@@ -25,11 +25,13 @@ auto_control_deps_utils.register_read_only_resource_op("TfeEmbeddingLookup")
 GradientBatch = tuple[Any, Any, Any, Any]
 
 
-def compiling_with_xla() -> bool:
-    """Whether the graph being built is compiled by XLA: tf.function(jit_compile=True) traces its
-    body (and every function it first traces) inside an XLA control flow context. The ops run
-    there through their XLA kernels (cc/xla); what has none (the engine's queues) must not."""
-    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+def compiling_with_xla(graph: Any = None) -> bool:
+    """Whether `graph` (by default the graph being built) is compiled by XLA:
+    tf.function(jit_compile=True) traces its body (and every function it first traces) inside an
+    XLA control flow context. The ops run there through their XLA kernels (cc/xla); what has
+    none (the engine's queues) must not."""
+    return control_flow_util.GraphOrParentsInXlaContext(
+        tf.compat.v1.get_default_graph() if graph is None else graph)
 
 
 def _table_name(table_variable, table_name: str | None) -> str:

@@ -49,6 +49,10 @@ class FunctionHandoff:
                                f"between them. {self._rule}")
         state.batch = batch
 
+    def holds_batch(self) -> bool:
+        """Whether the function being traced has a batch no dequeue() took yet."""
+        return not tf.executing_eagerly() and self._state("dequeue").batch is not None
+
     def take_batch(self) -> queues.Batch:
         state = self._state("dequeue")
         if state.batch is None:

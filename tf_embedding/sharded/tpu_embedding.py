@@ -27,6 +27,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.python.distribute import device_util
 from tensorflow.python.distribute import sharded_variable
+from tensorflow.python.framework import func_graph
 from tensorflow.python.util import nest
 
 from tf_embedding import features as features_lib
@@ -47,10 +48,13 @@ _SUPPORTED_STRATEGIES = (tf.distribute.MirroredStrategy, tf.compat.v1.distribute
 _library_code = tf.autograph.experimental.do_not_convert
 
 _ONE_COMPILED_FUNCTION = (
-    "Inside a tf.function(jit_compile=True), enqueue(), dequeue() and apply_gradients() of a "
-    "batch must all be called in that compiled function: XLA cannot run the engine's queues, "
-    "which carry a batch from one function to another. Move the enqueue() of this batch into "
-    "the compiled function, or compile the step without jit_compile (docs/xla.md).")
+    "Inside a tf.function(jit_compile=True), dequeue() takes the batch that enqueue() gave "
+    "earlier in that compiled function or in a tf.function that calls it (the TPU's shape: "
+    "enqueue() in the outer function, dequeue() and apply_gradients() in the compiled one), "
+    "and apply_gradients() must follow its dequeue() in the compiled function: XLA cannot run "
+    "the engine's queues, which carry a batch between separate calls. Call enqueue() in the "
+    "compiled function or in a tf.function around it, or compile the step without "
+    "jit_compile (docs/xla.md).")
 
 
 class TPUEmbedding(tables.EmbeddingBase):
@@ -309,7 +313,10 @@ class TPUEmbedding(tables.EmbeddingBase):
         replica = self._replica_id("dequeue")
         carrier = self._batch_carrier(replica)
         with tf.name_scope(name or "dequeue"), tf.device(self._replica_devices[replica]):
-            if self._takes_sparse_batches(carrier):
+            if carrier is self._compiled_handoff and not carrier.holds_batch():
+                outputs = self._batch_outputs(carrier, partial,
+                                              self._batch_of_calling_function(replica))
+            elif self._takes_sparse_batches(carrier):
                 outputs = tf.cond(carrier.holds_sparse_batch(),
                                   lambda: self._sparse_batch_outputs(carrier, partial),
                                   lambda: self._batch_outputs(carrier, partial))
@@ -318,11 +325,12 @@ class TPUEmbedding(tables.EmbeddingBase):
         return nest.pack_sequence_as(self._feature_config, outputs)
 
     def _batch_outputs(self, carrier: queues.ReplicaQueues | handoff.FunctionHandoff,
-                       partial: bool) -> list[tf.Tensor]:
-        """The flat activations of the next converted batch, kept for apply_gradients if it is a
-        training batch."""
+                       partial: bool, batch: queues.Batch | None = None) -> list[tf.Tensor]:
+        """The flat activations of `batch`, by default the next converted batch of `carrier`;
+        kept in `carrier` for apply_gradients if it is a training batch."""
         outputs: list[tf.Tensor | None] = [None] * len(self._feature_paths)
-        batch = carrier.take_batch()
+        if batch is None:
+            batch = carrier.take_batch()
         for index, (state, table_batch) in enumerate(zip(self._tables, batch.tables)):
             activations = state.lookup(table_batch,
                                        None if batch.rows is None else batch.rows[index])
@@ -332,6 +340,44 @@ class TPUEmbedding(tables.EmbeddingBase):
         with tf.control_dependencies(outputs):
             carrier.put_pending(batch.tables, batch.training)
         return outputs
+
+    def _batch_of_calling_function(self, replica: int) -> queues.Batch:
+        """For a compiled dequeue with no batch of its own: the batch enqueued in the function
+        that calls the compiled one, taken there (from its queues, or its own hand-off when it
+        is compiled too, then further out), so that only tensors enter the compiled function.
+        This is the TPU's program shape: enqueue outside, dequeue inside the compiled step.
+
+        Raises:
+          RuntimeError: no tf.function calls this one (the `_ONE_COMPILED_FUNCTION` rule).
+        """
+        outer = getattr(tf.compat.v1.get_default_graph(), "outer_graph", None)
+        if not isinstance(outer, func_graph.FuncGraph):
+            return self._compiled_handoff.take_batch()  # raises, naming the rule
+        with outer.as_default():
+            # TF enters a compiled function's XLA context on the graph that calls it, so
+            # whether the caller is compiled itself is known from its own caller.
+            caller = getattr(outer, "outer_graph", None)
+            if caller is not None and ops.compiling_with_xla(caller):
+                if self._compiled_handoff.holds_batch():
+                    return self._compiled_handoff.take_batch()
+                return self._batch_of_calling_function(replica)
+            carrier = self._queues[replica]
+            with tf.device(self._replica_devices[replica]):
+                if not self._takes_sparse_batches(carrier):
+                    return carrier.take_batch()
+                return tf.cond(carrier.holds_sparse_batch(),
+                               lambda: self._converted_sparse_batch(carrier),
+                               carrier.take_batch)
+
+    def _converted_sparse_batch(self, carrier: queues.ReplicaQueues) -> queues.Batch:
+        """The next sparse forward-only batch of `carrier`, converted as `enqueue` converts."""
+        flat_features = nest.flatten(self._feature_config)
+        return queues.Batch(self._convert_tables([
+            [features_lib.tpu_feature_input(self._feature_paths[index], flat_features[index],
+                                            tensor, None, self._output_shapes[index])
+             for index, tensor in zip(state.feature_indices, sparse)]
+            for state, sparse in zip(self._tables, carrier.take_sparse_batch())]),
+            None, tf.constant(False))
 
     def _sparse_batch_outputs(self, carrier: queues.ReplicaQueues,
                               partial: bool) -> list[tf.Tensor]:
