@@ -88,6 +88,12 @@ class EmbeddingBase(autotrackable.AutoTrackable):
         return {table: self._variables[table.name]["parameters"]
                 for table in self._table_config}
 
+    def table_variables(self) -> dict[str, dict[str, Any]]:
+        """(Not in TF.) {table name: {"parameters": table, <slot name>: slot}}; builds if
+        needed. Each value is the whole variable, whatever its blocks."""
+        self._maybe_build()
+        return {name: dict(variables) for name, variables in self._variables.items()}
+
     def embedding_lookup(self, features: Any, weights: Any = None) -> Any:
         """Looks up the embedding tables for `features`."""
         raise NotImplementedError

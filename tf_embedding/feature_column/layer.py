@@ -8,7 +8,7 @@ TF's own code), looks the ids up in the spec's tables with the fused kernels and
 `(sequence_input [B, T, sum of dimensions], sequence_length [B])`, with T the columns'
 `max_sequence_length` (the TPU's padding and truncation; stock pads to the longest sequence).
 
-Training is the TPU's (`tf_embedding.keras.gradient_trap`): computing the gradient of the
+Training is the TPU's (`tf_embedding.sharded.front_end`): computing the gradient of the
 model's trainable variables applies the spec's optimization parameters to the tables, with
 `clipping_limit`, `experimental_gradient_multiplier_fn(global step)`, each column's
 `learning_rate_fn(global step)`, and shared columns' gradients summed into their one table. The
@@ -28,8 +28,8 @@ from tf_embedding import features as features_lib
 from tf_embedding.feature_column import migration
 from tf_embedding.feature_column import spec as spec_lib
 from tf_embedding.keras import export
-from tf_embedding.keras import gradient_trap
 from tf_embedding.keras import weights_store
+from tf_embedding.sharded.front_end import FrontEnd
 from tf_embedding.sharded.tpu_embedding import TPUEmbedding
 
 _HELPER_NAME = "tpu_embedding_helper_dummy"
@@ -77,6 +77,7 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
         # Tables carry their own optimizers (migration.column_features).
         self._tpu_embedding = TPUEmbedding(self._feature_config, optimizer=None,
                                            **migration.mid_level_options(spec))
+        self._front_end = self._no_dependency(FrontEnd(self._tpu_embedding))
 
     @property
     def embedding_tables(self) -> dict[str, Any]:
@@ -85,7 +86,7 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
                 for table, variable in self._tpu_embedding.embedding_tables.items()}
 
     def build(self, input_shape: Any = None) -> None:
-        self._tpu_embedding._maybe_build()  # pylint: disable=protected-access
+        self._front_end.build()
         setattr(self, _HELPER_NAME, self.add_weight(
             name=_HELPER_NAME, shape=(1,), initializer="zeros", trainable=True,
             dtype="float32"))
@@ -127,8 +128,8 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
         plans = [features_lib.cpu_lookup_plan(item) for item in
                  features_lib.validate_features(ids, weights, self._feature_config)]
         multiplier = self._spec.experimental_gradient_multiplier_fn
-        outputs = gradient_trap.trained_lookup(
-            self._tpu_embedding, plans, getattr(self, _HELPER_NAME),
+        outputs = self._front_end.trained_lookup(
+            plans, getattr(self, _HELPER_NAME),
             gradient_scale=None if multiplier is None else (
                 lambda: multiplier(self.global_step)),
             after_update=lambda: self.global_step.assign_add(1),
@@ -149,7 +150,6 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
         weights_store.save(store, self._saved_variables())
 
     def load_own_variables(self, store: Any) -> None:
-        self._tpu_embedding._maybe_build()  # pylint: disable=protected-access
         weights_store.load(store, self._saved_variables(), self.name)
 
     def _saved_variables(self) -> dict[str, Any]:

@@ -30,10 +30,10 @@ from tf_embedding import config as config_lib
 from tf_embedding import features as features_lib
 from tf_embedding import serving
 from tf_embedding.keras import export
-from tf_embedding.keras import gradient_trap
 from tf_embedding.keras import optimizer_translation
 from tf_embedding.keras import weights_store
 from tf_embedding.replicated import TPUEmbeddingV0
+from tf_embedding.sharded.front_end import FrontEnd
 from tf_embedding.sharded.tpu_embedding import TPUEmbedding as ShardedTPUEmbedding
 
 _DUMMY_NAME = "tpu_embedding_helper_dummy"
@@ -135,6 +135,9 @@ class TPUEmbedding(tf.keras.layers.Layer):
                         else TPUEmbeddingV0)
         # Tracked under TFRS's attribute name, so checkpoints hold `_tpu_embedding/<table>`.
         self._tpu_embedding = engine_class(feature_config, self._optimizer)
+        self._front_end = self._no_dependency(
+            FrontEnd(self._tpu_embedding) if tables_trained_by == "embedding_optimizer"
+            else None)
 
     @property
     def embedding_tables(self) -> dict[Any, Any]:
@@ -144,7 +147,7 @@ class TPUEmbedding(tf.keras.layers.Layer):
 
     def build(self, input_shape: Any = None) -> None:
         # Eagerly, also when Keras builds the layer while tracing a step.
-        self._tpu_embedding._maybe_build()  # pylint: disable=protected-access
+        self._build_tables()
         if self._tables_trained_by == "embedding_optimizer":
             # TFRS's attribute name, which `_trackable_children` leaves out of checkpoints.
             setattr(self, _DUMMY_NAME, self.add_weight(
@@ -183,14 +186,19 @@ class TPUEmbedding(tf.keras.layers.Layer):
             return self._tpu_embedding(features, weights)
         return self._trained_lookup(features, weights)
 
+    def _build_tables(self) -> None:
+        if self._front_end is not None:
+            self._front_end.build()
+        else:
+            self._tpu_embedding.table_variables()
+
     def _trained_lookup(self, features: Any, weights: Any) -> Any:
         """The fused lookup behind the gradient trap that applies the embedding optimizer
-        (`gradient_trap.trained_lookup`)."""
+        (`FrontEnd.trained_lookup`)."""
         nest.assert_same_structure(self._feature_config, features)
         plans = [features_lib.cpu_lookup_plan(item) for item in
                  features_lib.validate_features(features, weights, self._feature_config)]
-        outputs = gradient_trap.trained_lookup(self._tpu_embedding, plans,
-                                               getattr(self, _DUMMY_NAME))
+        outputs = self._front_end.trained_lookup(plans, getattr(self, _DUMMY_NAME))
         return tf.nest.pack_sequence_as(features, outputs)
 
     def _serving_tables(self) -> dict[Any, Any]:
@@ -235,7 +243,6 @@ class TPUEmbedding(tf.keras.layers.Layer):
         weights_store.save(store, weights_store.engine_variables(self._tpu_embedding))
 
     def load_own_variables(self, store: Any) -> None:
-        self._tpu_embedding._maybe_build()  # pylint: disable=protected-access
         weights_store.load(store, weights_store.engine_variables(self._tpu_embedding), self.name)
 
     def _trackable_children(self, save_type="checkpoint", **kwargs):

@@ -15,9 +15,9 @@ import tensorflow as tf
 
 
 def engine_variables(engine: Any) -> dict[str, Any]:
-    """{`<table>:<parameters or slot>`: variable} of an embedding engine (built)."""
+    """{`<table>:<parameters or slot>`: variable} of an embedding engine."""
     return {f"{table}:{name}": variable
-            for table, variables in engine._variables.items()  # pylint: disable=protected-access
+            for table, variables in engine.table_variables().items()
             for name, variable in variables.items()}
 
 
