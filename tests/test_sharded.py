@@ -276,6 +276,13 @@ def test_an_unknown_partition_strategy_is_rejected():
                                   partition_strategy="hash")
 
 
+def test_the_engine_is_not_callable_as_tfs_is_not():
+    emb = tf_embedding.TPUEmbedding(feature_config(), tf_embedding.SGD(0.1))
+    with pytest.raises(TypeError, match="'TPUEmbedding' object is not callable: it looks "
+                                        r"features up with enqueue\(\) and dequeue\(\)"):
+        emb({})
+
+
 def test_pipelined_training_in_the_docstring_loop_matches_numpy():
     # Within one tf.function, the next enqueue's lookups run after the previous update.
     train_and_check("mirrored2", "ragged", OPTIMIZERS["adagrad"], pipelined=True)

@@ -13,7 +13,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.python.ops import init_ops_v2
 
-_ACCEPTED_STR_COMBINERS = ("mean", "sum", "sqrtn")
+from tf_embedding.combiners import COMBINERS
 
 
 def _default_initializer(dim: int) -> init_ops_v2.TruncatedNormal:
@@ -116,14 +116,14 @@ class TableConfig:
             initializer = _default_initializer(dim)
 
         if isinstance(combiner, str):
-            if combiner not in _ACCEPTED_STR_COMBINERS:
+            if combiner not in COMBINERS:
                 raise ValueError(
-                    f"String argument `combiner` must be in {_ACCEPTED_STR_COMBINERS}. "
+                    f"String argument `combiner` must be in {COMBINERS}. "
                     f"Received: {combiner}")
         elif _is_stock_custom_combiner(combiner):
             raise ValueError(
                 "CustomCombiner runs only on SparseCore (TPUEmbeddingV2) and is not supported by "
-                f"tf_embedding; use one of {_ACCEPTED_STR_COMBINERS}. Received: {combiner}")
+                f"tf_embedding; use one of {COMBINERS}. Received: {combiner}")
         else:
             raise ValueError(
                 f"Argument `combiner` should either be a str or a CustomCombiner. "

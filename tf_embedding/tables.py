@@ -42,7 +42,9 @@ def resolve_optimizer(optimizer: Any) -> Any:
 class EmbeddingBase(autotrackable.AutoTrackable):
     """Config handling and variable creation common to the embedding classes.
 
-    Subclasses implement `embedding_lookup`, and may override
+    The classes with a CPU lookup (`TPUEmbeddingV0`, `TPUEmbeddingForServing`) implement
+    `embedding_lookup`, which calling them runs; the sharded `TPUEmbedding` looks up through
+    `enqueue` and `dequeue` and, like TF's, cannot be called. Subclasses may override
     `_create_variable` to change how one table or slot variable is made (sharded, mirrored, ...)
     without touching its name, tracking or restore-on-create.
     """
@@ -95,8 +97,9 @@ class EmbeddingBase(autotrackable.AutoTrackable):
         return {name: dict(variables) for name, variables in self._variables.items()}
 
     def embedding_lookup(self, features: Any, weights: Any = None) -> Any:
-        """Looks up the embedding tables for `features`."""
-        raise NotImplementedError
+        """Looks up the embedding tables for `features` (the classes with a CPU lookup)."""
+        raise TypeError(f"'{type(self).__name__}' object is not callable: it looks features up "
+                        "with enqueue() and dequeue(), as TF's does.")
 
     def build(self) -> None:
         """Creates the table and slot variables (once)."""

@@ -66,7 +66,8 @@ enum class Combiner { kSum, kMean, kSqrtn };
 
 // Turns the weights of one pooled row, [begin, end), into its gains in place: w under sum,
 // w / sum(w) under mean, w / sqrt(sum(w^2)) under sqrtn, and 0 when that denominator is 0
-// (SparseCore's rule; stock TF's div_no_nan agrees). The one definition of the combiners' gains.
+// (SparseCore's rule; stock TF's div_no_nan agrees). The TF kernels' definition of the
+// combiners' gains; the XLA kernel restates it in XLA operations (cc/xla/csr_conversion.cc).
 void ApplyCombinerToRow(Combiner combiner, float* begin, float* end);
 
 struct TableSpec {

@@ -9,6 +9,7 @@ from tensorflow.python.feature_column import feature_column_v2 as fc_lib
 from tensorflow.python.tpu import feature_column as tpu_fc
 from tensorflow.python.tpu import feature_column_v2 as tpu_fc_v2
 
+from tf_embedding.combiners import COMBINERS
 from tf_embedding.feature_column import parameters
 
 _SUPPORTED_FEATURE_COLUMNS = (core_fc._NumericColumn, fc_lib.NumericColumn)  # pylint: disable=protected-access
@@ -22,7 +23,8 @@ _SUPPORTED_OPTIMIZERS = (
     parameters.AdamParameters, parameters.FtrlParameters,
     parameters.StochasticGradientDescentParameters, parameters.MomentumParameters,
     parameters.RMSPropParameters)
-_COMBINERS = ("mean", "sum", "sqrtn", None)
+# v1 also takes None (no combiner: the sequence columns).
+_COMBINERS = COMBINERS + (None,)
 
 
 _TableFields = collections.namedtuple("TableConfig", [

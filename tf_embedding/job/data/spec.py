@@ -7,7 +7,8 @@ TensorFlow so that the command line can resolve configuration without importing 
 import dataclasses
 from typing import Any
 
-COMBINERS = ("sum", "mean", "sqrtn")
+from tf_embedding.combiners import COMBINERS
+
 ID_TYPES = ("int", "string")
 DENSE_TRANSFORMS = ("none", "log1p")
 
