@@ -215,6 +215,31 @@ def output_shapes_from_batch_size(batch_size: int,
             for feature in features]
 
 
+def output_shapes_from_build_arguments(per_replica_input_shapes: Any,
+                                       per_replica_batch_size: int | None,
+                                       features: Sequence[Any]) -> list[tf.TensorShape] | None:
+    """The output shapes `build()`'s arguments give, with TF's precedence and warnings; None
+    when they give none."""
+    output_shapes = None
+    if per_replica_batch_size and per_replica_input_shapes is None:
+        logging.warning(
+            "per_replica_batch_size argument will be deprecated, please specify "
+            "all the input shapes using per_replica_input_shapes argument.")
+        output_shapes = output_shapes_from_batch_size(per_replica_batch_size, features)
+    if per_replica_input_shapes is not None:
+        if isinstance(per_replica_input_shapes, int):
+            logging.warning(
+                "Passing batch size to per_replica_input_shapes argument will be"
+                " deprecated, please specify all the input shapes using"
+                " per_replica_input_shapes argument.")
+            output_shapes = output_shapes_from_batch_size(per_replica_input_shapes, features)
+        else:
+            nest.assert_same_structure(nest.flatten(per_replica_input_shapes), features)
+            output_shapes = output_shapes_from_input_shapes(
+                nest.flatten(per_replica_input_shapes), features)
+    return output_shapes
+
+
 def check_output_shapes(paths: Sequence[str], stored: Sequence[tf.TensorShape],
                         incoming: Sequence[tf.TensorShape]) -> None:
     """Raises ValueError where an incoming shape contradicts a stored one (unknown dims match)."""
@@ -249,6 +274,44 @@ def check_fully_defined(paths: Sequence[str], shapes: Sequence[tf.TensorShape]) 
                 f"{shape} which is not fully defined. "
                 "Please specify the fully defined shape in either FeatureConfig "
                 "or for the build method.")
+
+
+def check_gradients(feature_config: Any, gradients: Any, output_shapes: Sequence[tf.TensorShape],
+                    warned_paths: set[str]) -> list[tf.Tensor | None]:
+    """TF's structure, type and shape checks of `apply_gradients`' gradients (the batch
+    dimension may be unknown: the gradient of a `dequeue(partial=True)`); warns once per
+    feature path (kept in `warned_paths`) that has no gradient.
+
+    Returns:
+      The flat gradients, None where a feature has none.
+    """
+    nest.assert_same_structure(feature_config, gradients)
+    flat_gradients = []
+    for (path, gradient), feature, output_shape in zip(
+            nest.flatten_with_joined_string_paths(gradients), nest.flatten(feature_config),
+            output_shapes):
+        expected = output_shape.as_list() + [feature.table.dim]
+        if gradient is not None and not isinstance(gradient, tf.Tensor):
+            raise ValueError(f"found non-tensor type: {type(gradient)} at path {path}.")
+        if gradient is not None and not _batch_shape_matches(gradient.shape, expected):
+            raise ValueError("Found gradient of shape {} at path {}. Expected "
+                             "shape {}.".format(gradient.shape, path, expected))
+        if gradient is None and path not in warned_paths:
+            warned_paths.add(path)
+            logging.warning(
+                "No gradient passed for feature %s, sending zero "
+                "gradient. This may not be correct behavior for certain "
+                "optimizers like Adam.", path)
+        flat_gradients.append(gradient)
+    return flat_gradients
+
+
+def _batch_shape_matches(shape: tf.TensorShape, expected: list[int]) -> bool:
+    """TF's exact shape check, except that the batch dimension may be statically unknown."""
+    if shape.rank != len(expected):
+        return False
+    dims = shape.as_list()
+    return dims[1:] == expected[1:] and dims[0] in (None, expected[0])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -60,6 +60,35 @@ class TableState:
         does)."""
         return self.partial or self.is_single_block
 
+    def split_outputs(self, activations: tf.Tensor, feature_row_counts: tf.Tensor,
+                      output_shapes: Sequence[tf.TensorShape], feature_paths: Sequence[str],
+                      partial: bool) -> list[tuple[int, tf.Tensor]]:
+        """(feature index, activations in the feature's output shape) for this table's
+        features, from its [R, dim] activations; `output_shapes` and `feature_paths` are every
+        feature's. The rows must fill the shapes, or with `partial` fit a smaller batch."""
+        shapes = [output_shapes[index].as_list() + [self.config.dim]
+                  for index in self.feature_indices]
+        expected_rows = tf.constant(
+            [tf.TensorShape(shape[:-1]).num_elements() for shape in shapes], tf.int64)
+        sample_rows = tf.constant(
+            [max(tf.TensorShape(shape[1:-1]).num_elements(), 1) for shape in shapes], tf.int64)
+        fits = (tf.reduce_all((feature_row_counts <= expected_rows) &
+                              (feature_row_counts % sample_rows == 0)) if partial
+                else tf.reduce_all(feature_row_counts == expected_rows))
+        checks = [tf.debugging.Assert(fits, [
+            f"Table {self.name}: the dequeued batch's rows per feature "
+            f"{[feature_paths[index] for index in self.feature_indices]} (below) do not fill "
+            f"their output shapes {[shape[:-1] for shape in shapes]}"
+            + ("" if partial else "; a smaller final batch dequeues with partial=True") +
+            ". The output shapes come from FeatureConfig.output_shape, build() or the first "
+            "enqueue, and must fit every batch.", feature_row_counts])]
+        blocks = tf.split(activations, feature_row_counts, num=len(shapes), axis=0)
+        # The outputs depend on the check, so that a failed one stops the step before the
+        # batch is kept for apply_gradients.
+        with tf.control_dependencies(checks):
+            return [(index, tf.reshape(block, [-1] + shape[1:] if partial else shape))
+                    for index, block, shape in zip(self.feature_indices, blocks, shapes)]
+
     def convert(self, feature_inputs: Sequence[inputs_lib.FeatureInput]) -> queues.TableBatch:
         """One replica's features of this table -> its CSR batch: grouped by block in the
         partial mode, deduplicated in the rows mode."""
@@ -188,3 +217,21 @@ class TableState:
             with tf.device(device):
                 apply(optimizer, blocks["parameters"][block], slots, updates, learning_rate,
                       table_name=self.name)
+
+
+def apply_updates(strategy: tf.distribute.Strategy, tables: Sequence[TableState],
+                  num_replicas: int, updates: list[list[Any]]) -> None:
+    """`apply_gradients`' merge_call body: every block of `tables` is updated once, on its
+    device, with all replicas' updates of it (`TableState.block_updates`, per table)."""
+    # A callable learning rate is evaluated once per optimizer and apply_gradients call.
+    learning_rates = {}
+    for state, block_updates in zip(tables, updates):
+        optimizer = state.config.optimizer
+        if id(optimizer) not in learning_rates:
+            learning_rates[id(optimizer)] = optimizer._get_learning_rate()  # pylint: disable=protected-access
+        # Per replica, in replica order: its update of each block.
+        replica_updates = [
+            [tuple(strategy.experimental_local_results(part)[replica] for part in update)
+             for update in block_updates]
+            for replica in range(num_replicas)]
+        state.apply(replica_updates, learning_rates[id(optimizer)])

@@ -24,23 +24,23 @@ and checkpoints.
 from typing import Any, Mapping, Sequence
 
 import tensorflow as tf
-from absl import logging
 from tensorflow.python.distribute import device_util
 from tensorflow.python.distribute import sharded_variable
-from tensorflow.python.framework import func_graph
 from tensorflow.python.util import nest
 
 from tf_embedding import features as features_lib
 from tf_embedding import ops
+from tf_embedding import inputs as inputs_lib
 from tf_embedding import tables
+from tf_embedding.sharded import batch_paths
+from tf_embedding.sharded import engine_options
 from tf_embedding.sharded import handoff
 from tf_embedding.sharded import parameter_server
 from tf_embedding.sharded import queues
 from tf_embedding.sharded import layout as layout_lib
 from tf_embedding.sharded.profiler import LookupProfiler
+from tf_embedding.sharded import table_state
 from tf_embedding.sharded.table_state import TableState
-
-_SUPPORTED_STRATEGIES = (tf.distribute.MirroredStrategy, tf.compat.v1.distribute.MirroredStrategy)
 
 # The public methods, and the Keras layer's entry points (`_convert_tables` ...), branch on Python
 # values only; letting AutoGraph convert them (and everything they call) when they are traced in
@@ -127,20 +127,10 @@ class TPUEmbedding(tables.EmbeddingBase):
             neither 'div' nor 'mod'; `profile_data_directory` under ParameterServerStrategy.
         """
         strategy = tf.distribute.get_strategy()
-        parameter_servers = parameter_server.is_parameter_server_strategy(strategy)
-        if tf.distribute.has_strategy() and not (
-                isinstance(strategy, _SUPPORTED_STRATEGIES) or parameter_servers):
-            raise RuntimeError(
-                "TPUEmbedding runs under the default strategy, tf.distribute.MirroredStrategy or "
-                "tf.distribute.ParameterServerStrategy, but was created under "
-                f"{type(strategy).__name__}.")
+        parameter_servers = engine_options.check_strategy(strategy)
         self._strategy = strategy
         self._partition_strategy = layout_lib.check_partition_strategy(partition_strategy)
-        if profile_data_directory and parameter_servers:
-            raise ValueError(
-                "profile_data_directory is not supported under ParameterServerStrategy: the "
-                "statistics are written by the process that runs the step, there a remote "
-                "worker, which cannot run the host function that writes them.")
+        engine_options.check_profile_directory(profile_data_directory, parameter_servers)
         self._profile_data_directory = profile_data_directory
         self._profiler: LookupProfiler | None = None
         self._pipeline_execution_with_tensor_core = pipeline_execution_with_tensor_core
@@ -154,8 +144,9 @@ class TPUEmbedding(tables.EmbeddingBase):
         if table_devices is None:
             table_devices = parameter_server.ps_devices(strategy) if parameter_servers else devices
         self._table_devices = self._no_dependency(
-            _checked_table_devices(table_devices, parameter_servers))
-        self._partial_tables = self._no_dependency(self._checked_traffic(traffic or {}))
+            engine_options.checked_table_devices(table_devices, parameter_servers))
+        self._partial_tables = self._no_dependency(engine_options.checked_traffic(
+            traffic or {}, self._table_config, pipeline_execution_with_tensor_core))
         self._feature_paths = self._no_dependency(
             [path for path, _ in nest.flatten_with_joined_string_paths(feature_config)])
         self._warned_paths = self._no_dependency(set())
@@ -197,7 +188,10 @@ class TPUEmbedding(tables.EmbeddingBase):
         """
         if self._built:
             return
-        self._set_build_output_shapes(per_replica_input_shapes, per_replica_batch_size)
+        output_shapes = features_lib.output_shapes_from_build_arguments(
+            per_replica_input_shapes, per_replica_batch_size, nest.flatten(self._feature_config))
+        if output_shapes is not None:
+            self._set_output_shapes(output_shapes)
         super().build()
         flat_features = nest.flatten(self._feature_config)
         self._tables.extend(
@@ -276,9 +270,9 @@ class TPUEmbedding(tables.EmbeddingBase):
             for replica in replicas:
                 replica_inputs = [self._local(inp, replica) for inp in flat_inputs]
                 replica_weights = [self._local(weight, replica) for weight in flat_weights]
-                carrier = self._batch_carrier(replica)
-                sparse = self._sparse_forward_batch(carrier, replica_inputs, replica_weights,
-                                                    training)
+                carrier = batch_paths.carrier(self, replica)
+                sparse = batch_paths.sparse_forward_batch(self, carrier, replica_inputs,
+                                                          replica_weights, training)
                 with tf.device(self._replica_devices[replica]):
                     if sparse is not None:
                         carrier.put_sparse_batch(sparse)
@@ -311,90 +305,9 @@ class TPUEmbedding(tables.EmbeddingBase):
                                "the build method.")
         features_lib.check_fully_defined(self._feature_paths, self._output_shapes)
         replica = self._replica_id("dequeue")
-        carrier = self._batch_carrier(replica)
         with tf.name_scope(name or "dequeue"), tf.device(self._replica_devices[replica]):
-            if carrier is self._compiled_handoff and not carrier.holds_batch():
-                outputs = self._batch_outputs(carrier, partial,
-                                              self._batch_of_calling_function(replica))
-            elif self._takes_sparse_batches(carrier):
-                outputs = tf.cond(carrier.holds_sparse_batch(),
-                                  lambda: self._sparse_batch_outputs(carrier, partial),
-                                  lambda: self._batch_outputs(carrier, partial))
-            else:
-                outputs = self._batch_outputs(carrier, partial)
+            outputs = batch_paths.dequeue_outputs(self, replica, partial)
         return nest.pack_sequence_as(self._feature_config, outputs)
-
-    def _batch_outputs(self, carrier: queues.ReplicaQueues | handoff.FunctionHandoff,
-                       partial: bool, batch: queues.Batch | None = None) -> list[tf.Tensor]:
-        """The flat activations of `batch`, by default the next converted batch of `carrier`;
-        kept in `carrier` for apply_gradients if it is a training batch."""
-        outputs: list[tf.Tensor | None] = [None] * len(self._feature_paths)
-        if batch is None:
-            batch = carrier.take_batch()
-        for index, (state, table_batch) in enumerate(zip(self._tables, batch.tables)):
-            activations = state.lookup(table_batch,
-                                       None if batch.rows is None else batch.rows[index])
-            for feature_index, block in self._split(state, table_batch.feature_row_counts,
-                                                    activations, partial):
-                outputs[feature_index] = block
-        with tf.control_dependencies(outputs):
-            carrier.put_pending(batch.tables, batch.training)
-        return outputs
-
-    def _batch_of_calling_function(self, replica: int) -> queues.Batch:
-        """For a compiled dequeue with no batch of its own: the batch enqueued in the function
-        that calls the compiled one, taken there (from its queues, or its own hand-off when it
-        is compiled too, then further out), so that only tensors enter the compiled function.
-        This is the TPU's program shape: enqueue outside, dequeue inside the compiled step.
-
-        Raises:
-          RuntimeError: no tf.function calls this one (the `_ONE_COMPILED_FUNCTION` rule).
-        """
-        outer = getattr(tf.compat.v1.get_default_graph(), "outer_graph", None)
-        if not isinstance(outer, func_graph.FuncGraph):
-            return self._compiled_handoff.take_batch()  # raises, naming the rule
-        with outer.as_default():
-            # TF enters a compiled function's XLA context on the graph that calls it, so
-            # whether the caller is compiled itself is known from its own caller.
-            caller = getattr(outer, "outer_graph", None)
-            if caller is not None and ops.compiling_with_xla(caller):
-                if self._compiled_handoff.holds_batch():
-                    return self._compiled_handoff.take_batch()
-                return self._batch_of_calling_function(replica)
-            carrier = self._queues[replica]
-            with tf.device(self._replica_devices[replica]):
-                if not self._takes_sparse_batches(carrier):
-                    return carrier.take_batch()
-                return tf.cond(carrier.holds_sparse_batch(),
-                               lambda: self._converted_sparse_batch(carrier),
-                               carrier.take_batch)
-
-    def _converted_sparse_batch(self, carrier: queues.ReplicaQueues) -> queues.Batch:
-        """The next sparse forward-only batch of `carrier`, converted as `enqueue` converts."""
-        flat_features = nest.flatten(self._feature_config)
-        return queues.Batch(self._convert_tables([
-            [features_lib.tpu_feature_input(self._feature_paths[index], flat_features[index],
-                                            tensor, None, self._output_shapes[index])
-             for index, tensor in zip(state.feature_indices, sparse)]
-            for state, sparse in zip(self._tables, carrier.take_sparse_batch())]),
-            None, tf.constant(False))
-
-    def _sparse_batch_outputs(self, carrier: queues.ReplicaQueues,
-                              partial: bool) -> list[tf.Tensor]:
-        """The flat activations of the next sparse batch (`_sparse_forward_batch`), each table's
-        features converted and looked up in one op."""
-        outputs: list[tf.Tensor | None] = [None] * len(self._feature_paths)
-        flat_features = nest.flatten(self._feature_config)
-        table_inputs = [[features_lib.tpu_feature_input(self._feature_paths[index],
-                                                        flat_features[index], tensor, None,
-                                                        self._output_shapes[index])
-                         for index, tensor in zip(state.feature_indices, sparse)]
-                        for state, sparse in zip(self._tables, carrier.take_sparse_batch())]
-        for state, (activations, row_counts) in zip(self._tables,
-                                                     self._lookup_features(table_inputs)):
-            for feature_index, block in self._split(state, row_counts, activations, partial):
-                outputs[feature_index] = block
-        return outputs
 
     @_library_code
     def apply_gradients(self, gradients: Any, name: str | None = None) -> None:
@@ -419,10 +332,11 @@ class TPUEmbedding(tables.EmbeddingBase):
             raise RuntimeError("apply_gradients called on unbuilt TPUEmbedding "
                                "object. Please either call enqueue first or manually "
                                "call the build method.")
-        flat_gradients = self._check_gradients(gradients)
+        flat_gradients = features_lib.check_gradients(
+            self._feature_config, gradients, self._output_shapes, self._warned_paths)
         replica = self._replica_id("apply_gradients")
         with tf.name_scope(name or "apply_gradients"), tf.device(self._replica_devices[replica]):
-            pending = self._batch_carrier(replica).take_pending()
+            pending = batch_paths.carrier(self, replica).take_pending()
             self._apply_table_gradients(
                 pending, [state.activation_gradients(table_batch, flat_gradients)
                           for state, table_batch in zip(self._tables, pending)])
@@ -459,7 +373,8 @@ class TPUEmbedding(tables.EmbeddingBase):
                                  "update it: pass one to TPUEmbedding or to its TableConfig.")
         updates = [state.block_updates(batch, gradient)
                    for state, batch, gradient in zip(self._tables, batches, activation_gradients)]
-        tf.distribute.get_replica_context().merge_call(self._apply_updates, args=(updates,))
+        tf.distribute.get_replica_context().merge_call(
+            table_state.apply_updates, args=(self._tables, len(self._replica_devices), updates))
 
     def _create_variables_and_slots(self) -> dict[str, dict[str, Any]]:
         # As on a TPU, tables are not trainable variables: only apply_gradients updates them.
@@ -475,29 +390,6 @@ class TPUEmbedding(tables.EmbeddingBase):
     def _layout(self, vocabulary_size: int) -> layout_lib.ShardLayout:
         return layout_lib.ShardLayout(vocabulary_size, self._table_devices,
                                       self._partition_strategy)
-
-    def _checked_traffic(self, traffic: Mapping[str, str]) -> frozenset[str]:
-        """The names of the tables in the partial mode."""
-        names = [table.name for table in self._table_config]
-        for name, mode in traffic.items():
-            if name not in names:
-                raise ValueError(f"traffic names table {name!r}, which is not a table of this "
-                                 f"TPUEmbedding (tables: {names}).")
-            if mode not in ("rows", "partial"):
-                raise ValueError(f"traffic of table {name!r} must be 'rows' or 'partial', got "
-                                 f"{mode!r}.")
-        partial = frozenset(name for name, mode in traffic.items() if mode == "partial")
-        for table in self._table_config:
-            if table.name in partial and table.quantization_config is not None:
-                raise ValueError(
-                    f"Table {table.name} has a QuantizationConfig: its rows are quantized before "
-                    "they are combined, which its blocks' tasks cannot do, so its traffic must "
-                    "be 'rows'.")
-        if partial and self._pipeline_execution_with_tensor_core:
-            raise ValueError(f"traffic 'partial' (tables {sorted(partial)}) does not combine "
-                             "with pipeline_execution_with_tensor_core=True, which looks rows "
-                             "up at enqueue time; use 'rows' for them.")
-        return partial
 
     def _check_slot_layouts(self) -> None:
         """Slots made by a `slot_variable_creation_fn` must be sharded like their table."""
@@ -515,32 +407,6 @@ class TPUEmbedding(tables.EmbeddingBase):
             # Eagerly even inside a tf.function: variables and queues are made once.
             with tf.init_scope():
                 self.build()
-
-    def _set_build_output_shapes(self, per_replica_input_shapes: Any,
-                                 per_replica_batch_size: int | None) -> None:
-        """TF's precedence between build()'s shape arguments."""
-        flat_features = nest.flatten(self._feature_config)
-        output_shapes = None
-        if per_replica_batch_size and per_replica_input_shapes is None:
-            logging.warning(
-                "per_replica_batch_size argument will be deprecated, please specify "
-                "all the input shapes using per_replica_input_shapes argument.")
-            output_shapes = features_lib.output_shapes_from_batch_size(
-                per_replica_batch_size, flat_features)
-        if per_replica_input_shapes is not None:
-            if isinstance(per_replica_input_shapes, int):
-                logging.warning(
-                    "Passing batch size to per_replica_input_shapes argument will be"
-                    " deprecated, please specify all the input shapes using"
-                    " per_replica_input_shapes argument.")
-                output_shapes = features_lib.output_shapes_from_batch_size(
-                    per_replica_input_shapes, flat_features)
-            else:
-                nest.assert_same_structure(nest.flatten(per_replica_input_shapes), flat_features)
-                output_shapes = features_lib.output_shapes_from_input_shapes(
-                    nest.flatten(per_replica_input_shapes), flat_features)
-        if output_shapes is not None:
-            self._set_output_shapes(output_shapes)
 
     def _set_output_shapes(self, incoming: list[tf.TensorShape]) -> None:
         features_lib.check_output_shapes(self._feature_paths, self._output_shapes, incoming)
@@ -560,13 +426,6 @@ class TPUEmbedding(tables.EmbeddingBase):
                 return [replica]
         raise ValueError(f"Device {device} passed to enqueue is not a replica device of this "
                          f"TPUEmbedding's strategy: {list(self._replica_devices)}.")
-
-    def _batch_carrier(self, replica: int) -> queues.ReplicaQueues | handoff.FunctionHandoff:
-        """What carries `replica`'s batches between the calls of a step: its engine queues, or
-        inside an XLA-compiled function, which cannot hold queue ops, that function's trace."""
-        if ops.compiling_with_xla():
-            return self._compiled_handoff
-        return self._queues[replica]
 
     def _replica_id(self, method: str) -> int:
         """The id of the calling replica; a lone replica may be called without strategy.run."""
@@ -596,41 +455,27 @@ class TPUEmbedding(tables.EmbeddingBase):
     def _convert(self, flat_inputs: list[Any], flat_weights: list[Any],
                  training: tf.Tensor) -> queues.Batch:
         """One replica's features -> one CSR batch per table (+ its rows if pipelined)."""
-        flat_features = nest.flatten(self._feature_config)
-        batches = self._convert_tables([
-            [features_lib.tpu_feature_input(self._feature_paths[index], flat_features[index],
-                                            flat_inputs[index], flat_weights[index],
-                                            self._output_shapes[index])
-             for index in state.feature_indices]
-            for state in self._tables], training)
+        batches = self._convert_tables(self._table_inputs(
+            [[flat_inputs[index] for index in state.feature_indices] for state in self._tables],
+            [[flat_weights[index] for index in state.feature_indices] for state in self._tables]
+        ), training)
         rows = None
         if self._pipeline_execution_with_tensor_core:
             rows = [state.gather(batch.unique_ids) for state, batch in zip(self._tables, batches)]
         return queues.Batch(batches, rows, training)
 
-    def _sparse_forward_batch(self, carrier: queues.ReplicaQueues | handoff.FunctionHandoff,
-                              flat_inputs: list[Any], flat_weights: list[Any],
-                              training: tf.Tensor) -> list[list[tf.SparseTensor]] | None:
-        """Each table's features, if this replica's batch may skip the conversion at enqueue
-        time (`_takes_sparse_batches`): a forward-only batch (`training` False when tracing) of
-        rank-2 SparseTensors with int64 ids and no weights. Else None."""
-        static_training = tf.get_static_value(training)
-        if static_training is None or static_training or not self._takes_sparse_batches(carrier):
-            return None
-        if not all(isinstance(inp, tf.SparseTensor) and inp.shape.rank == 2
-                   and inp.values.dtype == tf.int64 and weight is None
-                   for inp, weight in zip(flat_inputs, flat_weights)):
-            return None
-        return [[flat_inputs[index] for index in state.feature_indices]
-                for state in self._tables]
-
-    def _takes_sparse_batches(self, carrier: queues.ReplicaQueues | handoff.FunctionHandoff
-                              ) -> bool:
-        """Whether forward-only batches may wait in `carrier` unconverted, for `dequeue` to
-        convert and look up in one op: engine queues without pipelining (not inside XLA, not
-        under ParameterServerStrategy), and `_looks_up_features_directly`."""
-        return (isinstance(carrier, queues.ReplicaQueues) and carrier.takes_sparse_batches
-                and self._looks_up_features_directly())
+    def _table_inputs(self, table_features: list[list[Any]],
+                      table_weights: list[list[Any]] | None = None
+                      ) -> list[list[inputs_lib.FeatureInput]]:
+        """How the conversion reads each table's enqueued features (and weights), in
+        `_tables` order, as `_convert_tables` and `_lookup_features` take them."""
+        flat_features = nest.flatten(self._feature_config)
+        return [[features_lib.tpu_feature_input(
+                    self._feature_paths[index], flat_features[index], feature,
+                    None if table_weights is None else table_weights[position][slot],
+                    self._output_shapes[index])
+                 for slot, (index, feature) in enumerate(zip(state.feature_indices, features))]
+                for position, (state, features) in enumerate(zip(self._tables, table_features))]
 
     def _looks_up_features_directly(self) -> bool:
         """Whether `_lookup_features` may look this replica's batch up (the Keras layer's path):
@@ -648,94 +493,3 @@ class TPUEmbedding(tables.EmbeddingBase):
         Not differentiable: convert the same inputs (`_convert_tables`) to update. REQUIRES:
         `_looks_up_features_directly()`."""
         return [state.lookup_features(inputs) for state, inputs in zip(self._tables, table_inputs)]
-
-    def _split(self, state: TableState, feature_row_counts: tf.Tensor, activations: tf.Tensor,
-               partial: bool) -> list[tuple[int, tf.Tensor]]:
-        """(feature index, activations in the feature's output shape) for a table's features."""
-        indices = state.feature_indices
-        shapes = [self._output_shapes[index].as_list() + [state.config.dim] for index in indices]
-        expected_rows = tf.constant(
-            [tf.TensorShape(shape[:-1]).num_elements() for shape in shapes], tf.int64)
-        sample_rows = tf.constant(
-            [max(tf.TensorShape(shape[1:-1]).num_elements(), 1) for shape in shapes], tf.int64)
-        fits = (tf.reduce_all((feature_row_counts <= expected_rows) &
-                              (feature_row_counts % sample_rows == 0)) if partial
-                else tf.reduce_all(feature_row_counts == expected_rows))
-        checks = [tf.debugging.Assert(fits, [
-            f"Table {state.name}: the dequeued batch's rows per feature "
-            f"{[self._feature_paths[index] for index in indices]} (below) do not fill their "
-            f"output shapes {[shape[:-1] for shape in shapes]}"
-            + ("" if partial else "; a smaller final batch dequeues with partial=True") +
-            ". The output shapes come from FeatureConfig.output_shape, build() or the first "
-            "enqueue, and must fit every batch.", feature_row_counts])]
-        blocks = tf.split(activations, feature_row_counts, num=len(indices), axis=0)
-        # The outputs depend on the check, so that a failed one stops the step before the
-        # batch is kept for apply_gradients.
-        with tf.control_dependencies(checks):
-            return [(index, tf.reshape(block, [-1] + shape[1:] if partial else shape))
-                    for index, block, shape in zip(indices, blocks, shapes)]
-
-    def _check_gradients(self, gradients: Any) -> list[tf.Tensor | None]:
-        """TF's structure, type and shape checks (the batch dimension may be unknown)."""
-        nest.assert_same_structure(self._feature_config, gradients)
-        flat_gradients = []
-        for (path, gradient), feature, output_shape in zip(
-                nest.flatten_with_joined_string_paths(gradients),
-                nest.flatten(self._feature_config), self._output_shapes):
-            expected = output_shape.as_list() + [feature.table.dim]
-            if gradient is not None and not isinstance(gradient, tf.Tensor):
-                raise ValueError(f"found non-tensor type: {type(gradient)} at path {path}.")
-            if gradient is not None and not _batch_shape_matches(gradient.shape, expected):
-                raise ValueError("Found gradient of shape {} at path {}. Expected "
-                                 "shape {}.".format(gradient.shape, path, expected))
-            if gradient is None and path not in self._warned_paths:
-                self._warned_paths.add(path)
-                logging.warning(
-                    "No gradient passed for feature %s, sending zero "
-                    "gradient. This may not be correct behavior for certain "
-                    "optimizers like Adam.", path)
-            flat_gradients.append(gradient)
-        return flat_gradients
-
-    def _apply_updates(self, strategy: tf.distribute.Strategy,
-                       updates: list[list[Any]]) -> None:
-        """merge_call body: every block is updated once, on its device, with all replicas'
-        updates of it (`TableState.block_updates`, per table)."""
-        # A callable learning rate is evaluated once per optimizer and apply_gradients call.
-        learning_rates = {}
-        for state, block_updates in zip(self._tables, updates):
-            optimizer = state.config.optimizer
-            if id(optimizer) not in learning_rates:
-                learning_rates[id(optimizer)] = optimizer._get_learning_rate()  # pylint: disable=protected-access
-            # Per replica, in replica order: its update of each block.
-            replica_updates = [
-                [tuple(strategy.experimental_local_results(part)[replica] for part in update)
-                 for update in block_updates]
-                for replica in range(len(self._replica_devices))]
-            state.apply(replica_updates, learning_rates[id(optimizer)])
-
-
-def _checked_table_devices(devices: Sequence[str | None],
-                           parameter_servers: bool) -> tuple[str | None, ...]:
-    """`table_devices` as a tuple; under ParameterServerStrategy a block elsewhere than on a PS
-    task would live on the coordinator or a worker, which scheduled functions cannot share."""
-    devices = tuple(devices)
-    if not devices:
-        raise ValueError("table_devices must name at least one device.")
-    if parameter_servers:
-        for device in devices:
-            if device is None or tf.DeviceSpec.from_string(device).job != "ps":
-                raise ValueError(
-                    f"table_devices entry {device!r} is not a parameter-server device: under "
-                    "ParameterServerStrategy every block lives on a PS task "
-                    "('/job:ps/replica:0/task:<i>/device:CPU:0').")
-    return devices
-
-
-def _batch_shape_matches(shape: tf.TensorShape, expected: list[int]) -> bool:
-    """TF's exact shape check, except that the batch dimension may be statically unknown (the
-    gradient of a `dequeue(partial=True)`)."""
-    if shape.rank != len(expected):
-        return False
-    dims = shape.as_list()
-    return dims[1:] == expected[1:] and dims[0] in (None, expected[0])

@@ -1,0 +1,134 @@
+"""How a replica's batch travels from `enqueue` to `dequeue` to `apply_gradients` in the sharded
+`TPUEmbedding` (`engine` below, whose package this is):
+
+* converted at `enqueue` (CSR batches per table) and carried by the replica's engine queues
+  (`queues.ReplicaQueues`), or inside one traced function that cannot hold queue ops (an
+  XLA-compiled step, a function scheduled under ParameterServerStrategy) by a hand-off
+  (`handoff.FunctionHandoff`);
+* a forward-only batch of rank-2 sparse features may wait unconverted in the queues, and
+  `dequeue` then converts and looks it up in one op (`TfeFeaturesLookup`);
+* a compiled `dequeue` with no batch of its own takes the batch its calling function enqueued,
+  in that function, so that only tensors enter the compiled one (the TPU's program shape).
+"""
+
+from typing import Any
+
+import tensorflow as tf
+from tensorflow.python.framework import func_graph
+
+from tf_embedding import ops
+from tf_embedding.sharded import handoff
+from tf_embedding.sharded import queues
+
+# pylint: disable=protected-access  (the engine's own package)
+
+Carrier = queues.ReplicaQueues | handoff.FunctionHandoff
+
+
+def carrier(engine: Any, replica: int) -> Carrier:
+    """What carries `replica`'s batches between the calls of a step: its engine queues, or
+    inside an XLA-compiled function, which cannot hold queue ops, that function's trace."""
+    if ops.compiling_with_xla():
+        return engine._compiled_handoff
+    return engine._queues[replica]
+
+
+def sparse_forward_batch(engine: Any, batch_carrier: Carrier, flat_inputs: list[Any],
+                         flat_weights: list[Any],
+                         training: tf.Tensor) -> list[list[tf.SparseTensor]] | None:
+    """Each table's features, if this replica's batch may skip the conversion at enqueue time
+    (`takes_sparse_batches`): a forward-only batch (`training` False when tracing) of rank-2
+    SparseTensors with int64 ids and no weights. Else None."""
+    static_training = tf.get_static_value(training)
+    if (static_training is None or static_training
+            or not takes_sparse_batches(engine, batch_carrier)):
+        return None
+    if not all(isinstance(inp, tf.SparseTensor) and inp.shape.rank == 2
+               and inp.values.dtype == tf.int64 and weight is None
+               for inp, weight in zip(flat_inputs, flat_weights)):
+        return None
+    return [[flat_inputs[index] for index in state.feature_indices] for state in engine._tables]
+
+
+def takes_sparse_batches(engine: Any, batch_carrier: Carrier) -> bool:
+    """Whether forward-only batches may wait in `batch_carrier` unconverted, for `dequeue` to
+    convert and look up in one op: engine queues without pipelining (not inside XLA, not under
+    ParameterServerStrategy), and the engine `_looks_up_features_directly`."""
+    return (isinstance(batch_carrier, queues.ReplicaQueues) and batch_carrier.takes_sparse_batches
+            and engine._looks_up_features_directly())
+
+
+def dequeue_outputs(engine: Any, replica: int, partial: bool) -> list[tf.Tensor]:
+    """The flat activations of `replica`'s next batch, wherever it waits."""
+    batch_carrier = carrier(engine, replica)
+    if batch_carrier is engine._compiled_handoff and not batch_carrier.holds_batch():
+        return _batch_outputs(engine, batch_carrier, partial,
+                              _batch_of_calling_function(engine, replica))
+    if takes_sparse_batches(engine, batch_carrier):
+        return tf.cond(batch_carrier.holds_sparse_batch(),
+                       lambda: _sparse_batch_outputs(engine, batch_carrier, partial),
+                       lambda: _batch_outputs(engine, batch_carrier, partial))
+    return _batch_outputs(engine, batch_carrier, partial)
+
+
+def _batch_outputs(engine: Any, batch_carrier: Carrier, partial: bool,
+                   batch: queues.Batch | None = None) -> list[tf.Tensor]:
+    """The flat activations of `batch`, by default the next converted batch of `batch_carrier`;
+    kept in `batch_carrier` for apply_gradients if it is a training batch."""
+    outputs: list[tf.Tensor | None] = [None] * len(engine._feature_paths)
+    if batch is None:
+        batch = batch_carrier.take_batch()
+    for index, (state, table_batch) in enumerate(zip(engine._tables, batch.tables)):
+        activations = state.lookup(table_batch, None if batch.rows is None else batch.rows[index])
+        for feature_index, block in state.split_outputs(
+                activations, table_batch.feature_row_counts, engine._output_shapes,
+                engine._feature_paths, partial):
+            outputs[feature_index] = block
+    with tf.control_dependencies(outputs):
+        batch_carrier.put_pending(batch.tables, batch.training)
+    return outputs
+
+
+def _sparse_batch_outputs(engine: Any, batch_carrier: queues.ReplicaQueues,
+                          partial: bool) -> list[tf.Tensor]:
+    """The flat activations of the next sparse batch (`sparse_forward_batch`), each table's
+    features converted and looked up in one op."""
+    outputs: list[tf.Tensor | None] = [None] * len(engine._feature_paths)
+    table_inputs = engine._table_inputs(batch_carrier.take_sparse_batch())
+    for state, (activations, row_counts) in zip(engine._tables,
+                                                 engine._lookup_features(table_inputs)):
+        for feature_index, block in state.split_outputs(
+                activations, row_counts, engine._output_shapes, engine._feature_paths, partial):
+            outputs[feature_index] = block
+    return outputs
+
+
+def _batch_of_calling_function(engine: Any, replica: int) -> queues.Batch:
+    """For a compiled dequeue with no batch of its own: the batch enqueued in the function that
+    calls the compiled one, taken there (from its queues, converting a waiting sparse batch; or
+    its own hand-off when it is compiled too, then further out).
+
+    Raises:
+      RuntimeError: no tf.function calls this one (the hand-off's rule says what to move).
+    """
+    outer = getattr(tf.compat.v1.get_default_graph(), "outer_graph", None)
+    if not isinstance(outer, func_graph.FuncGraph):
+        return engine._compiled_handoff.take_batch()  # raises, naming the rule
+    with outer.as_default():
+        # TF enters a compiled function's XLA context on the graph that calls it, so whether
+        # the caller is compiled itself is known from its own caller.
+        caller = getattr(outer, "outer_graph", None)
+        if caller is not None and ops.compiling_with_xla(caller):
+            if engine._compiled_handoff.holds_batch():
+                return engine._compiled_handoff.take_batch()
+            return _batch_of_calling_function(engine, replica)
+        queue = engine._queues[replica]
+        with tf.device(engine._replica_devices[replica]):
+            if not takes_sparse_batches(engine, queue):
+                return queue.take_batch()
+            return tf.cond(queue.holds_sparse_batch(),
+                           lambda: queues.Batch(
+                               engine._convert_tables(
+                                   engine._table_inputs(queue.take_sparse_batch())),
+                               None, tf.constant(False)),
+                           queue.take_batch)

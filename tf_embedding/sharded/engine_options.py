@@ -1,0 +1,79 @@
+"""The checks of `TPUEmbedding`'s constructor options (the strategy it runs under, and the
+keyword arguments TF 2's class lacks: `table_devices`, `traffic`, `profile_data_directory`),
+with the messages users see."""
+
+from typing import Any, Mapping, Sequence
+
+import tensorflow as tf
+
+from tf_embedding.sharded import parameter_server
+
+_SUPPORTED_STRATEGIES = (tf.distribute.MirroredStrategy, tf.compat.v1.distribute.MirroredStrategy)
+
+
+def check_strategy(strategy: tf.distribute.Strategy) -> bool:
+    """Whether `strategy` is a ParameterServerStrategy.
+
+    Raises:
+      RuntimeError: a strategy other than the default, MirroredStrategy or
+        ParameterServerStrategy.
+    """
+    parameter_servers = parameter_server.is_parameter_server_strategy(strategy)
+    if tf.distribute.has_strategy() and not (
+            isinstance(strategy, _SUPPORTED_STRATEGIES) or parameter_servers):
+        raise RuntimeError(
+            "TPUEmbedding runs under the default strategy, tf.distribute.MirroredStrategy or "
+            "tf.distribute.ParameterServerStrategy, but was created under "
+            f"{type(strategy).__name__}.")
+    return parameter_servers
+
+
+def check_profile_directory(directory: str | None, parameter_servers: bool) -> None:
+    """Raises ValueError for a `profile_data_directory` under ParameterServerStrategy."""
+    if directory and parameter_servers:
+        raise ValueError(
+            "profile_data_directory is not supported under ParameterServerStrategy: the "
+            "statistics are written by the process that runs the step, there a remote "
+            "worker, which cannot run the host function that writes them.")
+
+
+def checked_table_devices(devices: Sequence[str | None],
+                          parameter_servers: bool) -> tuple[str | None, ...]:
+    """`table_devices` as a tuple; under ParameterServerStrategy a block elsewhere than on a PS
+    task would live on the coordinator or a worker, which scheduled functions cannot share."""
+    devices = tuple(devices)
+    if not devices:
+        raise ValueError("table_devices must name at least one device.")
+    if parameter_servers:
+        for device in devices:
+            if device is None or tf.DeviceSpec.from_string(device).job != "ps":
+                raise ValueError(
+                    f"table_devices entry {device!r} is not a parameter-server device: under "
+                    "ParameterServerStrategy every block lives on a PS task "
+                    "('/job:ps/replica:0/task:<i>/device:CPU:0').")
+    return devices
+
+
+def checked_traffic(traffic: Mapping[str, str], table_configs: Sequence[Any],
+                    pipelined: bool) -> frozenset[str]:
+    """The names of the tables whose `traffic` is "partial"."""
+    names = [table.name for table in table_configs]
+    for name, mode in traffic.items():
+        if name not in names:
+            raise ValueError(f"traffic names table {name!r}, which is not a table of this "
+                             f"TPUEmbedding (tables: {names}).")
+        if mode not in ("rows", "partial"):
+            raise ValueError(f"traffic of table {name!r} must be 'rows' or 'partial', got "
+                             f"{mode!r}.")
+    partial = frozenset(name for name, mode in traffic.items() if mode == "partial")
+    for table in table_configs:
+        if table.name in partial and table.quantization_config is not None:
+            raise ValueError(
+                f"Table {table.name} has a QuantizationConfig: its rows are quantized before "
+                "they are combined, which its blocks' tasks cannot do, so its traffic must "
+                "be 'rows'.")
+    if partial and pipelined:
+        raise ValueError(f"traffic 'partial' (tables {sorted(partial)}) does not combine "
+                         "with pipeline_execution_with_tensor_core=True, which looks rows "
+                         "up at enqueue time; use 'rows' for them.")
+    return partial
