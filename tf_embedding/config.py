@@ -79,6 +79,24 @@ class QuantizationConfig:
                                           upper=self.upper))
 
 
+def _check_combiner(combiner: Any) -> None:
+    """TF's checks of `TableConfig(combiner=...)`; a stock CustomCombiner is named as
+    SparseCore-only."""
+    if isinstance(combiner, str):
+        if combiner not in COMBINERS:
+            raise ValueError(
+                f"String argument `combiner` must be in {COMBINERS}. "
+                f"Received: {combiner}")
+    elif _is_stock_custom_combiner(combiner):
+        raise ValueError(
+            "CustomCombiner runs only on SparseCore (TPUEmbeddingV2) and is not supported by "
+            f"tf_embedding; use one of {COMBINERS}. Received: {combiner}")
+    else:
+        raise ValueError(
+            f"Argument `combiner` should either be a str or a CustomCombiner. "
+            f"Received: {type(combiner)}")
+
+
 class TableConfig:
     """Configuration of one embedding table; several FeatureConfigs may share it.
 
@@ -115,19 +133,7 @@ class TableConfig:
         if initializer is None:
             initializer = _default_initializer(dim)
 
-        if isinstance(combiner, str):
-            if combiner not in COMBINERS:
-                raise ValueError(
-                    f"String argument `combiner` must be in {COMBINERS}. "
-                    f"Received: {combiner}")
-        elif _is_stock_custom_combiner(combiner):
-            raise ValueError(
-                "CustomCombiner runs only on SparseCore (TPUEmbeddingV2) and is not supported by "
-                f"tf_embedding; use one of {COMBINERS}. Received: {combiner}")
-        else:
-            raise ValueError(
-                f"Argument `combiner` should either be a str or a CustomCombiner. "
-                f"Received: {type(combiner)}")
+        _check_combiner(combiner)
 
         if name is None:
             logging.warning(

@@ -55,12 +55,7 @@ class FrontEnd:
         Raises:
           ValueError: a feature with `output_shape` whose ragged input has no static batch size.
         """
-        for plan in plans:
-            if plan.runtime_output_shape_feature:
-                raise ValueError(
-                    f"Feature {plan.feature_input.name} sets output_shape, so its ragged input "
-                    "needs a static batch size (give the Input or the dataset a fixed batch "
-                    "size).")
+        _check_static_batch_sizes(plans)
         engine = self._engine
         self.build()
         table_inputs = [[plans[index].feature_input for index in state.feature_indices]
@@ -116,3 +111,13 @@ class FrontEnd:
         return (lambda: [(activations, batch.feature_row_counts) for activations, batch
                          in zip(engine._lookup_batches(batches), batches)],
                 lambda: batches)
+
+
+def _check_static_batch_sizes(plans: Sequence[features_lib.CpuLookupPlan]) -> None:
+    """Raises ValueError for a feature with `output_shape` whose ragged input has no static
+    batch size: the trained lookup must know its rows when it is traced."""
+    for plan in plans:
+        if plan.runtime_output_shape_feature:
+            raise ValueError(
+                f"Feature {plan.feature_input.name} sets output_shape, so its ragged input "
+                "needs a static batch size (give the Input or the dataset a fixed batch size).")
