@@ -808,7 +808,7 @@ BAD_FEATURES = [
     ({"a": tf.Variable([[0]]), "b": small_features()["b"]}, ValueError,
      "Input a is of unknown type .*Variable"),
     ({"a": tf.constant([[0, 1]], tf.int64), "b": small_features()["b"]}, ValueError,
-     "Rank 2 or above dense tensor should have last dimension as 1"),
+     "Input a: Rank 2 or above dense tensor should have last dimension as 1"),
     ({"a": tf.constant(0, tf.int64), "b": small_features()["b"]}, ValueError,
      "Only rank 1 and above dense tensor is supported"),
     ({"a": tf.SparseTensor([[0]], tf.constant([1], tf.int64), [3]),

@@ -182,9 +182,9 @@ def input_shape(path: str, tensor: Any, feature: Any) -> tf.TensorShape:
                              " find rank {} sparse tensor for input {}".format(len(shape), path))
         if len(shape) > 1 and shape[-1] != 1:
             raise ValueError(
-                "Rank 2 or above dense tensor should have last dimension as 1 "
+                "Input {}: Rank 2 or above dense tensor should have last dimension as 1 "
                 "as the last dimension will always be reduced. "
-                "Instead got dense tensor as shape {}".format(shape))
+                "Instead got dense tensor as shape {}".format(path, shape))
     return tf.TensorShape(shape)
 
 
