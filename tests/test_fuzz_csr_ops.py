@@ -8,19 +8,19 @@ library to check the last point).
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tf_embedding import _loader
 
+from fuzz_settings import fuzz_settings
 from references import RawFeature, reference_csr
 
 VOCAB = 8
 KINDS = ["dense", "sparse", "ragged"]
 INT64_MAX = 2**63 - 1
 INT64_MIN = -2**63
-FUZZ = settings(max_examples=200, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = fuzz_settings(200)
 
 extreme = st.sampled_from([INT64_MIN, -2**40, 2**31, 2**40, 2**62, INT64_MAX])
 

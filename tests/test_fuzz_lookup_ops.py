@@ -10,18 +10,18 @@ both the checks and the code behind them get exercised.
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tf_embedding import _loader
 from tf_embedding import optimizers as opt
 
+from fuzz_settings import fuzz_settings
 from references import reference_lookup
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -2**63
-FUZZ = settings(max_examples=70, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = fuzz_settings(70)
 
 small = st.integers(-2, 8)
 extreme = st.sampled_from([INT64_MIN, -2**40, -1, 2**31, 2**40, 2**62, INT64_MAX])

@@ -10,10 +10,19 @@
 # TensorFlow throws aborts with "CHECK failed ... real___cxa_throw"). Leak detection is off:
 # Python and TensorFlow keep allocations alive until exit by design.
 #
-# Arguments go to pytest. Environment: PYTHON (default .venv/bin/python if present, else
-# python3), OUT_DIR, JOBS (parallel compiles, default 2).
+# --long (first argument) runs every property with 10,000 examples instead of each file's
+# default (TF_EMBEDDING_FUZZ_EXAMPLES, tests/fuzz_settings.py) and prints hypothesis' statistics
+# of each property (docs/reliability.md records such runs). Other arguments go to pytest.
+# Environment: PYTHON (default .venv/bin/python if present, else python3), OUT_DIR, JOBS
+# (parallel compiles, default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [[ ${1:-} == --long ]]; then
+    shift
+    export TF_EMBEDDING_FUZZ_EXAMPLES=10000
+    set -- --hypothesis-show-statistics "$@"
+fi
 
 python=${PYTHON:-}
 if [[ -z $python ]]; then
