@@ -133,10 +133,23 @@ def cluster_processes(address: str) -> list[str]:
 CHIEF_LINE = re.compile(r"training as the chief \((127\.0\.0\.1:\d+)\)")
 
 
-def run_cluster(args: list[str], interrupt_after: str | None = None) -> tuple[int, str]:
+def kill_ps_task(chief_address: str, index: int) -> None:
+    """SIGKILLs ps task `index` of the cluster whose chief is at `chief_address`."""
+    for task in cluster_processes(chief_address):
+        pid = int(task.split(":", 1)[0])
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = dict(entry.split(b"=", 1) for entry in f.read().split(b"\0") if b"=" in entry)
+        if json.loads(environ[b"TF_CONFIG"])["task"] == {"type": "ps", "index": index}:
+            os.kill(pid, signal.SIGKILL)
+            return
+    raise AssertionError(f"no ps task {index} in {cluster_processes(chief_address)}")
+
+
+def run_cluster(args: list[str], interrupt_after: str | None = None,
+                kill_ps_after: str | None = None) -> tuple[int, str]:
     """Runs `tf-embedding cluster` to its end, with SIGINT once it printed a line starting with
-    `interrupt_after`; returns its status and output, after checking that none of its
-    processes is left."""
+    `interrupt_after`, or ps task 1 killed once it printed one starting with `kill_ps_after`;
+    returns its status and output, after checking that none of its processes is left."""
     # SIGINT at its default disposition, as in a terminal: a script that runs these tests in the
     # background hands them SIGINT ignored, and the command then rightly does not pass it on.
     process = subprocess.Popen(
@@ -160,6 +173,9 @@ def run_cluster(args: list[str], interrupt_after: str | None = None) -> tuple[in
             if interrupt_after and line.startswith(interrupt_after):
                 process.send_signal(signal.SIGINT)
                 interrupt_after = None
+            if kill_ps_after and line.startswith(kill_ps_after):
+                kill_ps_task(CHIEF_LINE.search("".join(lines)).group(1), 1)
+                kill_ps_after = None
         status = process.wait()
     finally:
         guard.cancel()
@@ -227,6 +243,35 @@ def test_ctrl_c_saves_a_checkpoint_and_stops_every_task(tmp_path):
     assert stopped, output
     assert tf_checkpoint_step(tmp_path / "run") == int(stopped.group(1)) >= 25
     assert "the chief exited with status 130; stopping the ps and worker tasks" in output
+
+
+def test_a_lost_ps_task_ends_the_run_with_one_line_and_resume_continues(tmp_path):
+    """A ps task killed mid-run: the chief ends at once, saying which task to restart and to
+    run again with --resume (no traceback, no TensorFlow log lines after it); the run resumed
+    on a new cluster finishes from the last checkpoint."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**CONFIG, "steps": 200, "checkpoint_every": 10}))
+    model_dir = tmp_path / "run"
+    status, output = run_cluster(["--num-ps", "2", "--config", str(config), "--model-dir",
+                                  str(model_dir)], kill_ps_after="step 30/200")
+    assert status == 1, output
+    lost = re.search(r"tf-embedding: error: lost /job:ps/replica:0/task:1 \(127\.0\.0\.1:\d+\): "
+                     r"restart it, then run tf-embedding train again with --resume to continue "
+                     r"from the last checkpoint in \S+", output)
+    assert lost, output
+    after = output[lost.end():].strip().splitlines()
+    assert after == ["tf-embedding cluster: the chief exited with status 1; stopping the ps "
+                     "and worker tasks"], output
+    assert "Traceback" not in output and "Remote function on worker" not in output, output
+    saved = tf_checkpoint_step(model_dir)
+    assert saved >= 10
+
+    config.write_text(json.dumps({**CONFIG, "steps": saved + 20}))
+    status, output = run_cluster(["--num-ps", "2", "--config", str(config), "--model-dir",
+                                  str(model_dir), "--resume"])
+    assert status == 0, output
+    assert f"step {saved + 20}/{saved + 20}" in output
+    assert tf_checkpoint_step(model_dir) == saved + 20
 
 
 def tf_checkpoint_step(model_dir) -> int:

@@ -11,9 +11,11 @@ run's variables on the ps tasks, the tables split in row blocks over them, and e
 and each evaluation batch is one function scheduled by a `ClusterCoordinator` on a free worker.
 """
 
+import contextlib
 import logging
 import os
-from typing import Any, Callable, Mapping, TextIO
+import re
+from typing import Any, Callable, Iterator, Mapping, TextIO
 
 import tensorflow as tf
 
@@ -26,6 +28,37 @@ CHIEF_RUNNER = server.Runner(
     "tf-embedding train", ("chief",),
     "tf-embedding train is the cluster's chief (the coordinator); every ps and worker task runs "
     "`python -m tf_embedding.server`.")
+
+
+class TaskLostError(RuntimeError):
+    """A ps or worker task of the cluster stopped answering during the run."""
+
+
+# Where TensorFlow's message names the task it lost: a gRPC error's remote target, and the
+# address it could not reach.
+_REMOTE_TARGET = re.compile(r"remote target (/job:(?:ps|worker)/replica:\d+/task:\d+)")
+_ADDRESS = re.compile(r"ipv[46]:([0-9.]+:\d+|\[[0-9a-fA-F:]+\]:\d+)")
+
+
+def lost_task_message(error: tf.errors.UnavailableError, model_dir: str) -> str:
+    """One line naming the task `error` says was lost (a ps task before a worker: the tables
+    live there) and what to do."""
+    targets = _REMOTE_TARGET.findall(error.message)
+    ps_targets = [target for target in targets if "/job:ps/" in target]
+    task = (ps_targets or targets or ["a task of the cluster"])[0]
+    address = _ADDRESS.search(error.message)
+    where = f" ({address.group(1)})" if address else ""
+    return (f"lost {task}{where}: restart it, then run tf-embedding train again with --resume "
+            f"to continue from the last checkpoint in {os.path.join(model_dir, 'checkpoints')}")
+
+
+class _LostTaskFilter(logging.Filter):
+    """Drops the coordinator's tracebacks of the steps a lost task failed (a dozen lines each):
+    `TaskLostError`'s one line says what happened and what to do."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not re.match(r"Remote function on worker .* failed with UnavailableError",
+                            record.getMessage())
 
 
 class _SaveRetracingFilter(logging.Filter):
@@ -52,22 +85,35 @@ class ClusterExecution(training.Execution):
     # schedules the next steps, and the checkpoints and the progress display need one.
     steps_per_wait = 25
 
-    def __init__(self, task: server.Task):
+    def __init__(self, task: server.Task, model_dir: str):
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
             tf.train.ClusterSpec(task.cluster), task_type=task.task_type,
             task_id=task.task_index, rpc_layer=task.protocol)
         super().__init__(tf.distribute.ParameterServerStrategy(resolver))
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
+        self._model_dir = model_dir
         tf.get_logger().addFilter(_SaveRetracingFilter())
+        tf.get_logger().addFilter(_LostTaskFilter())
 
     def dispatch(self, function: Callable[[common.Batch], Any], batch: common.Batch) -> Any:
-        return self.coordinator.schedule(function, args=(batch,))
+        with self._task_loss():
+            return self.coordinator.schedule(function, args=(batch,))
 
     def result(self, value: Any) -> Any:
-        return value.fetch()
+        with self._task_loss():
+            return value.fetch()
 
     def wait(self) -> None:
-        self.coordinator.join()
+        with self._task_loss():
+            self.coordinator.join()
+
+    @contextlib.contextmanager
+    def _task_loss(self) -> Iterator[None]:
+        """Turns TF's UnavailableError (a task stopped answering) into a `TaskLostError`."""
+        try:
+            yield
+        except tf.errors.UnavailableError as error:
+            raise TaskLostError(lost_task_message(error, self._model_dir)) from None
 
 
 def execution_for(options: TrainOptions, stream: TextIO,
@@ -90,4 +136,4 @@ def execution_for(options: TrainOptions, stream: TextIO,
     check_cluster_api(options.embedding_api)
     stream.write(f"training as the chief ({task.address}) of {len(task.cluster['ps'])} ps and "
                  f"{len(task.cluster['worker'])} worker task(s)\n")
-    return ClusterExecution(task)
+    return ClusterExecution(task, options.model_dir)
