@@ -128,7 +128,7 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
 
     The activations are TF's, bit for bit, except with `jit_compile`: then pooled sparse and
     ragged features are summed by an XLA-compiled gather-and-sum (`pooled_lookup`), 2x to 3x
-    TF's throughput on CPUs (docs/benchmarks.md), whose additions may come in another order. A
+    TF's throughput on CPUs (docs/performance.md), whose additions may come in another order. A
     SavedModel holding such a lookup loads in plain TensorFlow; TF Serving runs it with
     `--xla_cpu_compilation_enabled=true`.
 

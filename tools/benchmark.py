@@ -27,7 +27,7 @@ count (benchmark_limit.py: plain C++ doing the phase's work on this machine), ti
 limit table and, kept running beside each worker on its CPUs, again right after each of its
 rounds: a row's share of the limit is the median of those paired ratios. While a worker times
 its steps it also measures the CPU that other processes used (from /proc/stat), so a row
-measured on a busy machine is marked as such. See docs/benchmarks.md for results.
+measured on a busy machine is marked as such. See docs/performance.md for results.
 """
 
 from __future__ import annotations
@@ -655,7 +655,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "tf.data iterator of the batches as TPU embedding loops do "
                              "(--steps and --warmup count calls; times are per step). Not for "
                              "the stock rows: inside the loop safe_embedding_lookup_sparse "
-                             "gathers from a copy of the whole table (docs/benchmarks.md)")
+                             "gathers from a copy of the whole table (docs/archive/"
+                             "benchmark_runs.md, 'Results on the AVX-512 machine, steps looped "
+                             "in one call (--steps-per-call 8)')")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run every job this many times, round robin; report the fastest")
     parser.add_argument("--rounds", type=int,

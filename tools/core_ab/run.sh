@@ -4,11 +4,12 @@
 #
 #   tools/core_ab/run.sh BASE [zipf|uniform] [STEPS]      # defaults: zipf, 20 steps
 #
-# For one change to the lookup's combine, the gradient's grouping or the row update, where a
-# whole benchmark run cannot resolve a few percent (docs/benchmarks.md). Each copy of cc/core is
-# compiled with the core tests' flags and its namespace renamed (tfe_base, tfe_work), so both
-# link into one program; BASE must have the functions tools/core_ab/phases.cc calls. Needs
-# .venv (for the ids) and about 4.5 GiB: the tables and accumulators of the benchmark's 8 tables.
+# For one change to the lookup's combine, the gradient's grouping or the row update, where a whole
+# benchmark run cannot resolve a few percent (docs/archive/benchmark_runs.md, "Results on the
+# AVX-512 machine, sums without gains of 1 and updates without idle knobs"). Each copy of cc/core
+# is compiled with the core tests' flags and its namespace renamed (tfe_base, tfe_work), so both
+# link into one program; BASE must have the functions tools/core_ab/phases.cc calls. Needs .venv
+# (for the ids) and about 4.5 GiB: the tables and accumulators of the benchmark's 8 tables.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if (($# < 1)); then
