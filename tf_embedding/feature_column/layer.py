@@ -98,7 +98,8 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
         `training` (Keras passes it; `model.fit` sets it): whether the batch counts for the
         spec's `profile_data_directory`.
         """
-        if save_context.in_save_context():
+        saving = save_context.in_save_context()
+        if saving:
             features = self._coerce_float_inputs(features)
         cache = fc_lib.FeatureTransformationCache(features)
         ids, weights = {}, {}
@@ -107,7 +108,7 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
                                                                          self._state_manager)
             ids[feature.column.name] = pair.id_tensor
             weights[feature.column.name] = pair.weight_tensor
-        if save_context.in_save_context():
+        if saving:
             # A SavedModel must load where tf_embedding is not installed.
             outputs = tf.nest.flatten(export.stock_lookup(
                 ids, weights, self._tpu_embedding.embedding_tables, self._feature_config))
@@ -128,13 +129,12 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
         plans = [features_lib.cpu_lookup_plan(item) for item in
                  features_lib.validate_features(ids, weights, self._feature_config)]
         multiplier = self._spec.experimental_gradient_multiplier_fn
-        outputs = self._front_end.trained_lookup(
+        return self._front_end.trained_lookup(
             plans, getattr(self, _HELPER_NAME),
             gradient_scale=None if multiplier is None else (
                 lambda: multiplier(self.global_step)),
             after_update=lambda: self.global_step.assign_add(1),
             training=False if training is None else training)
-        return outputs
 
     def _coerce_float_inputs(self, features: dict[str, Any]) -> dict[str, Any]:
         """Keras 3's default serving signature gives every raw feature as float32

@@ -17,9 +17,13 @@ import tensorflow as tf
 from tf_embedding import serving
 
 
-def whole_table(variable: Any) -> Any:
-    """A table variable as stock lookups can read it: the variable itself, or its row blocks
-    concatenated (a copy) when it is split over devices."""
+def serving_tables(engine_tables: Mapping[Any, Any]) -> dict[Any, Any]:
+    """An engine's tables ({TableConfig: variable}) as stock lookups read them: each variable
+    itself, or its row blocks concatenated (a copy) when it is split over devices."""
+    return {table: _whole_table(variable) for table, variable in engine_tables.items()}
+
+
+def _whole_table(variable: Any) -> Any:
     blocks = list(variable) if hasattr(variable, "variables") else [variable]
     return blocks[0] if len(blocks) == 1 else tf.concat(
         [tf.convert_to_tensor(block) for block in blocks], axis=0)
@@ -34,7 +38,6 @@ def stock_lookup(features: Any, weights: Any, engine_tables: Mapping[Any, Any],
     with a sparse or ragged tensor for it (its flat index in `composite_features`), as a ragged
     tensor of the same ids, so that the model gets the shapes it was built with.
     """
-    tables = {table: whole_table(variable) for table, variable in engine_tables.items()}
     flat_features = tf.nest.flatten(features)
     flat_weights = [None] * len(flat_features) if weights is None else tf.nest.flatten(weights)
     for index, feature in enumerate(flat_features):
@@ -46,7 +49,7 @@ def stock_lookup(features: Any, weights: Any, engine_tables: Mapping[Any, Any],
     return serving.serving_embedding_lookup(
         tf.nest.pack_sequence_as(features, flat_features),
         None if weights is None else tf.nest.pack_sequence_as(features, flat_weights),
-        tables, feature_config)
+        serving_tables(engine_tables), feature_config)
 
 
 def _is_float_dense(value: Any) -> bool:

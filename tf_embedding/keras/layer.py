@@ -172,7 +172,7 @@ class TPUEmbedding(tf.keras.layers.Layer):
         """
         if serving_config is not None:
             return serving.serving_embedding_lookup(
-                features, weights, self._serving_tables(),
+                features, weights, export.serving_tables(self._tpu_embedding.embedding_tables),
                 self._serving_config_over_clones(serving_config))
         self._check_strategy()
         if save_context.in_save_context():
@@ -200,11 +200,6 @@ class TPUEmbedding(tf.keras.layers.Layer):
                  features_lib.validate_features(features, weights, self._feature_config)]
         outputs = self._front_end.trained_lookup(plans, getattr(self, _DUMMY_NAME))
         return tf.nest.pack_sequence_as(features, outputs)
-
-    def _serving_tables(self) -> dict[Any, Any]:
-        """{cloned TableConfig: a tensor or variable of the whole table} for stock lookups."""
-        return {table: export.whole_table(variable)
-                for table, variable in self._tpu_embedding.embedding_tables.items()}
 
     def _serving_config_over_clones(self, serving_config: Any) -> Any:
         """`serving_config` with each user TableConfig replaced by this layer's clone."""
