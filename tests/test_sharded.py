@@ -540,6 +540,13 @@ def test_a_sequence_output_shape_from_the_config_or_build_makes_a_sequence(kind,
         emb.dequeue()
     emb.enqueue({"f": ids([[7, 8]])}, training=False)
     np.testing.assert_array_equal(emb.dequeue(partial=True)["f"][..., 0], [[8, 9, 0, 0]])
+    # A batch larger than built fits no shape, partial or not.
+    emb.enqueue({"f": ids([[1], [2], [3]])}, training=False)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"Table t: the dequeued batch's rows per feature \['f'\] \(below\) "
+                             r"do not fill their output shapes \[\[2, 4\]\]\. The output shapes "
+                             "come from FeatureConfig.output_shape, build"):
+        emb.dequeue(partial=True)
 
 
 def test_build_with_input_shapes_and_partial_final_batch():
