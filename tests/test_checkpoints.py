@@ -14,7 +14,7 @@ from tensorflow.python.trackable import base as trackable_base
 
 from tf_embedding import config
 from tf_embedding import optimizers
-from tf_embedding.serving import TPUEmbeddingForServing
+from tf_embedding.for_serving import TPUEmbeddingForServing
 
 from checkpoint_helpers import FEATURES, OPTIMIZERS, feature_config, object_graph, save
 from checkpoint_helpers import randomize, variable_values

@@ -1,4 +1,4 @@
-"""TfeFeaturesToCsr / TfeCsrDedup and tf_embedding.inputs against numpy and stock TensorFlow.
+"""TfeFeaturesToCsr / TfeCsrDedup and tf_embedding.feature_inputs.conversion against numpy and stock TensorFlow.
 
 The CSR batch is checked two ways: against an independent plain-Python rendering of the row
 layout and gains rules (docs/internals.md; `reference_csr` in references.py), and, through
@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_embedding import _loader, inputs
-from tf_embedding.inputs import FeatureInput
+from tf_embedding import _loader
+from tf_embedding.feature_inputs import conversion as inputs
+from tf_embedding.feature_inputs.conversion import FeatureInput
 
 from references import RawFeature, reference_csr
 
@@ -563,7 +564,7 @@ def test_dedup_invalid_inputs_raise(ids, num_shards, error, message):
 
 
 # ---------------------------------------------------------------------------------------------
-# Python-side checks of tf_embedding.inputs.
+# Python-side checks of tf_embedding.feature_inputs.conversion.
 
 
 @pytest.mark.parametrize("feature, error, message", [

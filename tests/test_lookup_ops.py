@@ -14,7 +14,8 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops
 
-from tf_embedding import _loader, inputs, ops
+from tf_embedding import _loader, ops
+from tf_embedding.feature_inputs import conversion as inputs
 
 from references import csr, reference_lookup
 from subprocess_helpers import last_printed_words

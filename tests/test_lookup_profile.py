@@ -13,7 +13,7 @@ import tensorflow as tf
 import tf_embedding
 from tf_embedding import feature_column as efc
 from tf_embedding.job import cli
-from tf_embedding.sharded import lookup_profile
+from tf_embedding.sharded import profile_files
 
 import test_feature_column
 
@@ -66,7 +66,7 @@ def expected_profile(partition_strategy: str, batches: int) -> dict:
             "shard_lookups": list(per_block * batches)}
 
 
-def profile_files(directory) -> dict[str, dict]:
+def read_files(directory) -> dict[str, dict]:
     return {name: json.load(open(os.path.join(directory, name)))
             for name in sorted(os.listdir(directory))}
 
@@ -75,7 +75,7 @@ def test_files_are_written_shared_by_configuration_and_read_by_stats(tmp_path, c
     directory = tmp_path / "profiles"
     # 34 training batches: the 1st and the 34th are sampled (every 33rd, about 3%).
     train(engine(directory), steps=34, forward_only_steps=2)
-    (name, written), = profile_files(directory).items()
+    (name, written), = read_files(directory).items()
     assert name.startswith("video-") and name.endswith(".json")
     assert written["parameters"] == {
         "table": "video", "vocabulary_size": VOCABULARY, "dim": 2, "combiner": "sum",
@@ -85,12 +85,12 @@ def test_files_are_written_shared_by_configuration_and_read_by_stats(tmp_path, c
 
     # A second model of the same configuration adds to the same file ...
     train(engine(directory), steps=1)
-    assert list(profile_files(directory)) == [name]
-    assert ({k: profile_files(directory)[name][k] for k in expected_profile("mod", 3)}
+    assert list(read_files(directory)) == [name]
+    assert ({k: read_files(directory)[name][k] for k in expected_profile("mod", 3)}
             == expected_profile("mod", 3))
     # ... another configuration writes its own.
     train(engine(directory, partition_strategy="div"), steps=1)
-    files = profile_files(directory)
+    files = read_files(directory)
     assert len(files) == 2
     (div_file,) = [f for f in files.values() if f["parameters"]["partition_strategy"] == "div"]
     assert ({k: div_file[k] for k in expected_profile("div", 1)}
@@ -121,7 +121,7 @@ def test_embedding_features_profile_training_calls_only(tmp_path):
 
     features = test_feature_column.raw_features(rng)
     train_step(features)
-    profiles = {p.table: p for p in lookup_profile.read_directory(str(directory))}
+    profiles = {p.table: p for p in profile_files.read_directory(str(directory))}
     assert sorted(profiles) == ["tbl_left_right_shared_embedding",
                                 "tbl_query_weighted_by_query_weight", "tbl_watched"]
     watched = profiles["tbl_watched"]
@@ -132,4 +132,4 @@ def test_embedding_features_profile_training_calls_only(tmp_path):
 
 def test_reading_a_directory_without_profiles_says_how_to_write_them(tmp_path):
     with pytest.raises(ValueError, match="train with profile_data_directory"):
-        lookup_profile.read_directory(str(tmp_path))
+        profile_files.read_directory(str(tmp_path))

@@ -11,7 +11,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from tf_embedding import config
 from tf_embedding import optimizers
-from tf_embedding.serving import TPUEmbeddingForServing
+from tf_embedding.for_serving import TPUEmbeddingForServing
 
 stock = tf.tpu.experimental.embedding
 

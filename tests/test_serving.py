@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from tf_embedding import config
 from tf_embedding import optimizers
-from tf_embedding.serving import TPUEmbeddingForServing, serving_embedding_lookup
+from tf_embedding.for_serving import TPUEmbeddingForServing, serving_embedding_lookup
 
 from differential import make_pair, random_case, random_inputs
 from differential import trace as trace_with_unknown_batch

@@ -8,7 +8,7 @@ import tensorflow as tf
 from tensorflow.python.tpu import tpu_embedding_v2 as stock_tpu_embedding_v2
 
 import tf_embedding
-from tf_embedding import serving
+from tf_embedding import for_serving
 from tf_embedding.tpu import (tpu_embedding_for_serving, tpu_embedding_v1, tpu_embedding_v2,
                               tpu_embedding_v2_utils)
 
@@ -20,7 +20,7 @@ MIRRORED = {
         "TableConfig", "FeatureConfig", "QuantizationConfig", "RowIdInitializer", "SGD",
         "Adagrad", "AdagradMomentum", "Adam", "FTRL")},
     tpu_embedding_for_serving: {"TPUEmbeddingForServing": tf_embedding.TPUEmbeddingForServing,
-                                "cpu_embedding_lookup": serving.serving_embedding_lookup},
+                                "cpu_embedding_lookup": for_serving.serving_embedding_lookup},
     tpu_embedding_v1: {"TPUEmbeddingV0": tf_embedding.TPUEmbeddingV0},
 }
 

@@ -23,10 +23,10 @@ _PUBLIC_NAMES = {
     "RowIdInitializer": "tf_embedding.config",
     "SGD": "tf_embedding.optimizers",
     "TPUEmbedding": "tf_embedding.sharded.tpu_embedding",
-    "TPUEmbeddingForServing": "tf_embedding.serving",
+    "TPUEmbeddingForServing": "tf_embedding.for_serving",
     "TPUEmbeddingV0": "tf_embedding.replicated",
     "TableConfig": "tf_embedding.config",
-    "serving_embedding_lookup": "tf_embedding.serving",
+    "serving_embedding_lookup": "tf_embedding.for_serving",
 }
 
 __all__ = sorted(_PUBLIC_NAMES)
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from tf_embedding.config import FeatureConfig, QuantizationConfig, RowIdInitializer, TableConfig
     from tf_embedding.optimizers import FTRL, SGD, Adagrad, AdagradMomentum, Adam
     from tf_embedding.replicated import TPUEmbeddingV0
-    from tf_embedding.serving import TPUEmbeddingForServing, serving_embedding_lookup
+    from tf_embedding.for_serving import TPUEmbeddingForServing, serving_embedding_lookup
     from tf_embedding.sharded.tpu_embedding import TPUEmbedding
 
 

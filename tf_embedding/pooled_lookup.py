@@ -3,7 +3,7 @@
 TF's CPU lookup of a pooled `SparseTensor` feature (`tf.nn.safe_embedding_lookup_sparse`)
 reshapes the ids, prunes the invalid ones (`sparse_retain`), fills empty rows with id 0, looks
 up, then zeroes the filled rows again (`tile` + `where`): several passes over the batch besides
-the lookup itself. `serving.py` uses two other formulations of the same activations, both made
+the lookup itself. `for_serving.py` uses two other formulations of the same activations, both made
 of stock TF ops only, so exported SavedModels still load without tf_embedding:
 
 * `segment_lookup`: one `SparseSegmentSum` / `Mean` / `SqrtN` with `num_segments`, reading the
@@ -28,7 +28,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from tf_embedding import features as features_lib
+from tf_embedding.feature_inputs import rules as features_lib
 
 Fallback = Callable[[], tf.Tensor]
 

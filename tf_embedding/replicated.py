@@ -19,13 +19,13 @@ import tensorflow as tf
 from tensorflow.python.saved_model import save_context
 from tensorflow.python.util import nest
 
-from tf_embedding import features as features_lib
-from tf_embedding import inputs as inputs_lib
+from tf_embedding.feature_inputs import rules as features_lib
+from tf_embedding.feature_inputs import conversion as inputs_lib
 from tf_embedding import ops
-from tf_embedding import tables
+from tf_embedding import embedding_base
 
 
-class TPUEmbeddingV0(tables.EmbeddingBase):
+class TPUEmbeddingV0(embedding_base.EmbeddingBase):
     """The replicated embedding API: `build`, `__call__`, `embedding_lookup`, `embedding_tables`.
 
     Unlike TF's class, it needs no TPUStrategy: it runs under the default strategy and under any

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     import keras
     import tensorflow as tf
     import tf_embedding
-    from tf_embedding import inputs, ops, optimizers
+    from tf_embedding import ops, optimizers
+    from tf_embedding.feature_inputs import conversion as inputs
 
 LEARNING_RATE = 0.01
 INITIAL_ACCUMULATOR = 0.1
@@ -134,7 +135,8 @@ def import_tensorflow() -> None:
     import keras  # pylint: disable=import-outside-toplevel,redefined-outer-name
     import tensorflow as tf  # pylint: disable=import-outside-toplevel,redefined-outer-name
     import tf_embedding  # pylint: disable=import-outside-toplevel,redefined-outer-name
-    from tf_embedding import inputs, ops, optimizers  # pylint: disable=import-outside-toplevel
+    from tf_embedding import ops, optimizers  # pylint: disable=import-outside-toplevel
+    from tf_embedding.feature_inputs import conversion as inputs  # pylint: disable=import-outside-toplevel
 
 
 def _nbytes(variable: Any) -> int:

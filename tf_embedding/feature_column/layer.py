@@ -24,7 +24,7 @@ import tensorflow as tf
 from tensorflow.python.feature_column import feature_column_v2 as fc_lib
 from tensorflow.python.saved_model import save_context
 
-from tf_embedding import features as features_lib
+from tf_embedding.feature_inputs import rules as features_lib
 from tf_embedding.feature_column import migration
 from tf_embedding.feature_column import spec as spec_lib
 from tf_embedding.keras import export

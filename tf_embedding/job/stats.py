@@ -9,7 +9,7 @@ Per table, over the analysed batches:
                  `TPUEmbedding` splits it with --partition-strategy: contiguous row blocks
                  ('div') or row r on shard r % N ('mod') (`tf_embedding.sharded.layout`)
 With --profile-dir, the same columns come from the lookup-statistics files that training with
-`profile_data_directory` wrote (`tf_embedding.sharded.lookup_profile`): one row per file, its
+`profile_data_directory` wrote (`tf_embedding.sharded.profile_files`): one row per file, its
 table's layout in the row's name; the files do not record the hot rows.
 The PNG shows each table's lookups per shard over all batches, relative to the mean.
 """
@@ -25,7 +25,7 @@ from tf_embedding.job import plots
 from tf_embedding.job.data import sources
 from tf_embedding.job.data.spec import DataSpec
 from tf_embedding.job.options import StatsOptions
-from tf_embedding.sharded import lookup_profile
+from tf_embedding.sharded import profile_files
 from tf_embedding.sharded.layout import ShardLayout
 
 
@@ -83,7 +83,7 @@ def collect(batches: list[dict], spec: DataSpec, num_shards: int,
     return result
 
 
-def from_profile(profile: lookup_profile.TableProfile) -> TableStats:
+def from_profile(profile: profile_files.TableProfile) -> TableStats:
     """A lookup-statistics file's totals as the columns of the report (no hot rows)."""
     parameters = profile.parameters
     return TableStats(
@@ -120,7 +120,7 @@ def run(options: StatsOptions, spec: DataSpec) -> str:
     if options.png:
         plots.pyplot()  # a missing matplotlib fails here, before the analysis
     if options.profile_dir:
-        profiles = lookup_profile.read_directory(options.profile_dir)
+        profiles = profile_files.read_directory(options.profile_dir)
         stats = [from_profile(profile) for profile in profiles]
         report = (f"{len(profiles)} lookup profiles in {options.profile_dir}, "
                   f"{sum(p.batches for p in profiles)} sampled table batches\n"

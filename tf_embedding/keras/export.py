@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import tensorflow as tf
 
-from tf_embedding import serving
+from tf_embedding import for_serving
 
 
 def serving_tables(engine_tables: Mapping[Any, Any]) -> dict[Any, Any]:
@@ -46,7 +46,7 @@ def stock_lookup(features: Any, weights: Any, engine_tables: Mapping[Any, Any],
             flat_features[index] = (tf.RaggedTensor.from_tensor(ids)
                                     if index in composite_features else ids)
             flat_weights[index] = None
-    return serving.serving_embedding_lookup(
+    return for_serving.serving_embedding_lookup(
         tf.nest.pack_sequence_as(features, flat_features),
         None if weights is None else tf.nest.pack_sequence_as(features, flat_weights),
         serving_tables(engine_tables), feature_config)

@@ -27,8 +27,8 @@ from tensorflow.python.saved_model import save_context
 from tensorflow.python.util import nest
 
 from tf_embedding import config as config_lib
-from tf_embedding import features as features_lib
-from tf_embedding import serving
+from tf_embedding.feature_inputs import rules as features_lib
+from tf_embedding import for_serving
 from tf_embedding.keras import export
 from tf_embedding.keras import weights_store
 from tf_embedding.optimizers import keras_translation
@@ -171,7 +171,7 @@ class TPUEmbedding(tf.keras.layers.Layer):
             table this layer does not have.
         """
         if serving_config is not None:
-            return serving.serving_embedding_lookup(
+            return for_serving.serving_embedding_lookup(
                 features, weights, export.serving_tables(self._tpu_embedding.embedding_tables),
                 self._serving_config_over_clones(serving_config))
         self._check_strategy()

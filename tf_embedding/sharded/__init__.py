@@ -1,10 +1,15 @@
 """The sharded engine behind `tf_embedding.TPUEmbedding`.
 
 * `tpu_embedding`: the public class (enqueue / dequeue / apply_gradients, checkpoints).
+* `engine_options`: the checks of its constructor's options (strategy, devices, traffic).
+* `front_end`: the declared interface Keras front ends drive the engine through.
+* `batch_paths`: which way a batch goes (converted first, looked up directly, handed to XLA).
+* `handoff`: batches carried between traced functions.
+* `parameter_server`: the engine on ParameterServerStrategy's ps tasks.
 * `table_state`: what the engine knows about one table (its features, blocks and variables).
 * `layout`: how a table's rows split into blocks over devices ('div' contiguous, 'mod' strided).
 * `strided_variable`: the variable of a 'mod' table, saved and read as the whole table.
-* `profiler`, `lookup_profile`: `profile_data_directory`'s sampling and its files.
+* `profile_sampling`, `profile_files`: `profile_data_directory`'s sampling and its files.
 * `queues`: the per-replica queues that carry a batch from enqueue to dequeue to apply.
 
 The package imports nothing itself, so `import tf_embedding.sharded.layout` stays light.

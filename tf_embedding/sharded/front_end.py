@@ -17,8 +17,8 @@ from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
-from tf_embedding import features as features_lib
-from tf_embedding import inputs as inputs_lib
+from tf_embedding.feature_inputs import rules as features_lib
+from tf_embedding.feature_inputs import conversion as inputs_lib
 
 # pylint: disable=protected-access  (the engine's own package)
 

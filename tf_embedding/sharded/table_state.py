@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
-from tf_embedding import inputs as inputs_lib
+from tf_embedding.feature_inputs import conversion as inputs_lib
 from tf_embedding import ops
 from tf_embedding.sharded import queues
 from tf_embedding.sharded.layout import ShardLayout

@@ -28,17 +28,17 @@ from tensorflow.python.distribute import device_util
 from tensorflow.python.distribute import sharded_variable
 from tensorflow.python.util import nest
 
-from tf_embedding import features as features_lib
+from tf_embedding.feature_inputs import rules as features_lib
 from tf_embedding import ops
-from tf_embedding import inputs as inputs_lib
-from tf_embedding import tables
+from tf_embedding.feature_inputs import conversion as inputs_lib
+from tf_embedding import embedding_base
 from tf_embedding.sharded import batch_paths
 from tf_embedding.sharded import engine_options
 from tf_embedding.sharded import handoff
 from tf_embedding.sharded import parameter_server
 from tf_embedding.sharded import queues
 from tf_embedding.sharded import layout as layout_lib
-from tf_embedding.sharded.profiler import LookupProfiler
+from tf_embedding.sharded.profile_sampling import LookupProfiler
 from tf_embedding.sharded import table_state
 from tf_embedding.sharded.table_state import TableState
 
@@ -57,7 +57,7 @@ _ONE_COMPILED_FUNCTION = (
     "jit_compile (docs/xla.md).")
 
 
-class TPUEmbedding(tables.EmbeddingBase):
+class TPUEmbedding(embedding_base.EmbeddingBase):
     """The TPU embedding mid-level API with tables sharded over the strategy's devices.
 
     Use it as TF's `TPUEmbedding` under a TPUStrategy (see docs/sharded.md):
@@ -387,7 +387,7 @@ class TPUEmbedding(tables.EmbeddingBase):
                 for table in self._table_config}
 
     def _create_variable(self, name: str, shape: tuple[int, int], dtype: tf.DType,
-                         initializer: tables.Initializer,
+                         initializer: embedding_base.Initializer,
                          trainable: bool) -> sharded_variable.ShardedVariable:
         return self._layout(shape[0]).create_variable(name, shape, dtype, initializer,
                                                       trainable)

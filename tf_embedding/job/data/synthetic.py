@@ -20,7 +20,7 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
-from tf_embedding import features
+from tf_embedding.feature_inputs import rules as features
 from tf_embedding.job.data import common
 from tf_embedding.job.data.spec import DataSpec, TableSpec
 

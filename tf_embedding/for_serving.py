@@ -14,9 +14,9 @@ from tensorflow.core.tpu.kernels import sparse_core_layout_pb2
 from tensorflow.python.tpu import tpu_embedding_v3_utils
 from tensorflow.python.trackable import base as trackable_base
 
-from tf_embedding import features as features_lib
+from tf_embedding.feature_inputs import rules as features_lib
 from tf_embedding import pooled_lookup
-from tf_embedding.tables import EmbeddingBase
+from tf_embedding.embedding_base import EmbeddingBase
 
 
 _LAYOUTS_KEY = tpu_embedding_v3_utils.SPARSECORE_LAYOUTS_CHECKPOINT_KEY

@@ -24,7 +24,7 @@ from absl import logging
 from tensorflow.python.util import nest
 
 from tf_embedding.combiners import COMBINERS
-from tf_embedding import inputs as inputs_lib
+from tf_embedding.feature_inputs import conversion as inputs_lib
 
 Feature = tf.Tensor | tf.SparseTensor | tf.RaggedTensor
 

@@ -1,10 +1,10 @@
 """`profile_data_directory`: sampling training batches into lookup-statistics files.
 
 The engine hands every converted training batch of a replica to `LookupProfiler.observe`. Every
-`lookup_profile.SAMPLE_EVERY`-th one (about 3%, from the first) is profiled: per table, the
+`profile_files.SAMPLE_EVERY`-th one (about 3%, from the first) is profiled: per table, the
 batch's example count, its lookups' ids and the block each id lives in under the table's layout
 ('div' or 'mod', `ShardLayout.block_of`) go to the host (`tf.py_function`), which adds them to
-the table's file (`lookup_profile`). Statistics are written as they are sampled, so a run that
+the table's file (`profile_files`). Statistics are written as they are sampled, so a run that
 stops early keeps them, and a second model of the same configuration adds to the same files.
 """
 
@@ -15,9 +15,9 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.python.ops import resource_variable_ops
 
-from tf_embedding import inputs as inputs_lib
+from tf_embedding.feature_inputs import conversion as inputs_lib
 from tf_embedding import ops
-from tf_embedding.sharded import lookup_profile
+from tf_embedding.sharded import profile_files
 from tf_embedding.sharded import queues
 from tf_embedding.sharded.table_state import TableState
 
@@ -43,12 +43,12 @@ class LookupProfiler:
             "replicas": num_replicas,
         } for state in self._tables]
         for parameters in self._parameters:
-            profile = lookup_profile.TableProfile(parameters)
+            profile = profile_files.TableProfile(parameters)
             path = os.path.join(directory, profile.file_name)
             if os.path.exists(path):
                 logging.info("Table %s: adding lookup statistics to %s (%d sampled batches "
                              "so far).", profile.table, path,
-                             lookup_profile.read_file(path).batches)
+                             profile_files.read_file(path).batches)
         # The replica batches seen so far; made eagerly, once, on the host, and not mirrored
         # (a strategy's variable creator is bypassed) nor checkpointed (no tracking).
         with tf.init_scope(), tf.device("/cpu:0"):
@@ -66,7 +66,7 @@ class LookupProfiler:
                 "jit_compile, or profile in a run without it (docs/xla.md).")
         training = tf.cast(training, tf.bool)
         seen = self._seen.assign_add(tf.cast(training, tf.int64))
-        sampled = tf.logical_and(training, (seen - 1) % lookup_profile.SAMPLE_EVERY == 0)
+        sampled = tf.logical_and(training, (seen - 1) % profile_files.SAMPLE_EVERY == 0)
 
         def profile() -> tf.Tensor:
             values = []
@@ -81,7 +81,7 @@ class LookupProfiler:
     def _write(self, *values: tf.Tensor) -> tf.Tensor:
         for index, (state, parameters) in enumerate(zip(self._tables, self._parameters)):
             examples, ids, blocks = values[3 * index:3 * index + 3]
-            profile = lookup_profile.TableProfile(parameters)
+            profile = profile_files.TableProfile(parameters)
             profile.add_batch(int(examples), ids.numpy(), blocks.numpy(), len(state.layout.rows))
-            lookup_profile.add_to_file(self._directory, profile)
+            profile_files.add_to_file(self._directory, profile)
         return tf.constant(0, tf.int64)
