@@ -81,6 +81,8 @@ class EngineWeights:
         load(store, self._saved_variables(), self.name)
 
     def _trackable_children(self, save_type="checkpoint", **kwargs):
+        # Also drops what a layer keeps under that name instead (the Keras layer's second
+        # reference to its tables in "model_optimizer" mode): checkpoints hold tables once.
         children = super()._trackable_children(save_type, **kwargs)
         children.pop(self._HELPER_NAME, None)
         return children
