@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 import keras
 import keras_rs
+from keras.src.backend.common import symbolic_scope
 import tensorflow as tf
 from tensorflow.python.saved_model import save_context
 
@@ -100,17 +101,19 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
                              training: Any = False) -> dict[str, tf.Tensor]:
         """Each feature's activations, keyed by path, from the fused lookup behind the
         gradient trap (stock ops while a SavedModel is traced)."""
-        self._check_strategy()
         engine_inputs = [
             rs_inputs.engine_input(path, inputs[path], None if weights is None else weights[path],
                                    self._engine_features[path].table.combiner)
             for path in self._paths]
-        if save_context.in_save_context():
+        # Keras' symbolic build (model.fit's first step, also under a strategy's cross-replica
+        # context) only needs shapes; a SavedModel must load where tf_embedding is not installed.
+        if save_context.in_save_context() or symbolic_scope.in_symbolic_scope():
             outputs = tf.nest.flatten(export.stock_lookup(
                 {path: item.ids for path, item in zip(self._paths, engine_inputs)},
                 {path: item.weights for path, item in zip(self._paths, engine_inputs)},
                 self._tpu_embedding.embedding_tables, self._engine_features))
         else:
+            self._check_strategy()
             outputs = self._trained_lookup(engine_inputs, training)
         return {path: item.finish(output, self._engine_features[path].table.dim)
                 for path, item, output in zip(self._paths, engine_inputs, outputs)}
