@@ -388,3 +388,89 @@ def test_model_fit_under_mirrored_strategy_trains_the_global_batch():
     for step in range(2):
         reference.step(samples, step * BATCH, (step + 1) * BATCH, 0.1)
     reference.check(model)
+
+
+# ---------------------------------------------------------------------------------------------
+# Saving: checkpoints, Keras' files and SavedModels carry tables and slots.
+
+
+def engine_values(model):
+    return {f"{table}/{name}": tf.convert_to_tensor(variable).numpy()
+            for table, variables in model.embedding._tpu_embedding._variables.items()
+            for name, variable in variables.items()}
+
+
+def fitted(samples, steps):
+    model = built_model(samples)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    features, weights, labels = samples
+    model.fit(fit_dataset((features, weights, labels[:steps * BATCH])).take(steps), epochs=1,
+              verbose=0, shuffle=False)
+    return model
+
+
+def continue_both(model, restored, samples, start_step):
+    """One more fit step of both models on the same batch: training goes on identically."""
+    batch = fit_dataset(samples).skip(start_step).take(1)
+    restored.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    for trained in (model, restored):
+        trained.fit(batch, epochs=1, verbose=0, shuffle=False)
+    np.testing.assert_equal(engine_values(restored), engine_values(model))
+    np.testing.assert_equal(restored.bias.numpy(), model.bias.numpy())
+
+
+SLOTS = {"video": ["accumulators"], "user": ["accumulators", "linears"],
+         "genre": ["momenta", "velocities"]}
+
+
+def test_checkpoint_round_trip_holds_tables_and_slots_under_tpu_embedding(tmp_path):
+    samples = fit_samples(seed=9, steps=3, ragged=True)
+    model = fitted(samples, 2)
+    path = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+    keys = sorted(name for name, _ in tf.train.list_variables(path))
+    expected = [f"model/embedding/_tpu_embedding/{t}{'.S' + s if s else ''}/.ATTRIBUTES/"
+                "VARIABLE_VALUE" for t, slots in SLOTS.items() for s in [None, *slots]]
+    assert set(expected) <= set(keys)
+    assert not [k for k in keys if "_gradient_trap_dummy" in k]
+    restored = built_model(samples)
+    tf.train.Checkpoint(model=restored).read(path).assert_existing_objects_matched()
+    np.testing.assert_equal(engine_values(restored), engine_values(model))
+    continue_both(model, restored, samples, 2)
+
+
+def test_checkpoint_restores_into_stock_tpu_embedding_for_serving_by_table_name(tmp_path):
+    samples = fit_samples(seed=10, steps=1, ragged=False)
+    model = fitted(samples, 1)
+    path = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+    stock = tf.tpu.experimental.embedding
+    tables = {name: stock.TableConfig(VOCAB[name], DIMS[name], name=name,
+                                      combiner=COMBINER[name]) for name in VOCAB}
+    serving = stock.TPUEmbeddingForServing(
+        {n: stock.FeatureConfig(tables[TABLE_OF[n]], name=n) for n in TABLE_OF}, stock.SGD())
+    serving.build()
+    holder = tf.Module()
+    holder.embedding = tf.Module()
+    holder.embedding._tpu_embedding = serving  # pylint: disable=protected-access
+    tf.train.Checkpoint(model=holder).read(path).expect_partial()
+    for config, variable in serving.embedding_tables.items():
+        np.testing.assert_array_equal(variable.numpy(),
+                                      engine_values(model)[f"{config.name}/parameters"])
+
+
+@pytest.mark.parametrize("how", ["weights", "model"])
+def test_keras_saving_keeps_tables_and_slots_and_training_continues_identically(tmp_path, how):
+    samples = fit_samples(seed=11, steps=3, ragged=True)
+    model = fitted(samples, 2)
+    if how == "weights":
+        path = str(tmp_path / "model.weights.h5")
+        model.save_weights(path)
+        restored = built_model(samples)
+        restored.load_weights(path)
+    else:
+        path = str(tmp_path / "model.keras")
+        model.save(path)
+        restored = keras.models.load_model(path)
+    assert sorted(engine_values(restored)) == sorted(
+        f"{t}/{s}" for t, slots in SLOTS.items() for s in ["parameters", *slots])
+    np.testing.assert_equal(engine_values(restored), engine_values(model))
+    continue_both(model, restored, samples, 2)
