@@ -7,6 +7,7 @@ it for TPUs; the translation against keras-rs's own `to_tf_tpu_optimizer`.
 """
 
 import os
+import textwrap
 
 import keras
 import keras_rs
@@ -19,6 +20,7 @@ import tf_embedding
 from tf_embedding import keras_rs as embedding_rs
 
 from references import combined_gains, reference_step
+from subprocess_helpers import fresh_process_output
 
 pytestmark = pytest.mark.skipif(os.environ.get("TF_USE_LEGACY_KERAS") == "1",
                                 reason="keras-rs is Keras 3 only")
@@ -474,3 +476,53 @@ def test_keras_saving_keeps_tables_and_slots_and_training_continues_identically(
         f"{t}/{s}" for t, slots in SLOTS.items() for s in ["parameters", *slots])
     np.testing.assert_equal(engine_values(restored), engine_values(model))
     continue_both(model, restored, samples, 2)
+
+
+def functional_model():
+    """Dense ids and weights in, one score out: Keras can rebuild it from its config."""
+    configs = {n: feature(n, table(TABLE_OF[n], COMBINER[TABLE_OF[n]], seed=index),
+                          (None, 3))
+               for index, n in enumerate(("favorited", "friends"))}
+    ids = {n: keras.Input(shape=(3,), dtype="int64", name=n) for n in configs}
+    weights = {n: keras.Input(shape=(3,), dtype="float32", name=f"{n}_weights")
+               for n in configs}
+    activations = embedding_rs.DistributedEmbedding(configs, name="embedding")(ids, weights)
+    joined = keras.layers.Concatenate()([activations[n] for n in configs])
+    return keras.Model({"ids": ids, "weights": weights}, keras.layers.Dense(1)(joined))
+
+
+def functional_inputs(seed):
+    rng = np.random.default_rng(seed)
+    return {"ids": {"favorited": rng.integers(0, 9, (5, 3)), "friends": rng.integers(0, 6, (5, 3))},
+            "weights": {n: rng.uniform(0.5, 2, (5, 3)).astype(F) for n in ("favorited", "friends")}}
+
+
+def test_functional_model_round_trips_through_its_keras_config(tmp_path):
+    model = functional_model()
+    data = functional_inputs(12)
+    expected = model(data).numpy()
+    model.save(str(tmp_path / "model.keras"))
+    restored = keras.models.load_model(str(tmp_path / "model.keras"))
+    layer = restored.get_layer("embedding")
+    assert type(layer) is embedding_rs.DistributedEmbedding
+    assert layer.get_config()["table_stacking"] == "auto"
+    np.testing.assert_allclose(restored(data).numpy(), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_saved_model_uses_stock_ops_and_scores_the_same_without_tf_embedding(tmp_path):
+    model = functional_model()
+    data = functional_inputs(13)
+    expected = model(data).numpy().ravel()
+    model.export(str(tmp_path / "export"), verbose=False)
+    script = textwrap.dedent(f"""
+        import sys, numpy as np, tensorflow as tf
+        loaded = tf.saved_model.load({str(tmp_path / 'export')!r})
+        data = {({k: {n: v.tolist() for n, v in d.items()} for k, d in data.items()})!r}
+        ids = {{n: tf.constant(v, tf.int64) for n, v in data["ids"].items()}}
+        weights = {{n: tf.constant(v, tf.float32) for n, v in data["weights"].items()}}
+        print(np.asarray(loaded.serve({{"ids": ids, "weights": weights}})).ravel().tolist())
+        assert not any(m.startswith(("tf_embedding", "keras_rs")) for m in sys.modules)
+    """)
+    printed = fresh_process_output(script).strip().splitlines()[-1]
+    np.testing.assert_allclose(np.array(eval(printed), F), expected,  # pylint: disable=eval-used
+                               rtol=1e-6, atol=1e-6)
