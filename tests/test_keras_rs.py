@@ -7,20 +7,25 @@ it for TPUs; the translation against keras-rs's own `to_tf_tpu_optimizer`.
 """
 
 import os
+import sys
 import textwrap
 
-import keras
-import keras_rs
-import numpy as np
 import pytest
-import tensorflow as tf
-from keras_rs.src.layers.embedding.tensorflow import config_conversion
 
-import tf_embedding
-from tf_embedding import keras_rs as embedding_rs
+if sys.version_info < (3, 11):
+    pytest.skip("keras-rs needs Python 3.11 or newer", allow_module_level=True)
 
-from references import combined_gains, reference_step
-from subprocess_helpers import fresh_process_output
+import keras  # pylint: disable=wrong-import-position
+import keras_rs  # pylint: disable=wrong-import-position
+import numpy as np  # pylint: disable=wrong-import-position
+import tensorflow as tf  # pylint: disable=wrong-import-position
+from keras_rs.src.layers.embedding.tensorflow import config_conversion  # pylint: disable=wrong-import-position
+
+import tf_embedding  # pylint: disable=wrong-import-position
+from tf_embedding import keras_rs as embedding_rs  # pylint: disable=wrong-import-position
+
+from references import combined_gains, reference_step  # pylint: disable=wrong-import-position
+from subprocess_helpers import fresh_process_output  # pylint: disable=wrong-import-position
 
 pytestmark = pytest.mark.skipif(os.environ.get("TF_USE_LEGACY_KERAS") == "1",
                                 reason="keras-rs is Keras 3 only")
@@ -526,3 +531,16 @@ def test_saved_model_uses_stock_ops_and_scores_the_same_without_tf_embedding(tmp
     printed = fresh_process_output(script).strip().splitlines()[-1]
     np.testing.assert_allclose(np.array(eval(printed), F), expected,  # pylint: disable=eval-used
                                rtol=1e-6, atol=1e-6)
+
+
+def test_missing_keras_rs_raises_an_import_error_naming_the_extra():
+    script = textwrap.dedent("""
+        import sys
+        sys.modules["keras_rs"] = None  # as if keras-rs were not installed
+        try:
+            import tf_embedding.keras_rs
+        except ImportError as error:
+            print(str(error).replace(" ", "_"))
+    """)
+    printed = fresh_process_output(script).strip().splitlines()[-1]
+    assert "tf_embedding[keras-rs]" in printed and "--no-deps" in printed
