@@ -11,7 +11,9 @@ epsilon) and the layer applies with the fused kernels.
 from typing import Any
 
 import keras
+import keras_rs
 
+from tf_embedding import keras_rs as embedding_rs
 from tf_embedding.job import training
 from tf_embedding.job.options import TrainOptions
 
@@ -21,9 +23,6 @@ class KerasRsTraining(training.KerasTraining):
     `KerasRankingModel` exactly as the Keras layer is (`training.KerasTraining`)."""
 
     def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
-        # pylint: disable=import-outside-toplevel  (needs the keras-rs extra)
-        from tf_embedding import keras_rs as embedding_rs
-        import keras_rs
         # pylint: disable=super-init-not-called  (only the layer differs)
         self.layer = embedding_rs.DistributedEmbedding(
             _keras_rs_configs(feature_config, options, keras_rs.layers))

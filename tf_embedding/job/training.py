@@ -183,16 +183,17 @@ class KerasTraining(EmbeddingTraining):
         return {"embedding": self.layer}
 
 
-def _keras_rs_training(feature_config: dict[str, Any], options: TrainOptions) -> KerasTraining:
-    """keras-rs's layer (job/keras_rs_training.py), imported only when asked for: it needs
-    the keras-rs extra."""
-    from tf_embedding.job import keras_rs_training  # pylint: disable=import-outside-toplevel
-    return keras_rs_training.KerasRsTraining(feature_config, options)
+_EMBEDDING_APIS: dict[str, type[EmbeddingTraining]] = {
+    "sharded": ShardedTraining, "replicated": ReplicatedTraining, "keras": KerasTraining}
 
 
-_EMBEDDING_APIS: dict[str, Callable[[dict[str, Any], TrainOptions], EmbeddingTraining]] = {
-    "sharded": ShardedTraining, "replicated": ReplicatedTraining, "keras": KerasTraining,
-    "keras-rs": _keras_rs_training}
+def _embedding_class(embedding_api: str) -> type[EmbeddingTraining]:
+    """The `--embedding-api` adapter; keras-rs's is imported only when asked for (an extra),
+    and before seeding: importing keras-rs draws from Python's random generator."""
+    if embedding_api == "keras-rs":
+        from tf_embedding.job import keras_rs_training  # pylint: disable=import-outside-toplevel
+        return keras_rs_training.KerasRsTraining
+    return _EMBEDDING_APIS[embedding_api]
 
 
 def _embedding_optimizer(options: TrainOptions) -> Any:
@@ -306,9 +307,10 @@ class _Run:
 
 
 def _build_run(options: TrainOptions, spec: DataSpec, checkpoints: str) -> _Run:
+    embedding_class = _embedding_class(options.embedding_api)
     keras.utils.set_random_seed(options.seed)
-    embedding = _EMBEDDING_APIS[options.embedding_api](
-        feature_config(spec, options.embedding_dim, options.seed), options)
+    embedding = embedding_class(feature_config(spec, options.embedding_dim, options.seed),
+                                options)
     model = build_model(options, spec)
     optimizer = keras.optimizers.Adam(options.learning_rate)
     step = tf.Variable(0, dtype=tf.int64, trainable=False)
