@@ -19,11 +19,14 @@ import keras  # pylint: disable=wrong-import-position
 import keras_rs  # pylint: disable=wrong-import-position
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
-from keras_rs.src.layers.embedding.tensorflow import config_conversion  # pylint: disable=wrong-import-position
+from keras_rs.src.layers.embedding.tensorflow import (  # pylint: disable=wrong-import-position
+    config_conversion)
 
 import tf_embedding  # pylint: disable=wrong-import-position
 from tf_embedding import keras_rs as embedding_rs  # pylint: disable=wrong-import-position
 
+from keras_helpers import (  # pylint: disable=wrong-import-position
+    mirrored_training_step, two_cpu_mirrored_strategy)
 from references import combined_gains, reference_step  # pylint: disable=wrong-import-position
 from subprocess_helpers import fresh_process_output  # pylint: disable=wrong-import-position
 
@@ -130,6 +133,17 @@ def test_dense_one_id_rows_and_higher_ranks_equal_keras_rs(combiner):
             assert actual[name].shape == expected[name].shape
             np.testing.assert_allclose(actual[name].numpy(), expected[name].numpy(),
                                        rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("combiner", ["mean", "sqrtn"])
+def test_rows_whose_weights_cancel_give_zeros_as_in_keras_rs(combiner):
+    configs = {"a": feature("a", table("genre", combiner), (2, 2))}
+    ids = {"a": tf.constant([[1, 2], [3, 4]])}
+    weights = {"a": tf.constant([[1.0, -1.0], [0.0, 0.0]])}
+    actual = embedding_rs.DistributedEmbedding(configs)(ids, weights)["a"].numpy()
+    expected = keras_rs.layers.DistributedEmbedding(configs)(ids, weights)["a"].numpy()
+    np.testing.assert_allclose(actual, expected, rtol=1e-6, atol=1e-6)
+    assert np.all(np.isfinite(actual))
 
 
 def test_bad_inputs_raise_errors_naming_the_feature():
@@ -348,53 +362,40 @@ def test_model_fit_trains_each_table_with_its_own_optimizer_the_tpu_way(ragged):
     reference = NumpyTraining(model.embedding)
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     model.fit(fit_dataset(samples), epochs=1, verbose=0, shuffle=False)
-    for step in range(3):
+    replay(reference, samples, 3).check(model)
+
+
+def replay(reference, samples, steps):
+    """`reference` after `steps` batches of BATCH rows, the model's SGD at 0.1."""
+    for step in range(steps):
         reference.step(samples, step * BATCH, (step + 1) * BATCH, 0.1)
-    reference.check(model)
+    return reference
 
 
 def test_custom_loop_under_mirrored_strategy_sums_gradients_over_the_global_batch():
-    strategy = tf.distribute.MirroredStrategy(
-        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice())
+    strategy = two_cpu_mirrored_strategy()
     samples = fit_samples(seed=7, steps=2, ragged=True)
     with strategy.scope():
         model = SumModel()
         optimizer = keras.optimizers.SGD(0.1)
-    # The same constant initial tables, built outside the strategy.
-    reference = NumpyTraining(built_model(samples).embedding)
     iterator = iter(strategy.experimental_distribute_dataset(
         fit_dataset(samples), options=tf.distribute.InputOptions(
             experimental_fetch_to_device=False)))
-
-    @tf.function
-    def training_step(iterator):
-        def step(inputs):
-            x, y = inputs
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_sum(tf.square(model(x) - y)) / BATCH
-            gradients = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(gradients, model.trainable_variables))
-
-        strategy.run(step, args=(next(iterator),))
-
-    for step in range(2):
+    training_step = mirrored_training_step(strategy, model, optimizer, BATCH)
+    for _ in range(2):
         training_step(iterator)
-        reference.step(samples, step * BATCH, (step + 1) * BATCH, 0.1)
-    reference.check(model)
+    # The same constant initial tables, built outside the strategy.
+    replay(NumpyTraining(built_model(samples).embedding), samples, 2).check(model)
 
 
 def test_model_fit_under_mirrored_strategy_trains_the_global_batch():
-    strategy = tf.distribute.MirroredStrategy(
-        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice())
+    strategy = two_cpu_mirrored_strategy()
     samples = fit_samples(seed=8, steps=2, ragged=False)
     with strategy.scope():
         model = SumModel()
         model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
-    reference = NumpyTraining(built_model(samples).embedding)
     model.fit(fit_dataset(samples), epochs=1, verbose=0, shuffle=False)
-    for step in range(2):
-        reference.step(samples, step * BATCH, (step + 1) * BATCH, 0.1)
-    reference.check(model)
+    replay(NumpyTraining(built_model(samples).embedding), samples, 2).check(model)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -77,6 +77,9 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
         translation.check_table_stacking(table_stacking)
         super().__init__(feature_configs, table_stacking=table_stacking, **kwargs)
         self._table_stacking = table_stacking  # saved by keras-rs's get_config
+        # Keras 3's jit_compile="auto" must not compile the step: this front end's lookups
+        # are not tested under XLA.
+        self.supports_jit = False
 
     def _default_device_init(self, feature_configs: dict[str, Any],
                              table_stacking: Any) -> None:
@@ -97,7 +100,8 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
         if not hasattr(self, _HELPER_NAME):
             self._add_helper()
 
-    def _default_device_call(self, inputs: dict[str, Any], weights: dict[str, Any] | None = None,
+    def _default_device_call(self, inputs: dict[str, Any],
+                             weights: dict[str, Any] | None = None,
                              training: Any = False) -> dict[str, tf.Tensor]:
         """Each feature's activations, keyed by path, from the fused lookup behind the
         gradient trap (stock ops while a SavedModel is traced)."""
