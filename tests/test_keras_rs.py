@@ -172,6 +172,7 @@ TRANSLATED = [
                           initial_accumulator_value=0.3),
     keras.optimizers.SGD(0.1, weight_decay=0.01, clipvalue=2.0),
     keras.optimizers.AdamW(0.01),  # an Adam subclass: Adam with its weight decay
+    keras.optimizers.SGD(keras.optimizers.schedules.ExponentialDecay(0.5, 1, 0.5)),
     "sgd", "adagrad", "adam", "ftrl",
 ]
 
@@ -196,6 +197,8 @@ REJECTED = [
     (lambda: keras.optimizers.Ftrl(0.1, l2_shrinkage_regularization_strength=0.1),
      "Unsupported optimizer option l2_shrinkage"),
     (lambda: keras.optimizers.Adagrad(0.1, clipnorm=1.0), "Optimizer.clipnorm"),
+    (lambda: keras.optimizers.SGD(0.1, global_clipnorm=1.0), "Optimizer.global_clipnorm"),
+    (lambda: keras.optimizers.Adam(0.1, use_ema=True), "Optimizer.use_ema"),
     (lambda: keras.optimizers.RMSprop(0.1), "Unsupported optimizer type"),
     (lambda: "rmsprop", "Unknown optimizer name 'rmsprop'"),
     (lambda: tf_embedding.AdagradMomentum(0.1, momentum=0.5), "Unknown optimizer type"),
@@ -209,6 +212,16 @@ def test_optimizers_keras_rs_rejects_raise_its_value_error_naming_the_table(make
         config_conversion.to_tf_tpu_optimizer(optimizer)
     with pytest.raises(ValueError, match=f"Table 'video': .*{message}"):
         embedding_rs.DistributedEmbedding(nested_configs("sum", {"video": optimizer}))
+
+
+def test_called_under_another_strategy_raises():
+    layer = embedding_rs.DistributedEmbedding(nested_configs("sum"))
+    features, weights = nested_inputs("dense", seed=14)
+    layer(features, weights)
+    with two_cpu_mirrored_strategy().scope():
+        with pytest.raises(RuntimeError, match="created under strategy .* call it inside "
+                                               "strategy.run"):
+            layer(features, weights)
 
 
 def test_keras_rs_configuration_errors():
