@@ -558,3 +558,33 @@ def test_missing_keras_rs_raises_an_import_error_naming_the_extra():
     """)
     printed = fresh_process_output(script).strip().splitlines()[-1]
     assert "tf_embedding[keras-rs]" in printed and "--no-deps" in printed
+
+
+def test_subclassed_model_saved_itself_scores_ragged_inputs_without_tf_embedding(tmp_path):
+    """tf.saved_model.save of the model itself: Keras 3 also traces its default signature (float
+    inputs in tracked containers of the build shapes), which the layer survives."""
+    samples = fit_samples(seed=15, steps=1, ragged=True)
+    model = built_model(samples)
+    features, weights = as_tensors(samples[0], samples[1], 0, BATCH)
+    expected = model((features, weights)).numpy().ravel()
+    spec = lambda dtype, n: (tf.RaggedTensorSpec([None, None], dtype, row_splits_dtype=tf.int64)
+                             if n == "watched" else tf.TensorSpec([None, 3], dtype))
+    model.serve = tf.function(lambda inputs: model(inputs), input_signature=[(
+        {n: spec(tf.int64, n) for n in TABLE_OF}, {n: spec(tf.float32, n) for n in TABLE_OF})])
+    tf.saved_model.save(model, str(tmp_path / "export"))
+    columns = lambda values: {n: v if isinstance(v, list) else v.tolist()
+                              for n, v in values.items()}
+    script = textwrap.dedent(f"""
+        import sys, numpy as np, tensorflow as tf
+        loaded = tf.saved_model.load({str(tmp_path / 'export')!r})
+        convert = lambda v, dtype: (tf.ragged.constant(v, dtype, row_splits_dtype=tf.int64)
+                                    if isinstance(v[-1], list) and {{len(r) for r in v}} != {{3}}
+                                    else tf.constant(v, dtype))
+        features = {{n: convert(v, tf.int64) for n, v in {columns(samples[0])!r}.items()}}
+        weights = {{n: convert(v, tf.float32) for n, v in {columns(samples[1])!r}.items()}}
+        print(np.asarray(loaded.serve((features, weights))).ravel().tolist())
+        assert not any(m.startswith(("tf_embedding", "keras_rs")) for m in sys.modules)
+    """)
+    printed = fresh_process_output(script).strip().splitlines()[-1]
+    np.testing.assert_allclose(np.array(eval(printed), F), expected,  # pylint: disable=eval-used
+                               rtol=1e-6, atol=1e-6)

@@ -18,7 +18,7 @@ table, trained by the model's optimizer, each table's optimizer ignored), with t
   with stock ops only.
 """
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import keras
 import keras_rs
@@ -37,6 +37,19 @@ from tf_embedding.sharded.tpu_embedding import TPUEmbedding
 
 # keras-rs's TPU layer's name for the helper, which its `_trackable_children` leaves out.
 _HELPER_NAME = "_gradient_trap_dummy"
+
+
+def _plain(structure: Any) -> Any:
+    """`structure` with every mapping as a dict and every list as a list (tuples and
+    namedtuples keep their types); the leaves unchanged."""
+    if isinstance(structure, Mapping):
+        return {key: _plain(value) for key, value in structure.items()}
+    if isinstance(structure, list):
+        return [_plain(value) for value in structure]
+    if isinstance(structure, tuple):
+        values = [_plain(value) for value in structure]
+        return type(structure)(*values) if hasattr(structure, "_fields") else tuple(values)
+    return structure
 
 
 @keras.saving.register_keras_serializable(package="tf_embedding")
@@ -80,6 +93,12 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
         # Keras 3's jit_compile="auto" must not compile the step: this front end's lookups
         # are not tested under XLA.
         self.supports_jit = False
+
+    def call(self, inputs: Any, weights: Any = None, training: Any = False) -> Any:
+        """keras-rs's `call`, given plain Python containers: Keras 3's default serving
+        signature (traced when a subclassed model is saved) passes tracked dict and list
+        wrappers, which keras-rs's structure checks refuse."""
+        return super().call(_plain(inputs), _plain(weights), training)
 
     def _default_device_init(self, feature_configs: dict[str, Any],
                              table_stacking: Any) -> None:
