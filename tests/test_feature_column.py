@@ -395,20 +395,22 @@ def test_spec_validation(kwargs, error, message):
         efc.EmbeddingConfigSpec(**kwargs)
 
 
+# The v1 classes check their arguments with the v2 optimizer's checks and messages (each
+# optimizer's checks are stated once), plus v1's own (FTRL's learning_rate_power).
 PARAMETER_ERRORS = [
     (lambda: efc.AdagradParameters(0.1, initial_accumulator=0),
-     "Adagrad initial_accumulator must be positive"),
-    (lambda: efc.AdamParameters(0.1, beta1=1.0), "beta1 must be between 0. and 1; got 1.0."),
-    (lambda: efc.AdamParameters(0.1, beta2=-0.1), "beta2 must be between 0. and 1; got -0.1."),
+     "Argument `initial_accumulator_value` must be a positive float. Received: 0"),
+    (lambda: efc.AdamParameters(0.1, beta1=1.0), "Argument `beta_1` must be >= 0 and < 1. Received: 1.0."),
+    (lambda: efc.AdamParameters(0.1, beta2=-0.1), "Argument `beta_2` must be >= 0 and < 1. Received: -0.1."),
     (lambda: efc.AdamParameters(0.1, epsilon=0), "epsilon must be positive; got 0."),
     (lambda: efc.AdamParameters(0.1, lazy_adam=False, use_gradient_accumulation=False),
-     "When disabling Lazy Adam, gradient accumulation must be used."),
+     "gradient accumulation must be used. Set `use_gradient_accumulation` to True."),
     (lambda: efc.FtrlParameters(0.1, learning_rate_power=0.5),
      "learning_rate_power must be less than or equal to 0. got 0.5."),
     (lambda: efc.FtrlParameters(0.1, initial_accumulator_value=-1),
-     "initial_accumulator_value must be greater than or equal to 0. got -1."),
+     "Argument `initial_accumulator_value` must be >= 0. Received: -1."),
     (lambda: efc.ProximalAdagradParameters(0.1, l1_regularization_strength=-1),
-     "l1_regularization_strength must be greater than or equal to 0. got -1."),
+     "Argument `l1_regularization_strength` must be >= 0. Received: -1."),
     (lambda: efc.AdagradParameters(0.1, use_gradient_accumulation=False, clip_gradient_max=1),
      "When using gradient clipping limits, gradient accumulation must be enabled."),
     (lambda: efc.TableConfig(0, 4), "Invalid vocabulary_size 0."),

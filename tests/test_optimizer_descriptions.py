@@ -15,8 +15,9 @@ import pytest
 from tensorflow.core.framework import types_pb2
 from tensorflow.python.framework import op_def_registry
 
-import tf_embedding.optimizers  # defines the optimizer classes that _package_subclasses finds
-from tf_embedding import _loader, optimizer_base
+from tf_embedding import _loader
+from tf_embedding.optimizers import base as optimizer_base
+from tf_embedding.optimizers.description import OptimizerDescription
 
 
 def _package_subclasses(base):
@@ -80,7 +81,7 @@ def test_every_optimizer_class_is_covered():
 @pytest.mark.parametrize("cls", OPTIMIZER_CLASSES, ids=lambda cls: cls.__name__)
 def test_every_optimizer_class_states_its_own_description(cls):
     # Not one inherited from another optimizer, which would apply that optimizer's rule.
-    assert isinstance(vars(cls).get("_description"), optimizer_base._Description), cls.__name__
+    assert isinstance(vars(cls).get("_description"), OptimizerDescription), cls.__name__
 
 
 @pytest.mark.parametrize("cls,op", CASES, ids=CASE_IDS)

@@ -2,9 +2,9 @@
 and for the command line (which resolves its configuration without importing TensorFlow, so
 this module imports nothing). In TF's order, as TF's messages list them.
 
-What each computes is stated twice over by nature, once per runtime: the conversion's gains
-(`cc/core/csr_conversion.cc`) and the stock-op lookups (`features.combiner_norm`,
-`pooled_lookup`).
+What each computes is stated once per runtime: in C++ for the fused ops' TF and XLA kernels
+(`cc/core/combiner_rule.h`), and in stock TF ops for the lookups of exported serving graphs
+(`features.combiner_norm`, `pooled_lookup`).
 """
 
 COMBINERS = ("mean", "sum", "sqrtn")

@@ -23,6 +23,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.python.util import nest
 
+from tf_embedding.combiners import COMBINERS
 from tf_embedding import inputs as inputs_lib
 
 Feature = tf.Tensor | tf.SparseTensor | tf.RaggedTensor
@@ -70,7 +71,7 @@ def combiner_norm(combiner: str, weights: tf.Tensor,
         return row_sum(weights)
     if combiner == "sqrtn":
         return tf.sqrt(row_sum(weights * weights))
-    raise ValueError(f"Unknown combiner {combiner!r}; expected 'sum', 'mean' or 'sqrtn'.")
+    raise ValueError(f"Unknown combiner {combiner!r}; expected one of {COMBINERS}.")
 
 
 # ---------------------------------------------------------------------------------------------

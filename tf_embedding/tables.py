@@ -13,30 +13,9 @@ import tensorflow as tf
 from tensorflow.python.trackable import autotrackable
 from tensorflow.python.trackable import base as trackable_base
 
-from tf_embedding import optimizers
-from tf_embedding.keras_optimizers import translate_optimizer
+from tf_embedding.optimizers import keras_translation
 
 Initializer = Callable[..., Any]
-
-
-def is_embedding_optimizer(optimizer: Any) -> bool:
-    """Whether `optimizer` speaks TF's slot protocol (ours and stock TF's embedding optimizers)."""
-    return all(callable(getattr(optimizer, method, None))
-               for method in ("_slot_names", "_slot_initializers", "_create_slots"))
-
-
-def resolve_optimizer(optimizer: Any) -> Any:
-    """Returns an embedding optimizer for `optimizer` (None stays None).
-
-    tf_embedding's embedding optimizers pass through, stock TF's become tf_embedding's equals
-    (`optimizers.from_stock`); names and Keras optimizers are translated.
-
-    Raises:
-      ValueError: `optimizer` is neither an embedding optimizer nor translatable.
-    """
-    if is_embedding_optimizer(optimizer):
-        return optimizers.from_stock(optimizer)
-    return translate_optimizer(optimizer)
 
 
 class EmbeddingBase(autotrackable.AutoTrackable):
@@ -73,7 +52,8 @@ class EmbeddingBase(autotrackable.AutoTrackable):
             if table.optimizer is None:
                 table.optimizer = optimizer
             if id(table.optimizer) not in resolved:
-                resolved[id(table.optimizer)] = resolve_optimizer(table.optimizer)
+                resolved[id(table.optimizer)] = keras_translation.embedding_optimizer(
+                    table.optimizer, rule="keras")
             table.optimizer = resolved[id(table.optimizer)]
             if table.name is None:
                 table.name = "table_{}".format(i)

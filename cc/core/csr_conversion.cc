@@ -427,13 +427,12 @@ void CsrBuilder::ApplyCombiner(const AddedFeature& feature, const int64_t* row_s
 
 void ApplyCombinerToRow(Combiner combiner, float* begin, float* end) {
   if (combiner == Combiner::kSum) return;
-  double denominator = 0;
-  for (const float* g = begin; g != end; ++g) {
-    denominator += combiner == Combiner::kMean ? *g : double{*g} * *g;
-  }
-  if (combiner == Combiner::kSqrtn) denominator = std::sqrt(denominator);
+  using Rule = CombinerRule<ScalarMath>;
+  double sum_of_terms = 0;
+  for (const float* g = begin; g != end; ++g) sum_of_terms += Rule::Term(combiner, *g);
+  const double denominator = Rule::Denominator(combiner, sum_of_terms);
   for (float* g = begin; g != end; ++g) {
-    *g = denominator == 0 ? 0.0f : static_cast<float>(*g / denominator);
+    *g = static_cast<float>(Rule::Gain(*g, denominator));
   }
 }
 

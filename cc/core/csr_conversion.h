@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "cc/core/combiner_rule.h"
 #include "cc/core/status.h"
 
 namespace tf_embedding {
@@ -62,12 +63,9 @@ class IdSpan {
 constexpr int64_t kMaxRows = std::numeric_limits<int32_t>::max();
 
 enum class InputKind { kDense, kSparse, kRagged };
-enum class Combiner { kSum, kMean, kSqrtn };
 
-// Turns the weights of one pooled row, [begin, end), into its gains in place: w under sum,
-// w / sum(w) under mean, w / sqrt(sum(w^2)) under sqrtn, and 0 when that denominator is 0
-// (SparseCore's rule; stock TF's div_no_nan agrees). The TF kernels' definition of the
-// combiners' gains; the XLA kernel restates it in XLA operations (cc/xla/csr_conversion.cc).
+// Turns the weights of one pooled row, [begin, end), into its gains in place, by the
+// combiner's rule (cc/core/combiner_rule.h).
 void ApplyCombinerToRow(Combiner combiner, float* begin, float* end);
 
 struct TableSpec {

@@ -147,25 +147,35 @@ Lookups InRowOrder(xla::XlaBuilder* builder, const Lookups& lookups, int64_t num
                  xla::GetTupleElement(sorted, 4)};
 }
 
-// The gains: the weights of sequence rows and under the sum combiner; else each weight over
-// its row's sum of weights (mean) or the square root of its sum of squares (sqrtn), 0 over 0,
-// in double in row order as the TF kernel's ApplyCombiner (lookups in row order here).
+// cc/core/combiner_rule.h's arithmetic in XLA operations, elementwise on f64 arrays.
+struct XlaMath {
+  using Value = xla::XlaOp;
+  static xla::XlaOp Sqrt(xla::XlaOp x) { return xla::Sqrt(x); }
+  static xla::XlaOp DivideOrZero(xla::XlaOp weight, xla::XlaOp denominator) {
+    return xla::Select(xla::Eq(denominator, xla::ZerosLike(denominator)),
+                       xla::ZerosLike(weight), weight / denominator);
+  }
+};
+
+// Each lookup's gain: the combiner's rule over the kept, pooled lookups of its row, summed in
+// double in row order as the TF kernel's ApplyCombiner (lookups are in row order here); the
+// weight itself under sum and for lookups that do not pool (sequence positions).
 xla::XlaOp Gains(xla::XlaBuilder* builder, const TableSpec& table, const Lookups& lookups,
                  int64_t num_rows, int64_t num_ids) {
   if (table.combiner == Combiner::kSum || num_rows == 0) return lookups.weights;
+  using Rule = CombinerRule<XlaMath>;
   const xla::XlaOp weights = xla::ConvertElementType(lookups.weights, xla::F64);
   const xla::XlaOp zeros = xla::Broadcast(xla::Zero(builder, xla::F64), {num_ids});
-  const xla::XlaOp terms = table.combiner == Combiner::kMean ? weights : weights * weights;
-  xla::XlaOp denominators = ScatterElements(
-      xla::Broadcast(xla::Zero(builder, xla::F64), {num_rows}), lookups.keys,
-      xla::Select(xla::And(lookups.kept, lookups.pooled), terms, zeros), Combine::kAdd);
-  if (table.combiner == Combiner::kSqrtn) denominators = xla::Sqrt(denominators);
+  const xla::XlaOp terms = xla::Select(xla::And(lookups.kept, lookups.pooled),
+                                       Rule::Term(table.combiner, weights), zeros);
+  const xla::XlaOp sums_of_terms = ScatterElements(
+      xla::Broadcast(xla::Zero(builder, xla::F64), {num_rows}), lookups.keys, terms,
+      Combine::kAdd);
+  const xla::XlaOp denominators = Rule::Denominator(table.combiner, sums_of_terms);
   const xla::XlaOp denominator =
       GatherElements(denominators, xla::Min(lookups.keys, Int64(builder, num_rows - 1)));
-  const xla::XlaOp combined = xla::Select(
-      xla::Eq(denominator, xla::Zero(builder, xla::F64)),
-      xla::Broadcast(xla::Zero(builder, xla::F32), {num_ids}),
-      xla::ConvertElementType(weights / denominator, xla::F32));
+  const xla::XlaOp combined =
+      xla::ConvertElementType(Rule::Gain(weights, denominator), xla::F32);
   return xla::Select(lookups.pooled, combined, lookups.weights);
 }
 

@@ -16,19 +16,6 @@ from tf_embedding.feature_column import spec as spec_lib
 
 _TABLE_NAME_PREFIX = "tbl_"
 
-# v1 slot variable names (TF1 optimizers' conventions, as TPUEstimator's
-# `_get_slot_variable_names` infers them) -> the mid-level slot names. TPUEstimator infers none
-# for Proximal Yogi (the spec rejects it with columns).
-_V1_SLOT_SUFFIXES = {
-    "Adagrad": {"accumulators": "Adagrad"},
-    "Adam": {"momenta": "Adam/m", "velocities": "Adam/v"},
-    "FTRL": {"accumulators": "Ftrl", "linears": "Ftrl_1"},
-    "ProximalAdagrad": {"accumulators": "ProximalAdagrad"},
-    "Momentum": {"momenta": "Momentum"},
-    "RMSProp": {"ms": "RMSProp/ms", "mom": "RMSProp/mom"},
-}
-
-
 @dataclasses.dataclass(frozen=True)
 class ColumnFeature:
     """One embedding column as a mid-level feature: where its ids and weights come from."""
@@ -144,14 +131,17 @@ def checkpoint_name_map(spec: spec_lib.EmbeddingConfigSpec,
     TPUEstimator CPU runs wrote.
     """
     mapping = {}
-    optimizer_name = type(spec.optimization_parameters.embedding_optimizer()).__name__
+    # TPUEstimator infers the slot names from TF1's optimizers; a slot TF1 had no name for
+    # (Proximal Yogi's) is not mapped.
+    slots = [slot for slot in spec.optimization_parameters._description.slots  # pylint: disable=protected-access
+             if slot.v1_suffix is not None]
     for feature in column_features(spec):
         column, table = feature.column, feature.config.table.name
         variable = (column.get_embedding_var_name() if _is_shared(column)
                     else f"{scope}/{column.name}/embedding_weights")
         mapping[variable] = table
-        for slot, suffix in _V1_SLOT_SUFFIXES.get(optimizer_name, {}).items():
-            mapping[f"{variable}/{suffix}"] = f"{table}/{slot}"
+        for slot in slots:
+            mapping[f"{variable}/{slot.v1_suffix}"] = f"{table}/{slot.name}"
     return mapping
 
 

@@ -1,9 +1,11 @@
 """TF v1's TPU embedding optimization parameter classes (`tpu_embedding.py`), with v1 defaults.
 
 TPUEstimator models configured their embedding optimizer with these; TF 2.21 no longer has them.
-Each class keeps v1's signature, defaults and validation messages, and `embedding_optimizer()`
-gives the tf_embedding optimizer that applies the same TPU rule through a fused kernel (the rules
-and their sources: docs/feature_columns.md).
+Each class is made from its optimizer's description (`tf_embedding/optimizers/catalogue.py`,
+its `v1` form): v1's signature and defaults, and `embedding_optimizer()`, which gives the
+tf_embedding optimizer that applies the same TPU rule through a fused kernel (the rules and their
+sources: docs/feature_columns.md). Arguments are checked as the v2 optimizer checks them, with
+its messages, plus v1's own checks.
 
 v1 -> v2 naming: `initial_accumulator` -> `initial_accumulator_value`, `beta1/beta2` ->
 `beta_1/beta_2`, `clip_gradient_min/max` -> `clipvalue`. Adam's v1 default epsilon is 1e-8
@@ -12,37 +14,44 @@ and Proximal Yogi have no v2 class in TF; they train through tf_embedding.optimi
 those names, which are not public names of `tf_embedding`.
 """
 
-import abc
-from typing import Any, Optional
+import inspect
+from typing import Any, ClassVar, Dict, Optional
 
 from tf_embedding import optimizers
-from tf_embedding.optimizer_base import LearningRate
+from tf_embedding.optimizers import catalogue
+from tf_embedding.optimizers.base import LearningRate
+from tf_embedding.optimizers.description import OptimizerDescription
+
+_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
+_COMMON = ("clip_weight_min", "clip_weight_max", "weight_decay_factor",
+           "multiply_weight_decay_factor_by_learning_rate")
+_CLIPS = ("clip_gradient_min", "clip_gradient_max")
 
 
-class _OptimizationParameters(metaclass=abc.ABCMeta):
-    """Parameters every v1 optimizer shares; each subclass gives its `embedding_optimizer()`."""
+class _OptimizationParameters:
+    """Parameters every v1 optimizer shares; subclasses set `_description`."""
 
-    def __init__(self, learning_rate: float, use_gradient_accumulation: bool,
-                 clip_weight_min: Optional[float], clip_weight_max: Optional[float],
-                 weight_decay_factor: Optional[float],
-                 multiply_weight_decay_factor_by_learning_rate: Optional[bool],
-                 clip_gradient_min: Optional[float] = None,
-                 clip_gradient_max: Optional[float] = None):
-        self.learning_rate = learning_rate
-        self.use_gradient_accumulation = use_gradient_accumulation
-        self.clip_weight_min = clip_weight_min
-        self.clip_weight_max = clip_weight_max
-        self.weight_decay_factor = weight_decay_factor
-        self.multiply_weight_decay_factor_by_learning_rate = (
-            multiply_weight_decay_factor_by_learning_rate)
-        self.clip_gradient_min = clip_gradient_min
-        self.clip_gradient_max = clip_gradient_max
+    _description: ClassVar[OptimizerDescription]
+
+    def _set(self, values: Dict[str, Any]) -> None:
+        """Stores and checks the bound arguments (by v1 name)."""
+        v1 = self._description.v1
+        # v1 accumulates only when a gradient clip needs it where it has no switch (SGD).
+        clipped = any(values[clip] is not None for clip in _CLIPS)
+        self.learning_rate = values["learning_rate"]
+        self.use_gradient_accumulation = values.get("use_gradient_accumulation", clipped)
+        for name in _COMMON + _CLIPS:
+            setattr(self, name, values[name])
         # v1 builds this error and forgets to raise it (a bug); clipping a gradient that is not
         # accumulated has no meaning on a TPU, so it is raised here.
-        if not use_gradient_accumulation and (clip_gradient_min is not None
-                                              or clip_gradient_max is not None):
+        if not self.use_gradient_accumulation and clipped:
             raise ValueError("When using gradient clipping limits, gradient accumulation must be "
                              "enabled.")
+        for name, _, _ in v1.arguments():
+            setattr(self, name, values[name])
+        for check in v1.checks:
+            check(values)
+        self.embedding_optimizer()  # the v2 optimizer's checks
 
     def _common_arguments(self, clip_limit: Optional[float]) -> dict[str, Any]:
         """The v2 optimizer's shared arguments; `clip_limit` (the spec's `clipping_limit`)
@@ -52,17 +61,10 @@ class _OptimizationParameters(metaclass=abc.ABCMeta):
             clip_min = -clip_limit if clip_min is None else clip_min
             clip_max = clip_limit if clip_max is None else clip_max
         clipvalue = None if clip_min is None and clip_max is None else (clip_min, clip_max)
-        return {
-            "use_gradient_accumulation": self.use_gradient_accumulation or clipvalue is not None,
-            "clip_weight_min": self.clip_weight_min,
-            "clip_weight_max": self.clip_weight_max,
-            "weight_decay_factor": self.weight_decay_factor,
-            "multiply_weight_decay_factor_by_learning_rate":
-                self.multiply_weight_decay_factor_by_learning_rate,
-            "clipvalue": clipvalue,
-        }
+        common = {name: getattr(self, name) for name in _COMMON}
+        return dict(common, clipvalue=clipvalue, use_gradient_accumulation=(
+            self.use_gradient_accumulation or clipvalue is not None))
 
-    @abc.abstractmethod
     def embedding_optimizer(self, learning_rate: Optional[LearningRate] = None,
                             clip_limit: Optional[float] = None) -> optimizers._Optimizer:
         """The tf_embedding optimizer with these parameters: the same TPU rule, fused.
@@ -73,278 +75,57 @@ class _OptimizationParameters(metaclass=abc.ABCMeta):
           clip_limit: bounds the gradient to [-clip_limit, clip_limit] where these parameters set
             no gradient clip (EmbeddingConfigSpec's `clipping_limit`).
         """
+        v1 = self._description.v1
+        arguments = {v2_name: getattr(self, name) for name, _, v2_name in v1.arguments()
+                     if name != "learning_rate"}
+        if v1.allows_zero_accumulator:
+            arguments["allow_zero_accumulator"] = (
+                arguments["allow_zero_accumulator"]
+                or arguments["initial_accumulator_value"] == 0)
+        arguments.update(self._common_arguments(clip_limit))
+        return optimizers.CLASSES[self._description.name](
+            learning_rate=learning_rate or self.learning_rate, **arguments)
 
 
-def _check_initial_accumulator(initial_accumulator: float) -> None:
-    if initial_accumulator <= 0:
-        raise ValueError("Adagrad initial_accumulator must be positive")
+def _signature(description: OptimizerDescription) -> inspect.Signature:
+    """v1's constructor signature (with `self`)."""
+    v1 = description.v1
+
+    def parameters(arguments):
+        return [inspect.Parameter(name, _KEYWORD, default=default)
+                for name, default, _ in arguments]
+
+    common = [inspect.Parameter(name, _KEYWORD, default=None) for name in _COMMON]
+    if v1.accumulates:
+        common.insert(0, inspect.Parameter("use_gradient_accumulation", _KEYWORD,
+                                           default=True))
+    return inspect.Signature(
+        [inspect.Parameter("self", _KEYWORD)] + parameters(v1.leading) + common
+        + parameters(v1.trailing)
+        + [inspect.Parameter(name, _KEYWORD, default=None) for name in _CLIPS])
 
 
-def _check_non_negative(name: str, value: float) -> None:
-    if value < 0.0:
-        raise ValueError(f"{name} must be greater than or equal to 0. got {value}.")
+def _make_class(description: OptimizerDescription) -> type:
+    constructor_signature = _signature(description)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        bound = constructor_signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        self._set(dict(bound.arguments))
+
+    __init__.__signature__ = constructor_signature  # type: ignore[attr-defined]
+    name = description.v1.class_name + "Parameters"
+    __init__.__qualname__ = f"{name}.__init__"
+    return type(name, (_OptimizationParameters,), {
+        "__init__": __init__, "_description": description, "__module__": __name__,
+        "__qualname__": name, "__doc__": description.rule})
 
 
-def _check_beta(name: str, value: float) -> None:
-    if value < 0.0 or value >= 1.0:
-        raise ValueError(f"{name} must be between 0. and 1; got {value}.")
-
-
-class StochasticGradientDescentParameters(_OptimizationParameters):
-    """w -= lr * g."""
-
-    def __init__(self, learning_rate: float, clip_weight_min: Optional[float] = None,
-                 clip_weight_max: Optional[float] = None,
-                 weight_decay_factor: Optional[float] = None,
-                 multiply_weight_decay_factor_by_learning_rate: Optional[bool] = None,
-                 clip_gradient_min: Optional[float] = None,
-                 clip_gradient_max: Optional[float] = None):
-        # v1 accumulates only when a gradient clip needs it.
-        super().__init__(learning_rate,
-                         clip_gradient_min is not None or clip_gradient_max is not None,
-                         clip_weight_min, clip_weight_max, weight_decay_factor,
-                         multiply_weight_decay_factor_by_learning_rate, clip_gradient_min,
-                         clip_gradient_max)
-
-    def embedding_optimizer(self, learning_rate: Optional[LearningRate] = None,
-                            clip_limit: Optional[float] = None) -> optimizers._Optimizer:
-        return optimizers.SGD(learning_rate=learning_rate or self.learning_rate,
-                              **self._common_arguments(clip_limit))
-
-
-class AdagradParameters(_OptimizationParameters):
-    """a += g^2; w -= lr * g / sqrt(a)."""
-
-    def __init__(self, learning_rate: float, initial_accumulator: float = 0.1,
-                 use_gradient_accumulation: bool = True,
-                 clip_weight_min: Optional[float] = None,
-                 clip_weight_max: Optional[float] = None,
-                 weight_decay_factor: Optional[float] = None,
-                 multiply_weight_decay_factor_by_learning_rate: Optional[bool] = None,
-                 clip_gradient_min: Optional[float] = None,
-                 clip_gradient_max: Optional[float] = None):
-        super().__init__(learning_rate, use_gradient_accumulation, clip_weight_min,
-                         clip_weight_max, weight_decay_factor,
-                         multiply_weight_decay_factor_by_learning_rate, clip_gradient_min,
-                         clip_gradient_max)
-        _check_initial_accumulator(initial_accumulator)
-        self.initial_accumulator = initial_accumulator
-
-    def embedding_optimizer(self, learning_rate: Optional[LearningRate] = None,
-                            clip_limit: Optional[float] = None) -> optimizers._Optimizer:
-        return optimizers.Adagrad(learning_rate=learning_rate or self.learning_rate,
-                                  initial_accumulator_value=self.initial_accumulator,
-                                  **self._common_arguments(clip_limit))
-
-
-class AdamParameters(_OptimizationParameters):
-    """Adam without bias correction, lazy by default."""
-
-    def __init__(self, learning_rate: float, beta1: float = 0.9, beta2: float = 0.999,
-                 epsilon: float = 1e-08, lazy_adam: bool = True, sum_inside_sqrt: bool = True,
-                 use_gradient_accumulation: bool = True,
-                 clip_weight_min: Optional[float] = None,
-                 clip_weight_max: Optional[float] = None,
-                 weight_decay_factor: Optional[float] = None,
-                 multiply_weight_decay_factor_by_learning_rate: Optional[bool] = None,
-                 clip_gradient_min: Optional[float] = None,
-                 clip_gradient_max: Optional[float] = None):
-        super().__init__(learning_rate, use_gradient_accumulation, clip_weight_min,
-                         clip_weight_max, weight_decay_factor,
-                         multiply_weight_decay_factor_by_learning_rate, clip_gradient_min,
-                         clip_gradient_max)
-        _check_beta("beta1", beta1)
-        _check_beta("beta2", beta2)
-        if epsilon <= 0.0:
-            raise ValueError(f"epsilon must be positive; got {epsilon}.")
-        if not use_gradient_accumulation and not lazy_adam:
-            raise ValueError("When disabling Lazy Adam, gradient accumulation must be used.")
-        self.beta1 = beta1
-        self.beta2 = beta2
-        self.epsilon = epsilon
-        self.lazy_adam = lazy_adam
-        self.sum_inside_sqrt = sum_inside_sqrt
-
-    def embedding_optimizer(self, learning_rate: Optional[LearningRate] = None,
-                            clip_limit: Optional[float] = None) -> optimizers._Optimizer:
-        return optimizers.Adam(learning_rate=learning_rate or self.learning_rate,
-                               beta_1=self.beta1, beta_2=self.beta2, epsilon=self.epsilon,
-                               lazy_adam=self.lazy_adam, sum_inside_sqrt=self.sum_inside_sqrt,
-                               **self._common_arguments(clip_limit))
-
-
-class FtrlParameters(_OptimizationParameters):
-    """FTRL-Proximal; v1 accepts a zero initial accumulator."""
-
-    def __init__(self, learning_rate: float, learning_rate_power: float = -0.5,
-                 initial_accumulator_value: float = 0.1,
-                 l1_regularization_strength: float = 0.0,
-                 l2_regularization_strength: float = 0.0,
-                 use_gradient_accumulation: bool = True,
-                 clip_weight_min: Optional[float] = None,
-                 clip_weight_max: Optional[float] = None,
-                 weight_decay_factor: Optional[float] = None,
-                 multiply_weight_decay_factor_by_learning_rate: Optional[bool] = None,
-                 multiply_linear_by_learning_rate: bool = False, beta: float = 0,
-                 allow_zero_accumulator: bool = False,
-                 clip_gradient_min: Optional[float] = None,
-                 clip_gradient_max: Optional[float] = None):
-        super().__init__(learning_rate, use_gradient_accumulation, clip_weight_min,
-                         clip_weight_max, weight_decay_factor,
-                         multiply_weight_decay_factor_by_learning_rate, clip_gradient_min,
-                         clip_gradient_max)
-        if learning_rate_power > 0.0:
-            raise ValueError("learning_rate_power must be less than or equal to 0. "
-                             f"got {learning_rate_power}.")
-        _check_non_negative("initial_accumulator_value", initial_accumulator_value)
-        _check_non_negative("l1_regularization_strength", l1_regularization_strength)
-        _check_non_negative("l2_regularization_strength", l2_regularization_strength)
-        self.learning_rate_power = learning_rate_power
-        self.initial_accumulator_value = initial_accumulator_value
-        self.initial_linear_value = 0.0
-        self.l1_regularization_strength = l1_regularization_strength
-        self.l2_regularization_strength = l2_regularization_strength
-        self.multiply_linear_by_learning_rate = multiply_linear_by_learning_rate
-        self.beta = beta
-        self.allow_zero_accumulator = allow_zero_accumulator
-
-    def embedding_optimizer(self, learning_rate: Optional[LearningRate] = None,
-                            clip_limit: Optional[float] = None) -> optimizers._Optimizer:
-        return optimizers.FTRL(
-            learning_rate=learning_rate or self.learning_rate,
-            learning_rate_power=self.learning_rate_power,
-            l1_regularization_strength=self.l1_regularization_strength,
-            l2_regularization_strength=self.l2_regularization_strength, beta=self.beta,
-            initial_accumulator_value=self.initial_accumulator_value,
-            multiply_linear_by_learning_rate=self.multiply_linear_by_learning_rate,
-            # v1 accepts a zero initial accumulator whatever allow_zero_accumulator says.
-            allow_zero_accumulator=(self.allow_zero_accumulator
-                                    or self.initial_accumulator_value == 0),
-            **self._common_arguments(clip_limit))
-
-
-class ProximalAdagradParameters(_OptimizationParameters):
-    """Adagrad followed by a proximal (l1, l2) step."""
-
-    def __init__(self, learning_rate: float, initial_accumulator: float = 0.1,
-                 l1_regularization_strength: float = 0.0,
-                 l2_regularization_strength: float = 0.0,
-                 use_gradient_accumulation: bool = True,
-                 clip_weight_min: Optional[float] = None,
-                 clip_weight_max: Optional[float] = None,
-                 weight_decay_factor: Optional[float] = None,
-                 multiply_weight_decay_factor_by_learning_rate: Optional[bool] = None,
-                 clip_gradient_min: Optional[float] = None,
-                 clip_gradient_max: Optional[float] = None):
-        super().__init__(learning_rate, use_gradient_accumulation, clip_weight_min,
-                         clip_weight_max, weight_decay_factor,
-                         multiply_weight_decay_factor_by_learning_rate, clip_gradient_min,
-                         clip_gradient_max)
-        _check_initial_accumulator(initial_accumulator)
-        _check_non_negative("l1_regularization_strength", l1_regularization_strength)
-        _check_non_negative("l2_regularization_strength", l2_regularization_strength)
-        self.initial_accumulator = initial_accumulator
-        self.l1_regularization_strength = l1_regularization_strength
-        self.l2_regularization_strength = l2_regularization_strength
-
-    def embedding_optimizer(self, learning_rate: Optional[LearningRate] = None,
-                            clip_limit: Optional[float] = None) -> optimizers._Optimizer:
-        return optimizers.ProximalAdagrad(
-            learning_rate=learning_rate or self.learning_rate,
-            initial_accumulator_value=self.initial_accumulator,
-            l1_regularization_strength=self.l1_regularization_strength,
-            l2_regularization_strength=self.l2_regularization_strength,
-            **self._common_arguments(clip_limit))
-
-
-class MomentumParameters(_OptimizationParameters):
-    """SGD with (Nesterov) momentum."""
-
-    def __init__(self, learning_rate: float, momentum: float, use_nesterov: bool = False,
-                 use_gradient_accumulation: bool = True,
-                 clip_weight_min: Optional[float] = None,
-                 clip_weight_max: Optional[float] = None,
-                 weight_decay_factor: Optional[float] = None,
-                 multiply_weight_decay_factor_by_learning_rate: Optional[bool] = None,
-                 clip_gradient_min: Optional[float] = None,
-                 clip_gradient_max: Optional[float] = None):
-        super().__init__(learning_rate, use_gradient_accumulation, clip_weight_min,
-                         clip_weight_max, weight_decay_factor,
-                         multiply_weight_decay_factor_by_learning_rate, clip_gradient_min,
-                         clip_gradient_max)
-        self.momentum = momentum
-        self.use_nesterov = use_nesterov
-
-    def embedding_optimizer(self, learning_rate: Optional[LearningRate] = None,
-                            clip_limit: Optional[float] = None) -> optimizers._Optimizer:
-        return optimizers.Momentum(learning_rate=learning_rate or self.learning_rate,
-                                   momentum=self.momentum, use_nesterov=self.use_nesterov,
-                                   **self._common_arguments(clip_limit))
-
-
-class RMSPropParameters(_OptimizationParameters):
-    """RMSProp with momentum."""
-
-    def __init__(self, learning_rate: float, rho: float, momentum: float, epsilon: float,
-                 use_gradient_accumulation: bool = True,
-                 clip_weight_min: Optional[float] = None,
-                 clip_weight_max: Optional[float] = None,
-                 weight_decay_factor: Optional[float] = None,
-                 multiply_weight_decay_factor_by_learning_rate: Optional[bool] = None,
-                 clip_gradient_min: Optional[float] = None,
-                 clip_gradient_max: Optional[float] = None):
-        super().__init__(learning_rate, use_gradient_accumulation, clip_weight_min,
-                         clip_weight_max, weight_decay_factor,
-                         multiply_weight_decay_factor_by_learning_rate, clip_gradient_min,
-                         clip_gradient_max)
-        self.rho = rho
-        self.momentum = momentum
-        self.epsilon = epsilon
-
-    def embedding_optimizer(self, learning_rate: Optional[LearningRate] = None,
-                            clip_limit: Optional[float] = None) -> optimizers._Optimizer:
-        return optimizers.RMSProp(learning_rate=learning_rate or self.learning_rate,
-                                  rho=self.rho, momentum=self.momentum, epsilon=self.epsilon,
-                                  **self._common_arguments(clip_limit))
-
-
-class ProximalYogiParameters(_OptimizationParameters):
-    """Yogi with a proximal (l1, l2) step."""
-
-    def __init__(self, learning_rate: float = 0.01, beta1: float = 0.9, beta2: float = 0.999,
-                 epsilon: float = 1e-3, l1_regularization_strength: float = 0.0,
-                 l2_regularization_strength: float = 0.0,
-                 initial_accumulator_value: float = 1e-6,
-                 use_gradient_accumulation: bool = True,
-                 clip_weight_min: Optional[float] = None,
-                 clip_weight_max: Optional[float] = None,
-                 weight_decay_factor: Optional[float] = None,
-                 multiply_weight_decay_factor_by_learning_rate: Optional[bool] = None,
-                 clip_gradient_min: Optional[float] = None,
-                 clip_gradient_max: Optional[float] = None):
-        super().__init__(learning_rate, use_gradient_accumulation, clip_weight_min,
-                         clip_weight_max, weight_decay_factor,
-                         multiply_weight_decay_factor_by_learning_rate, clip_gradient_min,
-                         clip_gradient_max)
-        _check_beta("beta1", beta1)
-        _check_beta("beta2", beta2)
-        if epsilon <= 0.0:
-            raise ValueError(f"epsilon must be positive; got {epsilon}.")
-        _check_non_negative("l1_regularization_strength", l1_regularization_strength)
-        _check_non_negative("l2_regularization_strength", l2_regularization_strength)
-        self.beta1 = beta1
-        self.beta2 = beta2
-        self.epsilon = epsilon
-        self.l1_regularization_strength = l1_regularization_strength
-        self.l2_regularization_strength = l2_regularization_strength
-        self.initial_accumulator_value = initial_accumulator_value
-
-    def embedding_optimizer(self, learning_rate: Optional[LearningRate] = None,
-                            clip_limit: Optional[float] = None) -> optimizers._Optimizer:
-        return optimizers.ProximalYogi(
-            learning_rate=learning_rate or self.learning_rate, beta1=self.beta1,
-            beta2=self.beta2, epsilon=self.epsilon,
-            l1_regularization_strength=self.l1_regularization_strength,
-            l2_regularization_strength=self.l2_regularization_strength,
-            initial_accumulator_value=self.initial_accumulator_value,
-            **self._common_arguments(clip_limit))
+StochasticGradientDescentParameters = _make_class(catalogue.SGD)
+AdagradParameters = _make_class(catalogue.ADAGRAD)
+AdamParameters = _make_class(catalogue.ADAM)
+FtrlParameters = _make_class(catalogue.FTRL)
+ProximalAdagradParameters = _make_class(catalogue.PROXIMAL_ADAGRAD)
+MomentumParameters = _make_class(catalogue.MOMENTUM)
+RMSPropParameters = _make_class(catalogue.RMS_PROP)
+ProximalYogiParameters = _make_class(catalogue.PROXIMAL_YOGI)

@@ -3,7 +3,7 @@ tf_keras, trained with the TPU's embedding optimizers on any device (docs/keras.
 
 from tf_embedding import _loader
 from tf_embedding.keras.layer import TPUEmbedding
-from tf_embedding.keras.optimizer_translation import translate_keras_optimizer
+from tf_embedding.optimizers.keras_translation import translate_keras_optimizer
 
 _loader.load_ops()
 

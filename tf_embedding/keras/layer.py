@@ -30,8 +30,8 @@ from tf_embedding import config as config_lib
 from tf_embedding import features as features_lib
 from tf_embedding import serving
 from tf_embedding.keras import export
-from tf_embedding.keras import optimizer_translation
 from tf_embedding.keras import weights_store
+from tf_embedding.optimizers import keras_translation
 from tf_embedding.replicated import TPUEmbeddingV0
 from tf_embedding.sharded.front_end import FrontEnd
 from tf_embedding.sharded.tpu_embedding import TPUEmbedding as ShardedTPUEmbedding
@@ -59,7 +59,7 @@ def _clone_and_prepare_features(feature_config: Any) -> tuple[Any, list[tuple[An
                 return cloned
         cloned = config_lib.TableConfig(
             vocabulary_size=table.vocabulary_size, dim=table.dim, initializer=table.initializer,
-            optimizer=optimizer_translation.normalize_optimizer(table.optimizer),
+            optimizer=keras_translation.embedding_optimizer(table.optimizer, rule="tpu"),
             quantization_config=table.quantization_config, combiner=table.combiner,
             name=table.name)
         table_map.append((table, cloned))
@@ -128,7 +128,7 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
         self._feature_config = self._no_dependency(feature_config)
         self._table_config_map = self._no_dependency(table_config_map)
         self._optimizer = self._no_dependency(
-            optimizer_translation.normalize_optimizer(optimizer))
+            keras_translation.embedding_optimizer(optimizer, rule="tpu"))
         self._strategy = self._no_dependency(tf.distribute.get_strategy())
         # Which flat features the last call gave as sparse or ragged tensors, for Keras 3's
         # default serving signature (`export.stock_lookup`).

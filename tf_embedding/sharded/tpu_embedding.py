@@ -119,12 +119,10 @@ class TPUEmbedding(tables.EmbeddingBase):
             same configuration add to the same files (`tf-embedding stats --profile-dir`).
 
         Raises:
-          RuntimeError: created under a strategy other than the default, MirroredStrategy or
-            ParameterServerStrategy.
-          ValueError: `table_devices` empty, or naming a non-PS device under
-            ParameterServerStrategy; `traffic` naming an unknown table or mode, or "partial"
-            for a table with a QuantizationConfig or with pipelining; `partition_strategy`
-            neither 'div' nor 'mod'; `profile_data_directory` under ParameterServerStrategy.
+          RuntimeError: under a strategy other than the default, Mirrored or ParameterServer.
+          ValueError: a bad `table_devices`, `traffic` ("partial" with quantization or
+            pipelining, too), `partition_strategy`, or `profile_data_directory` (none under
+            ParameterServerStrategy); the message names it (engine_options.py).
         """
         strategy = tf.distribute.get_strategy()
         parameter_servers = engine_options.check_strategy(strategy)
@@ -135,18 +133,9 @@ class TPUEmbedding(tables.EmbeddingBase):
         self._profiler: LookupProfiler | None = None
         self._pipeline_execution_with_tensor_core = pipeline_execution_with_tensor_core
         super().__init__(feature_config, optimizer)
-
-        # Plain Python state, kept out of checkpoints (whose object graph is TF's).
-        devices = (tuple(strategy.extended.worker_devices) if tf.distribute.has_strategy()
-                   else (None,))
-        self._replica_devices = self._no_dependency(devices)
         self._parameter_servers = parameter_servers
-        if table_devices is None:
-            table_devices = parameter_server.ps_devices(strategy) if parameter_servers else devices
-        self._table_devices = self._no_dependency(
-            engine_options.checked_table_devices(table_devices, parameter_servers))
-        self._partial_tables = self._no_dependency(engine_options.checked_traffic(
-            traffic or {}, self._table_config, pipeline_execution_with_tensor_core))
+        self._place_tables(table_devices, traffic)
+        # Plain Python state, kept out of checkpoints (whose object graph is TF's).
         self._feature_paths = self._no_dependency(
             [path for path, _ in nest.flatten_with_joined_string_paths(feature_config)])
         self._warned_paths = self._no_dependency(set())
@@ -154,6 +143,22 @@ class TPUEmbedding(tables.EmbeddingBase):
         self._tables: list[TableState] = self._no_dependency([])
         self._compiled_handoff = self._no_dependency(
             handoff.FunctionHandoff(_ONE_COMPILED_FUNCTION))
+
+    def _place_tables(self, table_devices: Sequence[str] | None,
+                      traffic: Mapping[str, str] | None) -> None:
+        """Checks and keeps where the replicas run, where the tables' blocks live and how
+        lookups meet them (plain Python state, kept out of checkpoints)."""
+        strategy = self._strategy
+        devices = (tuple(strategy.extended.worker_devices) if tf.distribute.has_strategy()
+                   else (None,))
+        self._replica_devices = self._no_dependency(devices)
+        if table_devices is None:
+            table_devices = (parameter_server.ps_devices(strategy) if self._parameter_servers
+                             else devices)
+        self._table_devices = self._no_dependency(
+            engine_options.checked_table_devices(table_devices, self._parameter_servers))
+        self._partial_tables = self._no_dependency(engine_options.checked_traffic(
+            traffic or {}, self._table_config, self._pipeline_execution_with_tensor_core))
 
     @property
     def embedding_tables(self) -> dict[Any, sharded_variable.ShardedVariable]:

@@ -5,7 +5,7 @@
 """
 
 from tf_embedding.config import FeatureConfig, QuantizationConfig, RowIdInitializer, TableConfig
-from tf_embedding.optimizer_base import _Optimizer
+from tf_embedding.optimizers.base import _Optimizer
 from tf_embedding.optimizers import FTRL, SGD, Adagrad, AdagradMomentum, Adam
 
 __all__ = ["Adagrad", "AdagradMomentum", "Adam", "FTRL", "FeatureConfig", "QuantizationConfig",

@@ -1,30 +1,59 @@
-"""Translation of Keras optimizers into embedding optimizers that apply the same update rule.
+"""Keras optimizers as embedding optimizers, by one of two rules (`rule=`).
 
-`translate_optimizer` accepts what an embedding class or the Keras layer may be handed as an
-optimizer: an embedding optimizer, None, a name ('sgd', 'adagrad', 'adam', 'ftrl'), or an SGD,
-Adagrad, Adam or Ftrl optimizer of Keras 3 (`keras.optimizers`, which is `tf.keras.optimizers` in
-TF 2.21), of `tf_keras.optimizers` or of `tf_keras.optimizers.legacy`. The translation reproduces
-the Keras update of a looked-up row exactly (up to float rounding); any setting that cannot be
-reproduced raises a ValueError naming it, so an optimizer is never swapped silently. How each
-optimizer maps, and why, is in docs/api_differences.md.
+What an embedding class or a Keras front end may be handed as an optimizer: an embedding
+optimizer (tf_embedding's, or stock TF's, which becomes its tf_embedding equal), None, a name
+('sgd', 'adagrad', 'adam', 'ftrl'), or an SGD, Adagrad, Adam or Ftrl optimizer of Keras 3
+(`keras.optimizers`, which is `tf.keras.optimizers` in TF 2.21), of `tf_keras.optimizers` or of
+`tf_keras.optimizers.legacy`. A Keras optimizer becomes the embedding optimizer of its rule
+family (`keras_class` in `catalogue.py`) by one of two rules:
 
-The embedding optimizer reads the Keras optimizer's learning rate (variable, schedule or callable)
-and step counter (`iterations`) each time it is applied. Embedding updates run in the backward
-pass, before the Keras optimizer applies the dense gradients of the same step and increments
-`iterations`, so they see the same step number Keras uses for that step.
+- `rule="tpu"` (the Keras layers' choice, as TFRS's `translate_keras_optimizer`): the Keras
+  optimizer's hyperparameters, trained by the TPU's rule (no Adagrad epsilon, no Adam bias
+  correction, lazy Adam). Settings the TPU rule cannot express must keep their defaults; the
+  messages are TFRS's.
+- `rule="keras"` (the mid-level classes' choice): the Keras update of a looked-up row reproduced
+  exactly (up to float rounding): Adagrad's epsilon folded into the accumulator, Adam's bias
+  correction in the learning rate, non-lazy Adam. Any setting that cannot be reproduced raises a
+  ValueError naming it, so an optimizer is never swapped silently. How each maps, and why:
+  docs/api_differences.md.
+
+Either way the embedding optimizer reads the Keras optimizer's learning rate (variable, schedule
+or callable) and step counter (`iterations`) each time it is applied. Embedding updates run in
+the backward pass, before the Keras optimizer applies the dense gradients of the same step and
+increments `iterations`, so they see the same step number Keras uses for that step.
 """
 
 import dataclasses
 import importlib
 import warnings
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Literal, Optional, Tuple
 
 import tensorflow as tf
 
-from tf_embedding.optimizers import FTRL, SGD, Adagrad, Adam, _Optimizer
+from tf_embedding import optimizers
+from tf_embedding.optimizers import catalogue
+from tf_embedding.optimizers.base import _Optimizer
 
-_DEFAULT_OPTIMIZERS: Dict[str, Callable[[], _Optimizer]] = {
-    "sgd": SGD, "adagrad": Adagrad, "adam": Adam, "ftrl": FTRL}
+KerasRule = Literal["tpu", "keras"]
+
+# The optimizers a Keras optimizer or a name may stand for: kind ('sgd', ...) -> Keras class
+# name, and -> the embedding optimizer class of that rule family.
+_KERAS_CLASSES = {description.keras_class.lower(): description.keras_class
+                  for description in catalogue.DESCRIPTIONS if description.keras_class}
+_EMBEDDING_CLASSES = {description.keras_class.lower(): optimizers.CLASSES[description.name]
+                      for description in catalogue.DESCRIPTIONS if description.keras_class}
+
+
+def _config(optimizer: Any) -> Dict[str, Any]:
+    with warnings.catch_warnings():
+        # Keras 3 warns that a lambda learning rate is unsafe to serialize; only the
+        # hyperparameters are read from this config, never deserialized.
+        warnings.simplefilter("ignore", UserWarning)
+        return optimizer.get_config()
+
+
+# ---------------------------------------------------------------------------------------------
+# rule="keras": Keras' own update
 
 # Why each Keras setting that the translation rejects cannot be reproduced.
 _REASONS = {
@@ -81,8 +110,7 @@ def _nonzero(value: Any) -> bool:
 def _supported_classes(module_path: str) -> Dict[type, str]:
     """The translatable classes of an optimizers module, mapped to their kind."""
     module = importlib.import_module(module_path)
-    return {module.SGD: "sgd", module.Adagrad: "adagrad", module.Adam: "adam",
-            module.Ftrl: "ftrl"}
+    return {getattr(module, keras_class): kind for kind, keras_class in _KERAS_CLASSES.items()}
 
 
 def _keras3_learning_rate(optimizer: Any) -> Callable[[], Any]:
@@ -156,7 +184,7 @@ def _find_flavour(optimizer: Any) -> Tuple[_Flavour, str]:
     raise ValueError(
         f"{_class_path(optimizer)} is an unsupported optimizer class. Pass None, an optimizer "
         "of tf_embedding (SGD, Adagrad, AdagradMomentum, Adam, FTRL), one of "
-        f"{sorted(_DEFAULT_OPTIMIZERS)}, or an SGD, Adagrad, Adam or Ftrl optimizer of "
+        f"{sorted(_KERAS_CLASSES)}, or an SGD, Adagrad, Adam or Ftrl optimizer of "
         "keras.optimizers, tf_keras.optimizers or tf_keras.optimizers.legacy.")
 
 
@@ -190,7 +218,7 @@ class _Source:
 def _translate_sgd(source: _Source, learning_rate: Callable[[], Any]) -> _Optimizer:
     # With momentum 0 every Keras SGD (Nesterov or not) is plain gradient descent.
     source.reject_if("momentum", source.config["momentum"], _nonzero)
-    return SGD(learning_rate=learning_rate, **source.common_arguments())
+    return optimizers.SGD(learning_rate=learning_rate, **source.common_arguments())
 
 
 def _translate_adagrad(source: _Source, learning_rate: Callable[[], Any]) -> _Optimizer:
@@ -202,7 +230,7 @@ def _translate_adagrad(source: _Source, learning_rate: Callable[[], Any]) -> _Op
         initial_accumulator_value += epsilon
     else:
         source.reject_if("epsilon", epsilon, _nonzero)
-    return Adagrad(learning_rate=learning_rate,
+    return optimizers.Adagrad(learning_rate=learning_rate,
                    initial_accumulator_value=initial_accumulator_value,
                    **source.common_arguments())
 
@@ -229,7 +257,7 @@ def _translate_adam(source: _Source, learning_rate: Callable[[], Any]) -> _Optim
     source.reject_if("adaptive_epsilon", getattr(source.optimizer, "adaptive_epsilon", False),
                      bool)
     source.reject_if("weight_decay", config.get("weight_decay"), bool)
-    return Adam(
+    return optimizers.Adam(
         learning_rate=_bias_corrected(learning_rate, source.optimizer, config["beta_1"],
                                       config["beta_2"]),
         beta_1=config["beta_1"],
@@ -248,7 +276,7 @@ def _translate_ftrl(source: _Source, learning_rate: Callable[[], Any]) -> _Optim
                      config["l2_shrinkage_regularization_strength"], _nonzero)
     # Keras adds beta/(2*lr) to l2, which is how embedding FTRL uses beta; Keras allows a zero
     # initial accumulator, which embedding FTRL accepts with allow_zero_accumulator.
-    return FTRL(
+    return optimizers.FTRL(
         learning_rate=learning_rate,
         learning_rate_power=config["learning_rate_power"],
         l1_regularization_strength=config["l1_regularization_strength"],
@@ -259,7 +287,7 @@ def _translate_ftrl(source: _Source, learning_rate: Callable[[], Any]) -> _Optim
         **source.common_arguments())
 
 
-_TRANSLATORS: Dict[str, Callable[[_Source, Callable[[], Any]], _Optimizer]] = {
+_KERAS_RULE_TRANSLATORS: Dict[str, Callable[[_Source, Callable[[], Any]], _Optimizer]] = {
     "sgd": _translate_sgd, "adagrad": _translate_adagrad, "adam": _translate_adam,
     "ftrl": _translate_ftrl}
 
@@ -276,25 +304,146 @@ def keras_learning_rate(optimizer: Any) -> Callable[[], Any]:
     return flavour.learning_rate(optimizer)
 
 
-def translate_optimizer(optimizer: Any) -> Optional[_Optimizer]:
-    """Returns the embedding optimizer for `optimizer`, or raises ValueError.
 
-    Embedding optimizers and None are returned as they are; a name gives that optimizer with its
-    default arguments; a Keras optimizer gives the embedding optimizer with the same update rule,
-    reading the Keras learning rate and step counter on every update.
-    """
-    if optimizer is None or isinstance(optimizer, _Optimizer):
-        return optimizer
-    if isinstance(optimizer, str):
-        if optimizer not in _DEFAULT_OPTIMIZERS:
-            raise ValueError(f"Unknown optimizer name {optimizer!r}. Expected one of "
-                             f"{sorted(_DEFAULT_OPTIMIZERS)}.")
-        return _DEFAULT_OPTIMIZERS[optimizer]()
+
+def _translate_by_keras_rule(optimizer: Any) -> _Optimizer:
     flavour, kind = _find_flavour(optimizer)
-    with warnings.catch_warnings():
-        # Keras 3 warns that a lambda learning rate is unsafe to serialize; only the
-        # hyperparameters are read from this config, never deserialized.
-        warnings.simplefilter("ignore", UserWarning)
-        config = optimizer.get_config()
-    source = _Source(optimizer, flavour, config)
-    return _TRANSLATORS[kind](source, flavour.learning_rate(optimizer))
+    source = _Source(optimizer, flavour, _config(optimizer))
+    return _KERAS_RULE_TRANSLATORS[kind](source, flavour.learning_rate(optimizer))
+
+
+# ---------------------------------------------------------------------------------------------
+# rule="tpu": the TPU's update with the Keras hyperparameters (TFRS)
+
+# Config entries that describe the optimizer object, not its update rule.
+_NOT_SETTINGS = frozenset({"name", "jit_compile", "is_legacy_optimizer"})
+
+# The base classes of Keras optimizers, by the package that defines them.
+_KERAS_OPTIMIZER_BASES = {
+    "keras": ("keras.optimizers", ("Optimizer",)),
+    "tf_keras": ("tf_keras.optimizers", ("Optimizer", "legacy.Optimizer")),
+}
+
+
+def _unsupported_parameter(name: str) -> ValueError:
+    return ValueError(
+        f"Optimizer parameter {name} is unsupported for TPU embeddings. Please construct a new "
+        "optimizer for embedding if you wish to use this setting for model training. Note if "
+        "you are using a dynamic learning rate schedule, the use of a new embedding specific "
+        "optimizer will not automatically carry over your learning rate schedule. The learning "
+        "rate will stay the same as the learning rate when the embedding layer was first "
+        "defined (which is probably not the intended behavior).")
+
+
+def _is_keras_optimizer(optimizer: Any) -> bool:
+    """Whether `optimizer` is an optimizer of Keras 3 or tf_keras (new or legacy); only the
+    package it comes from is imported."""
+    package = type(optimizer).__module__.split(".", 1)[0]
+    if package not in _KERAS_OPTIMIZER_BASES:
+        return False
+    module_path, base_names = _KERAS_OPTIMIZER_BASES[package]
+    module = importlib.import_module(module_path)
+    for base_name in base_names:
+        base = module
+        for part in base_name.split("."):
+            base = getattr(base, part)
+        if isinstance(optimizer, base):
+            return True
+    return False
+
+
+def _translate_by_tpu_rule(optimizer: Any) -> _Optimizer:
+    """The embedding optimizer with the hyperparameters of Keras `optimizer` (TFRS's function).
+
+    Args:
+      optimizer: an SGD, Adagrad, Adam or Ftrl optimizer of Keras 3 (`keras.optimizers`, which
+        is `tf.keras.optimizers` in TF 2.21), tf_keras or tf_keras's legacy optimizers.
+
+    Returns:
+      `SGD`, `Adagrad`, `Adam` or `FTRL` of tf_embedding, whose learning rate is read from
+      `optimizer` at every update.
+
+    Raises:
+      ValueError: another Keras optimizer, not a Keras optimizer, or a setting the embedding
+        optimizer cannot express (gradient norm clipping, momentum, amsgrad, weight decay, ...)
+        that differs from its default.
+    """
+    class_name = type(optimizer).__name__
+    if not _is_keras_optimizer(optimizer):
+        raise ValueError(
+            f"{class_name} is an unsupported optimizer class. Please pass a Keras optimizer.")
+    if class_name not in _KERAS_CLASSES.values():
+        raise ValueError(f"Keras optimizer {class_name} is unsupported for TPU Embedding.")
+    embedding_class = _EMBEDDING_CLASSES[class_name.lower()]
+    config = _config(optimizer)
+    # The embedding optimizer's own arguments that Keras' config also has (Adam's betas and
+    # epsilon, ...) are copied; the learning rate is read at every update.
+    copied = ("learning_rate",) + tuple(
+        argument.name for argument in embedding_class._description.arguments
+        if argument.name in config)
+    for clip in ("clipnorm", "clipvalue"):
+        if getattr(optimizer, clip, None) is not None:
+            raise _unsupported_parameter(clip)
+    # Every other setting must be what the same class has with only the copied ones.
+    reference = _config(type(optimizer)(**{name: config[name] for name in copied
+                                           if name != "learning_rate"}))
+    for name, value in config.items():
+        if name in copied or name in _NOT_SETTINGS:
+            continue
+        if reference.get(name) != value:
+            raise _unsupported_parameter(name)
+    arguments = {name: config[name] for name in copied if name != "learning_rate"}
+    return embedding_class(learning_rate=keras_learning_rate(optimizer), **arguments)
+
+
+
+
+# ---------------------------------------------------------------------------------------------
+# The entry points
+
+def translate_keras_optimizer(optimizer: Any, rule: KerasRule = "tpu") -> _Optimizer:
+    """The embedding optimizer for Keras `optimizer`, by `rule` (module docstring).
+
+    Args:
+      optimizer: an SGD, Adagrad, Adam or Ftrl optimizer of Keras 3, tf_keras or tf_keras's
+        legacy optimizers.
+      rule: "tpu" (TFRS's translation: the Keras hyperparameters, the TPU's update) or "keras"
+        (Keras' update, reproduced exactly).
+
+    Returns:
+      `SGD`, `Adagrad`, `Adam` or `FTRL` of tf_embedding, whose learning rate is read from
+      `optimizer` at every update.
+
+    Raises:
+      ValueError: another Keras optimizer, not a Keras optimizer, or a setting the rule cannot
+        express (gradient norm clipping, momentum, amsgrad, ...).
+    """
+    if rule == "tpu":
+        return _translate_by_tpu_rule(optimizer)
+    if rule == "keras":
+        return _translate_by_keras_rule(optimizer)
+    raise ValueError(f"Unknown rule {rule!r}; expected 'tpu' or 'keras'.")
+
+
+def embedding_optimizer(optimizer: Any, rule: KerasRule) -> Optional[_Optimizer]:
+    """An optimizer argument (a table's, or a Keras layer's) as an embedding optimizer, or None.
+
+    Embedding optimizers of tf_embedding pass through, stock TF's become tf_embedding's equals;
+    names give that optimizer with its default arguments; Keras optimizers are translated by
+    `rule` (`translate_keras_optimizer`).
+    """
+    if optimizer is None:
+        return None
+    if optimizers.is_embedding_optimizer(optimizer):
+        return optimizers.from_stock(optimizer)
+    if isinstance(optimizer, str):
+        if optimizer not in _EMBEDDING_CLASSES:
+            raise ValueError(f"Unknown optimizer name '{optimizer}'. Please use one of 'sgd',"
+                             "'adagrad', 'adam', or 'ftrl'")
+        return _EMBEDDING_CLASSES[optimizer]()
+    if rule == "tpu" and not _is_keras_optimizer(optimizer):
+        raise ValueError(
+            f"Unknown optimizer type {type(optimizer)}. Please pass a string optimizer name, a "
+            "subclass of keras optimizer or an instance of one of the optimizer parameter "
+            "classes under tf.tpu.experimental.embedding.")
+    return translate_keras_optimizer(optimizer, rule)

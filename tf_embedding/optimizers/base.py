@@ -1,23 +1,24 @@
-"""What every embedding optimizer shares: `_Optimizer`, the base class of tf_embedding.optimizers'
-classes, and `_Description`, the statement of the fused update op that applies one of them.
+"""What every embedding optimizer shares: `_Optimizer`, the base class of the optimizer classes
+that `tf_embedding.optimizers` makes from their descriptions (`catalogue.py`).
 
-An optimizer describes the fused CPU update op that applies it instead of TPU load/retrieve ops
-and configuration protos: `_description` (one `_Description` per class: the op, its slot inputs,
-its optimizer-specific attrs), `_kernel_attrs()` (the op's attrs) and `_get_learning_rate()` (its
-`learning_rate` input). The private slot protocol (`_slot_names`, `_slot_initializers`,
-`_create_slots`) is TensorFlow's, so embedding classes and `slot_variable_creation_fn` callbacks
-written for stock TF work unchanged. Common arguments, validation and equality are those of TF
-2.21's `tf.tpu.experimental.embedding` `_Optimizer`.
+An optimizer runs the fused CPU update op its description names instead of TPU load/retrieve
+ops and configuration protos: `_description` (the class's `OptimizerDescription`),
+`_kernel_attrs()` (the op's attrs) and `_get_learning_rate()` (its `learning_rate` input). The
+private slot protocol (`_slot_names`, `_slot_initializers`, `_create_slots`) is TensorFlow's, so
+embedding classes and `slot_variable_creation_fn` callbacks written for stock TF work unchanged.
+Common arguments, validation and equality are those of TF 2.21's `tf.tpu.experimental.embedding`
+`_Optimizer`.
 """
 
 
 import abc
-import dataclasses
 import math
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Union
 
 import tensorflow as tf
 from tensorflow.python.ops import init_ops_v2
+
+from tf_embedding.optimizers.description import OptimizerDescription
 
 LearningRate = Union[float, Callable[[], Any]]
 ClipValueType = Union[Tuple[Optional[float], Optional[float]], float]
@@ -25,31 +26,6 @@ SlotVariableCreationFn = Callable[[Any, List[str], List[init_ops_v2.Initializer]
                                   Dict[str, tf.Variable]]
 # Attrs of a fused update op: floats (limits, factors, hyperparameters) and bools (switches).
 _KernelAttrs = Dict[str, Union[float, bool]]
-
-
-@dataclasses.dataclass(frozen=True)
-class _Description:
-    """The fused update op of one optimizer class, as cc/ops/optimizer_ops.cc registers it.
-
-    op: the registered op type; the op library's raw-op wrapper of that name runs it. It takes
-        the gradients as CSR batches; `rows_op` is its twin taking already-summed rows.
-    slot_names: the slot variables, in the order the op takes them as inputs.
-    hyperparameters: the op's optimizer-specific attrs, each (name, Python type of the attr):
-        the optimizer's attribute of that name, converted to that type. The attrs every
-        optimizer shares (clipping, weight decay) come first; `_Optimizer._kernel_attrs` names
-        them.
-    tests/test_optimizer_descriptions.py checks all three against the registered op.
-    """
-
-    op: str
-    slot_names: Tuple[str, ...] = ()
-    hyperparameters: Tuple[Tuple[str, type], ...] = ()
-
-    @property
-    def rows_op(self) -> str:
-        """The op of the same update on (unique ids, summed rows): `op` + "Rows", as
-        cc/ops/sparse_apply_op_names.h names it."""
-        return self.op + "Rows"
 
 
 def _constant_slot_initializer(value: float = 0.0) -> init_ops_v2.Constant:
@@ -65,11 +41,11 @@ def _limit(value: Optional[float], unbounded: float) -> float:
 class _Optimizer(metaclass=abc.ABCMeta):
     """Parameters shared by every embedding optimizer (TF's `_Optimizer(_WithSlotVariables)`).
 
-    Subclasses set `_description`, which names their fused update op, slots and
-    optimizer-specific attrs; `_slot_names()` and `_kernel_attrs()` follow from it.
+    Subclasses set `_description`; the slots, the op's attrs and the optimizer-specific
+    arguments follow from it.
     """
 
-    _description: ClassVar[_Description]
+    _description: ClassVar[OptimizerDescription]
 
     def __init__(
         self,
@@ -117,9 +93,12 @@ class _Optimizer(metaclass=abc.ABCMeta):
         return list(self._description.slot_names)
 
     def _slot_initializers(self) -> List[init_ops_v2.Initializer]:
-        """Initializers of the slot variables, parallel to `_slot_names()`: zeros unless a
-        subclass says otherwise."""
-        return [_constant_slot_initializer() for _ in self._description.slot_names]
+        """Initializers of the slot variables, parallel to `_slot_names()`: each slot's initial
+        value, a number or the argument that holds it."""
+        return [_constant_slot_initializer(getattr(self, slot.initial_value)
+                                           if isinstance(slot.initial_value, str)
+                                           else slot.initial_value)
+                for slot in self._description.slots]
 
     def _create_slots(
         self,
