@@ -77,6 +77,7 @@ def test_bad_tf_config_is_a_clear_error(text, error, message):
 
 @pytest.mark.parametrize("api, reason", [
     ("keras", "Keras 3's model.fit, which has no parameter-server support"),
+    ("keras-rs", "Keras 3's model.fit, which has no parameter-server support"),
     ("replicated", "keeps every table in one variable")])
 def test_other_embedding_apis_are_refused_on_a_cluster(api, reason, monkeypatch, capsys,
                                                        tmp_path):

@@ -17,6 +17,7 @@ import tf_embedding
 from tf_embedding import keras as embedding_keras
 
 from graph_helpers import custom_ops
+from keras_helpers import mirrored_training_step, two_cpu_mirrored_strategy
 from references import combined_gains, reference_step
 from subprocess_helpers import fresh_process_output
 
@@ -330,10 +331,7 @@ def test_model_fit_trains_tables_with_the_tpu_rule(kind, jit_compile):
 def test_mirrored_strategy_custom_loop_sums_gradients_over_the_global_batch():
     # The seed's loop: strategy.run, tape.gradient over model.trainable_variables and the
     # model's optimizer. (Keras 3's fit cannot distribute sparse or ragged inputs.)
-    # ReductionToOneDevice: collective all-reduces of strategies with other device counts,
-    # made earlier in the same process, share group keys and abort (a TF limitation).
-    strategy = tf.distribute.MirroredStrategy(
-        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice())
+    strategy = two_cpu_mirrored_strategy()
     optimizer = tf_embedding.Adagrad(0.1)
     with strategy.scope():
         layer = embedding_keras.TPUEmbedding(make_feature_config(), optimizer)
@@ -345,18 +343,7 @@ def test_mirrored_strategy_custom_loop_sums_gradients_over_the_global_batch():
     iterator = iter(strategy.experimental_distribute_dataset(
         fit_dataset(steps, labels, "ragged"),
         options=tf.distribute.InputOptions(experimental_fetch_to_device=False)))
-
-    @tf.function
-    def training_step(iterator):
-        def step(inputs):
-            x, y = inputs
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_sum(tf.square(model(x) - y)) / BATCH
-            gradients = tape.gradient(loss, model.trainable_variables)
-            keras_optimizer.apply_gradients(zip(gradients, model.trainable_variables))
-
-        strategy.run(step, args=(next(iterator),))
-
+    training_step = mirrored_training_step(strategy, model, keras_optimizer, BATCH)
     for _ in steps:
         training_step(iterator)
     # Two row blocks per table, one per replica device.

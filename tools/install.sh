@@ -22,6 +22,11 @@ pip=(.venv/bin/python -m pip install --disable-pip-version-check --quiet)
 # TensorFlow Recommenders' Keras layer is the tests' oracle for tf_embedding.keras; its
 # dependencies (tensorflow, tf_keras) are the ones above.
 "${pip[@]}" --no-deps 'tensorflow-recommenders==0.7.7'
+# keras-rs (the `keras-rs` extra, Python 3.11+) for tf_embedding.keras_rs and its tests; its
+# dependencies (keras, ml-dtypes) come with TensorFlow, and --no-deps keeps pip off them.
+if .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    "${pip[@]}" --no-deps 'keras-rs==0.4.0'
+fi
 # --no-build-isolation: compile against the TensorFlow installed above, not a
 # fresh copy in a throwaway build environment.
 "${pip[@]}" --no-build-isolation -e .

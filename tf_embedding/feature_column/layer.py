@@ -35,8 +35,10 @@ from tf_embedding.sharded.tpu_embedding import TPUEmbedding
 _HELPER_NAME = "tpu_embedding_helper_dummy"
 
 
-class EmbeddingFeatures(tf.keras.layers.Layer):
+class EmbeddingFeatures(weights_store.EngineWeights, tf.keras.layers.Layer):
     """`DenseFeatures` (or `SequenceFeatures`) for a spec's embedding columns."""
+
+    _HELPER_NAME = _HELPER_NAME
 
     def __init__(self, spec: spec_lib.EmbeddingConfigSpec, global_step: Any = None,
                  name: str | None = None):
@@ -87,9 +89,7 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
 
     def build(self, input_shape: Any = None) -> None:
         self._front_end.build()
-        setattr(self, _HELPER_NAME, self.add_weight(
-            name=_HELPER_NAME, shape=(1,), initializer="zeros", trainable=True,
-            dtype="float32"))
+        self._add_helper()
         super().build(input_shape)
 
     def call(self, features: dict[str, Any], training: Any = None) -> Any:
@@ -145,19 +145,7 @@ class EmbeddingFeatures(tf.keras.layers.Layer):
         return {key: export.coerce_float(value, parsed[key].dtype) if key in parsed else value
                 for key, value in features.items()}
 
-    def save_own_variables(self, store: Any) -> None:
-        """Keras' saving: the tables, slots and global step by name (`weights_store`)."""
-        weights_store.save(store, self._saved_variables())
-
-    def load_own_variables(self, store: Any) -> None:
-        weights_store.load(store, self._saved_variables(), self.name)
-
     def _saved_variables(self) -> dict[str, Any]:
+        """The tables and slots (`weights_store`), and the global step."""
         return {**weights_store.engine_variables(self._tpu_embedding),
                 "global_step": self.global_step}
-
-    def _trackable_children(self, save_type="checkpoint", **kwargs):
-        # The helper is not saved: it only routes gradients.
-        children = super()._trackable_children(save_type, **kwargs)
-        children.pop(_HELPER_NAME, None)
-        return children

@@ -49,8 +49,10 @@ class TrainOptions(DataOptions):
                                            "replicated TPUEmbeddingV0 with tf_keras' Adagrad, "
                                            "or the Keras layer tf_embedding.keras.TPUEmbedding "
                                            "(fused Adagrad) in a Keras model trained by "
-                                           "model.fit",
-                                ("sharded", "replicated", "keras"))
+                                           "model.fit, or keras-rs's DistributedEmbedding "
+                                           "(tf_embedding.keras_rs; its tables' Keras Adagrad "
+                                           "applied the TPU way) in the same model",
+                                ("sharded", "replicated", "keras", "keras-rs"))
     embedding_learning_rate: float = option(2.0, "Adagrad learning rate of the tables")
     learning_rate: float = option(0.002, "Adam learning rate of the MLPs")
     bottom_mlp: str = option("64", "hidden layer sizes of the bottom (dense) MLP; it ends in "
@@ -92,6 +94,8 @@ _NOT_ON_A_CLUSTER = {
                   "made for that strategy",
     "keras": "the Keras layer trains with Keras 3's model.fit, which has no parameter-server "
              "support (it never schedules steps on a cluster's workers)",
+    "keras-rs": "keras-rs's layer trains with Keras 3's model.fit, which has no "
+                "parameter-server support (it never schedules steps on a cluster's workers)",
 }
 
 

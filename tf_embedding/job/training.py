@@ -3,8 +3,9 @@
 Everything that names an embedding implementation is in `EMBEDDING_API` and the
 `EmbeddingTraining` adapters (`--embedding-api`): the sharded `TPUEmbedding` with its fused
 Adagrad (the default), the replicated `TPUEmbeddingV0` with tf_keras' Adagrad, or the Keras layer
-`tf_embedding.keras.TPUEmbedding` (fused Adagrad). The first two train in the custom loop
-(`_fit`), which only uses the adapter; the Keras layer trains inside one Keras model
+`tf_embedding.keras.TPUEmbedding` (fused Adagrad), or keras-rs's `DistributedEmbedding`
+(`tf_embedding.keras_rs`, job/keras_rs_training.py). The first two train in the custom loop
+(`_fit`), which only uses the adapter; the Keras layers train inside one Keras model
 (`KerasRankingModel`) with `model.fit` (`_fit_keras`). Both share the checkpoints, resume,
 evaluation and export. Where the custom loop's steps run is the `Execution`'s business: in this
 process, or on the workers of a parameter-server cluster (`tf_embedding.job.cluster`).
@@ -39,7 +40,7 @@ _RUN_CONTROL = ("resume", "stop_at_step", "steps", "progress", "checkpoint_every
                 "keep_checkpoints", "export_dir", "eval_examples", "eval_input", "config")
 
 # Where both embedding optimizers start every row's Adagrad accumulator.
-_INITIAL_ACCUMULATOR = 0.1
+INITIAL_ACCUMULATOR = 0.1
 
 
 class Execution:
@@ -132,7 +133,7 @@ class ReplicatedTraining(EmbeddingTraining):
                              "(pip install --no-deps 'tf_keras>=2.21,<2.22')") from None
         self.embedding = EMBEDDING_API.TPUEmbeddingV0(feature_config, None)
         self.optimizer = tf_keras.optimizers.legacy.Adagrad(
-            options.embedding_learning_rate, initial_accumulator_value=_INITIAL_ACCUMULATOR)
+            options.embedding_learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
         # Built eagerly, outside any tf.function (TF's own classes fail to build inside one).
         self._tables = list(self.embedding.embedding_tables.values())
 
@@ -186,10 +187,19 @@ _EMBEDDING_APIS: dict[str, type[EmbeddingTraining]] = {
     "sharded": ShardedTraining, "replicated": ReplicatedTraining, "keras": KerasTraining}
 
 
+def _embedding_class(embedding_api: str) -> type[EmbeddingTraining]:
+    """The `--embedding-api` adapter; keras-rs's is imported only when asked for (an extra),
+    and before seeding: importing keras-rs draws from Python's random generator."""
+    if embedding_api == "keras-rs":
+        from tf_embedding.job import keras_rs_training  # pylint: disable=import-outside-toplevel
+        return keras_rs_training.KerasRsTraining
+    return _EMBEDDING_APIS[embedding_api]
+
+
 def _embedding_optimizer(options: TrainOptions) -> Any:
     """The tables' Adagrad for the sharded engine and the Keras layer."""
     return EMBEDDING_API.Adagrad(options.embedding_learning_rate,
-                                 initial_accumulator_value=_INITIAL_ACCUMULATOR)
+                                 initial_accumulator_value=INITIAL_ACCUMULATOR)
 
 
 def feature_config(spec: DataSpec, dim: int, seed: int) -> dict[str, Any]:
@@ -297,9 +307,10 @@ class _Run:
 
 
 def _build_run(options: TrainOptions, spec: DataSpec, checkpoints: str) -> _Run:
+    embedding_class = _embedding_class(options.embedding_api)
     keras.utils.set_random_seed(options.seed)
-    embedding = _EMBEDDING_APIS[options.embedding_api](
-        feature_config(spec, options.embedding_dim, options.seed), options)
+    embedding = embedding_class(feature_config(spec, options.embedding_dim, options.seed),
+                                options)
     model = build_model(options, spec)
     optimizer = keras.optimizers.Adam(options.learning_rate)
     step = tf.Variable(0, dtype=tf.int64, trainable=False)

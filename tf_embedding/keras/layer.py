@@ -74,7 +74,7 @@ def _clone_and_prepare_features(feature_config: Any) -> tuple[Any, list[tuple[An
     return tf.nest.pack_sequence_as(feature_config, cloned_features), table_map
 
 
-class TPUEmbedding(tf.keras.layers.Layer):
+class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
     """Looks up features in embedding tables; trains them with an embedding optimizer.
 
     ```python
@@ -84,6 +84,8 @@ class TPUEmbedding(tf.keras.layers.Layer):
 
     See the module docstring and docs/keras.md for training, checkpoints and export.
     """
+
+    _HELPER_NAME = _DUMMY_NAME
 
     def __init__(self, feature_config: Any, optimizer: Any,
                  pipeline_execution_with_tensor_core: bool = False,
@@ -150,9 +152,7 @@ class TPUEmbedding(tf.keras.layers.Layer):
         self._build_tables()
         if self._tables_trained_by == "embedding_optimizer":
             # TFRS's attribute name, which `_trackable_children` leaves out of checkpoints.
-            setattr(self, _DUMMY_NAME, self.add_weight(
-                name=_DUMMY_NAME, shape=(1,), initializer="zeros", trainable=True,
-                dtype="float32"))
+            self._add_helper()
         else:
             # TFRS's CPU path: assigning the tables makes Keras count them as trainable weights.
             setattr(self, _DUMMY_NAME, list(self._tpu_embedding.embedding_tables.values()))
@@ -231,18 +231,3 @@ class TPUEmbedding(tf.keras.layers.Layer):
             raise RuntimeError(
                 f"Layer is created under strategy {self._strategy} but is being called under "
                 f"strategy {strategy}. Please use strategy.run when calling this layer.")
-
-    def save_own_variables(self, store: Any) -> None:
-        """Keras' saving: the tables and slots by name (`weights_store`); the helper, always
-        zero, is not saved, as in checkpoints."""
-        weights_store.save(store, weights_store.engine_variables(self._tpu_embedding))
-
-    def load_own_variables(self, store: Any) -> None:
-        weights_store.load(store, weights_store.engine_variables(self._tpu_embedding), self.name)
-
-    def _trackable_children(self, save_type="checkpoint", **kwargs):
-        # The helper (or, with model_optimizer, the second reference to the tables) is not
-        # saved: checkpoints hold the tables once, under _tpu_embedding, as TFRS's do.
-        children = super()._trackable_children(save_type, **kwargs)
-        children.pop(_DUMMY_NAME, None)
-        return children

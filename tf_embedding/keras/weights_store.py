@@ -51,3 +51,38 @@ def load(store: Any, variables: Mapping[str, Any], layer_name: str) -> None:
                 f"Layer '{layer_name}' cannot load '{key}': the file holds shape "
                 f"{tuple(value.shape)}, the layer's variable has {tuple(variable.shape)}.")
         variable.assign(value)
+
+
+class EngineWeights:
+    """What every Keras layer that owns an engine (`_tpu_embedding`) and a gradient-trap helper
+    (named by the class attribute `_HELPER_NAME`) saves, and what it leaves out.
+
+    Keras' files get the engine's variables by name (`_saved_variables`, which a layer extends
+    with its counters); checkpoints leave the helper out, since it only routes gradients and is
+    always zero. Mix in before the Keras layer class.
+    """
+
+    _HELPER_NAME: str
+
+    def _add_helper(self) -> None:
+        """Creates the trainable helper whose gradient applies the embedding optimizers."""
+        setattr(self, self._HELPER_NAME, self.add_weight(
+            name=self._HELPER_NAME, shape=(1,), initializer="zeros", trainable=True,
+            dtype="float32"))
+
+    def _saved_variables(self) -> dict[str, Any]:
+        return engine_variables(self._tpu_embedding)
+
+    def save_own_variables(self, store: Any) -> None:
+        """Keras' saving: the tables and slots (and counters) by name; not the helper."""
+        save(store, self._saved_variables())
+
+    def load_own_variables(self, store: Any) -> None:
+        load(store, self._saved_variables(), self.name)
+
+    def _trackable_children(self, save_type="checkpoint", **kwargs):
+        # Also drops what a layer keeps under that name instead (the Keras layer's second
+        # reference to its tables in "model_optimizer" mode): checkpoints hold tables once.
+        children = super()._trackable_children(save_type, **kwargs)
+        children.pop(self._HELPER_NAME, None)
+        return children

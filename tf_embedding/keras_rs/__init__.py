@@ -1,0 +1,18 @@
+"""keras-rs's `DistributedEmbedding` on tf_embedding's engine: each table trained by its own
+optimizer the TPU way, on any device (docs/keras_rs.md). Needs the `keras-rs` extra."""
+
+try:
+    import keras_rs as _keras_rs  # pylint: disable=unused-import
+except ImportError as error:
+    raise ImportError(
+        "tf_embedding.keras_rs needs keras-rs 0.4: pip install --no-deps 'keras-rs==0.4.0' "
+        "(or the extra: pip install --no-deps 'tf_embedding[keras-rs]' after TensorFlow, so "
+        "pip does not pull a second TensorFlow).") from error
+
+from tf_embedding import _loader
+from tf_embedding.keras_rs.layer import DistributedEmbedding
+from tf_embedding.keras_rs.translation import table_optimizer
+
+_loader.load_ops()
+
+__all__ = ["DistributedEmbedding", "table_optimizer"]
