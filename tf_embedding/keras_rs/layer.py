@@ -26,8 +26,8 @@ from keras.src.backend.common import symbolic_scope
 import tensorflow as tf
 from tensorflow.python.saved_model import save_context
 
-from tf_embedding import features as features_lib
-from tf_embedding import inputs as inputs_lib
+from tf_embedding.feature_inputs import rules as features_lib
+from tf_embedding.feature_inputs import conversion as inputs_lib
 from tf_embedding.keras import export
 from tf_embedding.keras import weights_store
 from tf_embedding.keras_rs import inputs as rs_inputs
