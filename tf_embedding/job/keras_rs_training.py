@@ -14,13 +14,13 @@ import keras
 import keras_rs
 
 from tf_embedding import keras_rs as embedding_rs
-from tf_embedding.job import training
+from tf_embedding.job import embedding_apis
 from tf_embedding.job.options import TrainOptions
 
 
-class KerasRsTraining(training.KerasTraining):
+class KerasRsTraining(embedding_apis.KerasTraining):
     """`tf_embedding.keras_rs.DistributedEmbedding`, trained by `model.fit` inside
-    `KerasRankingModel` exactly as the Keras layer is (`training.KerasTraining`)."""
+    `KerasRankingModel` exactly as the Keras layer is (`embedding_apis.KerasTraining`)."""
 
     def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
         # pylint: disable=super-init-not-called  (only the layer differs)
@@ -43,7 +43,7 @@ def _keras_rs_configs(feature_config: dict[str, Any], options: TrainOptions,
                 initializer=table.initializer, combiner=table.combiner,
                 optimizer=keras.optimizers.Adagrad(
                     options.embedding_learning_rate,
-                    initial_accumulator_value=training.INITIAL_ACCUMULATOR))
+                    initial_accumulator_value=embedding_apis.INITIAL_ACCUMULATOR))
     return {name: layers.FeatureConfig(
         name=name, table=tables[id(feature.table)], input_shape=(options.batch_size, None),
         output_shape=(options.batch_size, feature.table.dim))

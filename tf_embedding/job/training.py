@@ -1,17 +1,13 @@
 """Training for `tf-embedding train`: steps, checkpoints, resume, evaluation.
 
-Everything that names an embedding implementation is in `EMBEDDING_API` and the
-`EmbeddingTraining` adapters (`--embedding-api`): the sharded `TPUEmbedding` with its fused
-Adagrad (the default), the replicated `TPUEmbeddingV0` with tf_keras' Adagrad, or the Keras layer
-`tf_embedding.keras.TPUEmbedding` (fused Adagrad), or keras-rs's `DistributedEmbedding`
-(`tf_embedding.keras_rs`, job/keras_rs_training.py). The first two train in the custom loop
-(`_fit`), which only uses the adapter; the Keras layers train inside one Keras model
-(`KerasRankingModel`) with `model.fit` (`_fit_keras`). Both share the checkpoints, resume,
-evaluation and export. Where the custom loop's steps run is the `Execution`'s business: in this
-process, or on the workers of a parameter-server cluster (`tf_embedding.job.cluster`).
+Everything that names an embedding implementation is in `embedding_apis` (`--embedding-api`).
+The sharded and replicated APIs train in the custom loop (`_fit`), which only uses the
+adapter; the Keras layers train inside one Keras model (`KerasRankingModel`) with `model.fit`
+(`_fit_keras`). Both share the checkpoints, resume, evaluation and export. Where the custom
+loop's steps run is the `Execution`'s business: in this process, or on the workers of a
+parameter-server cluster (`tf_embedding.job.cluster`).
 """
 
-import abc
 import dataclasses
 import json
 import os
@@ -21,7 +17,7 @@ from typing import Any, Callable, TextIO
 import keras
 import tensorflow as tf
 
-import tf_embedding
+from tf_embedding.job import embedding_apis
 from tf_embedding.job import export
 from tf_embedding.job import interrupts
 from tf_embedding.job import model as model_lib
@@ -31,17 +27,9 @@ from tf_embedding.job.data import common, sources
 from tf_embedding.job.data.spec import DataSpec
 from tf_embedding.job.options import TrainOptions, mlp_sizes
 
-# Table/feature configs, the training objects, the embedding optimizer and the serving lookup
-# all come from here (stock TF's `tf.tpu.experimental.embedding` offers the same names).
-EMBEDDING_API = tf_embedding
-
 # Options that steer a run without changing what it computes: a resumed run may change them.
 _RUN_CONTROL = ("resume", "stop_at_step", "steps", "progress", "checkpoint_every",
                 "keep_checkpoints", "export_dir", "eval_examples", "eval_input", "config")
-
-# Where both embedding optimizers start every row's Adagrad accumulator.
-INITIAL_ACCUMULATOR = 0.1
-
 
 class Execution:
     """Where the custom loop's steps and the evaluation run: in this process, under the default
@@ -65,152 +53,6 @@ class Execution:
 
     def wait(self) -> None:
         """Returns once every dispatched function has run."""
-
-
-class EmbeddingTraining(abc.ABC):
-    """The embedding as the loop sees it: a lookup (run under the gradient tape when
-    training), what the loss is differentiated against, and the update with those gradients."""
-
-    # The checkpoint path of the object that holds the tables under stock TF's keys.
-    tables_at = "embedding"
-
-    @abc.abstractmethod
-    def lookup(self, ids: dict[str, Any], weights: dict[str, Any],
-               training: bool) -> dict[str, tf.Tensor]:
-        """{feature: pooled activations [B, dim]} of a batch."""
-
-    @abc.abstractmethod
-    def sources(self, activations: dict[str, tf.Tensor]) -> Any:
-        """What the loop watches and differentiates the loss against, given the lookup's
-        activations; `apply_gradients` receives the gradients in the same structure."""
-
-    @abc.abstractmethod
-    def apply_gradients(self, gradients: Any) -> None:
-        """Updates the tables with the gradients of `sources`."""
-
-    @abc.abstractmethod
-    def checkpointed(self) -> dict[str, Any]:
-        """{checkpoint key: object}; the tables are under "embedding", with stock TF's keys."""
-
-
-class ShardedTraining(EmbeddingTraining):
-    """`TPUEmbedding`: the lookup is enqueue then dequeue, the loss is differentiated against
-    the activations, and `apply_gradients` runs the fused Adagrad on the looked-up rows only,
-    in place. Tables and accumulators are both in the embedding object."""
-
-    def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
-        self.embedding = EMBEDDING_API.TPUEmbedding(feature_config, _embedding_optimizer(options))
-        # Batches have no static size (malformed records are dropped from them), so the output
-        # shapes come from the batch size, and `dequeue(partial=True)` takes smaller batches.
-        self.embedding.build(per_replica_input_shapes={
-            name: tf.TensorShape([options.batch_size, None]) for name in feature_config})
-
-    def lookup(self, ids: dict[str, Any], weights: dict[str, Any],
-               training: bool) -> dict[str, tf.Tensor]:
-        self.embedding.enqueue(ids, weights, training=training)
-        return self.embedding.dequeue(partial=True)
-
-    def sources(self, activations: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        return activations
-
-    def apply_gradients(self, gradients: dict[str, tf.Tensor]) -> None:
-        self.embedding.apply_gradients(gradients)
-
-    def checkpointed(self) -> dict[str, Any]:
-        return {"embedding": self.embedding}
-
-
-class ReplicatedTraining(EmbeddingTraining):
-    """`TPUEmbeddingV0`: the tables are trainable variables whose gradients (IndexedSlices) go
-    to tf_keras' legacy Adagrad, whose sparse kernel touches only the looked-up rows (Keras 3's
-    Adagrad reads the whole accumulator every step, O(vocabulary) per step)."""
-
-    def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
-        try:
-            import tf_keras  # pylint: disable=import-outside-toplevel
-        except ImportError:
-            raise ValueError("--embedding-api replicated needs tf_keras "
-                             "(pip install --no-deps 'tf_keras>=2.21,<2.22')") from None
-        self.embedding = EMBEDDING_API.TPUEmbeddingV0(feature_config, None)
-        self.optimizer = tf_keras.optimizers.legacy.Adagrad(
-            options.embedding_learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
-        # Built eagerly, outside any tf.function (TF's own classes fail to build inside one).
-        self._tables = list(self.embedding.embedding_tables.values())
-
-    def lookup(self, ids: dict[str, Any], weights: dict[str, Any],
-               training: bool) -> dict[str, tf.Tensor]:
-        return self.embedding(ids, weights)
-
-    def sources(self, activations: dict[str, tf.Tensor]) -> list[tf.Variable]:
-        return self._tables
-
-    def apply_gradients(self, gradients: list[Any]) -> None:
-        self.optimizer.apply_gradients(zip(gradients, self._tables))
-
-    def checkpointed(self) -> dict[str, Any]:
-        return {"embedding": self.embedding, "embedding_optimizer": self.optimizer}
-
-
-class KerasTraining(EmbeddingTraining):
-    """The Keras layer `tf_embedding.keras.TPUEmbedding` (TFRS's layer), trained by `model.fit`
-    inside `KerasRankingModel`. As on a TPU, its tables are not trainable variables; a helper
-    variable is, and differentiating the loss against it (as Keras does with the model's
-    trainable variables) runs the layer's fused Adagrad on the looked-up rows, in place. So the
-    update happens in `tape.gradient`, and `apply_gradients` has nothing left to do."""
-
-    # The layer holds its engine under TFRS's attribute name.
-    tables_at = "embedding/_tpu_embedding"
-
-    def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
-        from tf_embedding import keras as embedding_keras  # pylint: disable=import-outside-toplevel
-        self.layer = embedding_keras.TPUEmbedding(feature_config, _embedding_optimizer(options))
-        # Creates the tables and the helper now, so the optimizer can be built before a restore.
-        self.layer.build()
-
-    def lookup(self, ids: dict[str, Any], weights: dict[str, Any],
-               training: bool) -> dict[str, tf.Tensor]:
-        return self.layer(ids, weights)
-
-    def sources(self, activations: dict[str, tf.Tensor]) -> list[tf.Variable]:
-        # The helper: the TensorFlow variable under the Keras one (what tape.watch takes).
-        return [variable.value for variable in self.layer.trainable_variables]
-
-    def apply_gradients(self, gradients: list[Any]) -> None:
-        """Nothing to do: computing the gradients applied the embedding optimizer."""
-
-    def checkpointed(self) -> dict[str, Any]:
-        # The tables and accumulators under `embedding/_tpu_embedding/`, TFRS's layout.
-        return {"embedding": self.layer}
-
-
-_EMBEDDING_APIS: dict[str, type[EmbeddingTraining]] = {
-    "sharded": ShardedTraining, "replicated": ReplicatedTraining, "keras": KerasTraining}
-
-
-def _embedding_class(embedding_api: str) -> type[EmbeddingTraining]:
-    """The `--embedding-api` adapter; keras-rs's is imported only when asked for (an extra),
-    and before seeding: importing keras-rs draws from Python's random generator."""
-    if embedding_api == "keras-rs":
-        from tf_embedding.job import keras_rs_training  # pylint: disable=import-outside-toplevel
-        return keras_rs_training.KerasRsTraining
-    return _EMBEDDING_APIS[embedding_api]
-
-
-def _embedding_optimizer(options: TrainOptions) -> Any:
-    """The tables' Adagrad for the sharded engine and the Keras layer."""
-    return EMBEDDING_API.Adagrad(options.embedding_learning_rate,
-                                 initial_accumulator_value=INITIAL_ACCUMULATOR)
-
-
-def feature_config(spec: DataSpec, dim: int, seed: int) -> dict[str, Any]:
-    """{feature name: FeatureConfig}, features sharing a TableConfig as the spec says."""
-    tables = {
-        t.name: EMBEDDING_API.TableConfig(
-            vocabulary_size=t.vocabulary_size, dim=dim, combiner=t.combiner, name=t.name,
-            initializer=tf.initializers.TruncatedNormal(stddev=0.05, seed=seed + i))
-        for i, t in enumerate(spec.tables)}
-    return {f.name: EMBEDDING_API.FeatureConfig(table=tables[f.table], name=f.name)
-            for f in spec.features}
 
 
 def lookup_weights(spec: DataSpec, batch: common.Batch) -> dict[str, Any]:
@@ -247,7 +89,7 @@ class KerasRankingModel(keras.Model):
     step does.
     """
 
-    def __init__(self, embedding: KerasTraining, ranking: model_lib.RankingModel,
+    def __init__(self, embedding: embedding_apis.KerasTraining, ranking: model_lib.RankingModel,
                  spec: DataSpec, malformed: tf.Variable):
         super().__init__()
         self.embedding = embedding.layer
@@ -296,7 +138,7 @@ def _check_model_dir(options: TrainOptions, spec: DataSpec, checkpoints: str,
 class _Run:
     """What a run trains and checkpoints."""
 
-    embedding: EmbeddingTraining
+    embedding: embedding_apis.EmbeddingTraining
     model: model_lib.RankingModel
     optimizer: keras.optimizers.Optimizer
     step: Any  # tf.Variable; for --embedding-api keras, the Keras optimizer's `iterations`
@@ -307,16 +149,16 @@ class _Run:
 
 
 def _build_run(options: TrainOptions, spec: DataSpec, checkpoints: str) -> _Run:
-    embedding_class = _embedding_class(options.embedding_api)
+    embedding_class = embedding_apis.embedding_class(options.embedding_api)
     keras.utils.set_random_seed(options.seed)
-    embedding = embedding_class(feature_config(spec, options.embedding_dim, options.seed),
+    embedding = embedding_class(embedding_apis.feature_config(spec, options.embedding_dim, options.seed),
                                 options)
     model = build_model(options, spec)
     optimizer = keras.optimizers.Adam(options.learning_rate)
     step = tf.Variable(0, dtype=tf.int64, trainable=False)
     malformed = tf.Variable(0, dtype=tf.int64, trainable=False)
     keras_model = None
-    if isinstance(embedding, KerasTraining):
+    if isinstance(embedding, embedding_apis.KerasTraining):
         keras_model = KerasRankingModel(embedding, model, spec, malformed)
         keras_model.compile(optimizer=optimizer, loss=batch_loss,
                             metrics=[keras.metrics.AUC(from_logits=True, name="auc")])
@@ -363,10 +205,9 @@ class _Checkpoints:
             self._run.manager.save(checkpoint_number=step)
 
 
-def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Dataset,
-         last_step: int, stream: TextIO, execution: Execution) -> bool:
-    """Trains from the current step to last_step in the custom loop, checkpointing on the way
-    and at the end; returns False when interrupted (Ctrl-C) before last_step."""
+def _replica_step(run: _Run, spec: DataSpec) -> Callable[[common.Batch], None]:
+    """One replica's training step of the custom loop: lookup, dense forward and backward,
+    both optimizers, the step and the metrics."""
     embedding, model, optimizer = run.embedding, run.model, run.optimizer
 
     def replica_step(batch: common.Batch) -> None:
@@ -386,6 +227,15 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
         run.step.assign_add(1)
         run.malformed.assign_add(batch["malformed"])
         run.metrics.update(labels, tf.sigmoid(logits), loss)
+
+    return replica_step
+
+
+def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Dataset,
+         last_step: int, stream: TextIO, execution: Execution) -> bool:
+    """Trains from the current step to last_step in the custom loop, checkpointing on the way
+    and at the end; returns False when interrupted (Ctrl-C) before last_step."""
+    replica_step = _replica_step(run, spec)
 
     @tf.function(input_signature=[dataset.element_spec], autograph=False)
     def train_step(batch: common.Batch) -> None:
@@ -522,7 +372,7 @@ def train(options: TrainOptions, spec: DataSpec, stream: TextIO = sys.stdout,
     # A fresh config: training wrote its optimizer into the TableConfigs, and the serving
     # tables must come without optimizer slots.
     export.export(export_dir, run.model, run.manager.latest_checkpoint,
-                  feature_config(spec, options.embedding_dim, options.seed), spec, EMBEDDING_API,
+                  embedding_apis.feature_config(spec, options.embedding_dim, options.seed), spec, embedding_apis.EMBEDDING_API,
                   tables_at=run.embedding.tables_at)
     result["export_dir"] = export_dir
     with open(os.path.join(options.model_dir, "metrics.json"), "w") as f:

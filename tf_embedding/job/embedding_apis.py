@@ -1,0 +1,173 @@
+"""The `--embedding-api` adapters of `tf-embedding train`: everything that names an embedding
+implementation.
+
+`EmbeddingTraining` is what the custom loop (`training._fit`) asks of one: the sharded
+`TPUEmbedding` with its fused Adagrad (the default), the replicated `TPUEmbeddingV0` with
+tf_keras' Adagrad, the Keras layer `tf_embedding.keras.TPUEmbedding` (fused Adagrad, trained
+inside one Keras model by `model.fit`), or keras-rs's `DistributedEmbedding`
+(`tf_embedding.keras_rs`, job/keras_rs_training.py).
+"""
+
+import abc
+from typing import Any
+
+import tensorflow as tf
+
+import tf_embedding
+from tf_embedding.job.data.spec import DataSpec
+from tf_embedding.job.options import TrainOptions
+
+# Table/feature configs, the training objects, the embedding optimizer and the serving lookup
+# all come from here (stock TF's `tf.tpu.experimental.embedding` offers the same names).
+EMBEDDING_API = tf_embedding
+
+# Where both embedding optimizers start every row's Adagrad accumulator.
+INITIAL_ACCUMULATOR = 0.1
+
+
+class EmbeddingTraining(abc.ABC):
+    """The embedding as the loop sees it: a lookup (run under the gradient tape when
+    training), what the loss is differentiated against, and the update with those gradients."""
+
+    # The checkpoint path of the object that holds the tables under stock TF's keys.
+    tables_at = "embedding"
+
+    @abc.abstractmethod
+    def lookup(self, ids: dict[str, Any], weights: dict[str, Any],
+               training: bool) -> dict[str, tf.Tensor]:
+        """{feature: pooled activations [B, dim]} of a batch."""
+
+    @abc.abstractmethod
+    def sources(self, activations: dict[str, tf.Tensor]) -> Any:
+        """What the loop watches and differentiates the loss against, given the lookup's
+        activations; `apply_gradients` receives the gradients in the same structure."""
+
+    @abc.abstractmethod
+    def apply_gradients(self, gradients: Any) -> None:
+        """Updates the tables with the gradients of `sources`."""
+
+    @abc.abstractmethod
+    def checkpointed(self) -> dict[str, Any]:
+        """{checkpoint key: object}; the tables are under "embedding", with stock TF's keys."""
+
+
+class ShardedTraining(EmbeddingTraining):
+    """`TPUEmbedding`: the lookup is enqueue then dequeue, the loss is differentiated against
+    the activations, and `apply_gradients` runs the fused Adagrad on the looked-up rows only,
+    in place. Tables and accumulators are both in the embedding object."""
+
+    def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
+        self.embedding = EMBEDDING_API.TPUEmbedding(feature_config, embedding_optimizer(options))
+        # Batches have no static size (malformed records are dropped from them), so the output
+        # shapes come from the batch size, and `dequeue(partial=True)` takes smaller batches.
+        self.embedding.build(per_replica_input_shapes={
+            name: tf.TensorShape([options.batch_size, None]) for name in feature_config})
+
+    def lookup(self, ids: dict[str, Any], weights: dict[str, Any],
+               training: bool) -> dict[str, tf.Tensor]:
+        self.embedding.enqueue(ids, weights, training=training)
+        return self.embedding.dequeue(partial=True)
+
+    def sources(self, activations: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        return activations
+
+    def apply_gradients(self, gradients: dict[str, tf.Tensor]) -> None:
+        self.embedding.apply_gradients(gradients)
+
+    def checkpointed(self) -> dict[str, Any]:
+        return {"embedding": self.embedding}
+
+
+class ReplicatedTraining(EmbeddingTraining):
+    """`TPUEmbeddingV0`: the tables are trainable variables whose gradients (IndexedSlices) go
+    to tf_keras' legacy Adagrad, whose sparse kernel touches only the looked-up rows (Keras 3's
+    Adagrad reads the whole accumulator every step, O(vocabulary) per step)."""
+
+    def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
+        try:
+            import tf_keras  # pylint: disable=import-outside-toplevel
+        except ImportError:
+            raise ValueError("--embedding-api replicated needs tf_keras "
+                             "(pip install --no-deps 'tf_keras>=2.21,<2.22')") from None
+        self.embedding = EMBEDDING_API.TPUEmbeddingV0(feature_config, None)
+        self.optimizer = tf_keras.optimizers.legacy.Adagrad(
+            options.embedding_learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
+        # Built eagerly, outside any tf.function (TF's own classes fail to build inside one).
+        self._tables = list(self.embedding.embedding_tables.values())
+
+    def lookup(self, ids: dict[str, Any], weights: dict[str, Any],
+               training: bool) -> dict[str, tf.Tensor]:
+        return self.embedding(ids, weights)
+
+    def sources(self, activations: dict[str, tf.Tensor]) -> list[tf.Variable]:
+        return self._tables
+
+    def apply_gradients(self, gradients: list[Any]) -> None:
+        self.optimizer.apply_gradients(zip(gradients, self._tables))
+
+    def checkpointed(self) -> dict[str, Any]:
+        return {"embedding": self.embedding, "embedding_optimizer": self.optimizer}
+
+
+class KerasTraining(EmbeddingTraining):
+    """The Keras layer `tf_embedding.keras.TPUEmbedding` (TFRS's layer), trained by `model.fit`
+    inside `KerasRankingModel`. As on a TPU, its tables are not trainable variables; a helper
+    variable is, and differentiating the loss against it (as Keras does with the model's
+    trainable variables) runs the layer's fused Adagrad on the looked-up rows, in place. So the
+    update happens in `tape.gradient`, and `apply_gradients` has nothing left to do."""
+
+    # The layer holds its engine under TFRS's attribute name.
+    tables_at = "embedding/_tpu_embedding"
+
+    def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
+        from tf_embedding import keras as embedding_keras  # pylint: disable=import-outside-toplevel
+        self.layer = embedding_keras.TPUEmbedding(feature_config, embedding_optimizer(options))
+        # Creates the tables and the helper now, so the optimizer can be built before a restore.
+        self.layer.build()
+
+    def lookup(self, ids: dict[str, Any], weights: dict[str, Any],
+               training: bool) -> dict[str, tf.Tensor]:
+        return self.layer(ids, weights)
+
+    def sources(self, activations: dict[str, tf.Tensor]) -> list[tf.Variable]:
+        # The helper: the TensorFlow variable under the Keras one (what tape.watch takes).
+        return [variable.value for variable in self.layer.trainable_variables]
+
+    def apply_gradients(self, gradients: list[Any]) -> None:
+        """Nothing to do: computing the gradients applied the embedding optimizer."""
+
+    def checkpointed(self) -> dict[str, Any]:
+        # The tables and accumulators under `embedding/_tpu_embedding/`, TFRS's layout.
+        return {"embedding": self.layer}
+
+
+_EMBEDDING_APIS: dict[str, type[EmbeddingTraining]] = {
+    "sharded": ShardedTraining, "replicated": ReplicatedTraining, "keras": KerasTraining}
+
+
+def embedding_class(embedding_api: str) -> type[EmbeddingTraining]:
+    """The `--embedding-api` adapter; keras-rs's is imported only when asked for (an extra),
+    and before seeding: importing keras-rs draws from Python's random generator."""
+    if embedding_api == "keras-rs":
+        from tf_embedding.job import keras_rs_training  # pylint: disable=import-outside-toplevel
+        return keras_rs_training.KerasRsTraining
+    return _EMBEDDING_APIS[embedding_api]
+
+
+def embedding_optimizer(options: TrainOptions) -> Any:
+    """The tables' Adagrad for the sharded engine and the Keras layer."""
+    return EMBEDDING_API.Adagrad(options.embedding_learning_rate,
+                                 initial_accumulator_value=INITIAL_ACCUMULATOR)
+
+
+def feature_config(spec: DataSpec, dim: int, seed: int) -> dict[str, Any]:
+    """{feature name: FeatureConfig}, features sharing a TableConfig as the spec says."""
+    tables = {
+        t.name: EMBEDDING_API.TableConfig(
+            vocabulary_size=t.vocabulary_size, dim=dim, combiner=t.combiner, name=t.name,
+            initializer=tf.initializers.TruncatedNormal(stddev=0.05, seed=seed + i))
+        for i, t in enumerate(spec.tables)}
+    return {f.name: EMBEDDING_API.FeatureConfig(table=tables[f.table], name=f.name)
+            for f in spec.features}
+
+
