@@ -223,6 +223,24 @@ def test_resume_refuses_changed_options_and_fresh_runs_refuse_used_dirs(runs, ca
     assert "--resume" in capsys.readouterr().err
 
 
+def test_resume_without_a_checkpoint_says_there_is_nothing_to_resume(tmp_path, capsys):
+    """--resume of a directory without a run, or of a run killed before its first checkpoint
+    (only its config.json written): one clear line, status 2, nothing written."""
+    model_dir = tmp_path / "run"
+    (tmp_path / "config.json").write_text(json.dumps(CONFIG))
+    common = ["train", "--config", str(tmp_path / "config.json"), "--model-dir", str(model_dir),
+              "--resume"]
+    assert cli.main(common) == 2
+    assert f"--resume: no run to resume in {model_dir}" in capsys.readouterr().err
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")
+    assert cli.main(common) == 2
+    assert (f"tf-embedding: error: --resume: the run in {model_dir} has no checkpoint yet (it "
+            "stopped before its first); run without --resume to start it from the beginning"
+            in capsys.readouterr().err)
+    assert os.listdir(model_dir) == ["config.json"]
+
+
 def test_export_scores_match_between_predict_and_plain_tensorflow(runs):
     root = runs["root"]
     tsv, records = str(root / "eval.tsv"), str(root / "eval.tfrecord")

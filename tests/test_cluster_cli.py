@@ -134,23 +134,24 @@ def cluster_processes(address: str) -> list[str]:
 CHIEF_LINE = re.compile(r"training as the chief \((127\.0\.0\.1:\d+)\)")
 
 
-def kill_ps_task(chief_address: str, index: int) -> None:
-    """SIGKILLs ps task `index` of the cluster whose chief is at `chief_address`."""
+def kill_task(chief_address: str, task_type: str, index: int) -> None:
+    """SIGKILLs task `index` of `task_type` of the cluster whose chief is at `chief_address`."""
     for task in cluster_processes(chief_address):
         pid = int(task.split(":", 1)[0])
         with open(f"/proc/{pid}/environ", "rb") as f:
             environ = dict(entry.split(b"=", 1) for entry in f.read().split(b"\0") if b"=" in entry)
-        if json.loads(environ[b"TF_CONFIG"])["task"] == {"type": "ps", "index": index}:
+        if json.loads(environ[b"TF_CONFIG"])["task"] == {"type": task_type, "index": index}:
             os.kill(pid, signal.SIGKILL)
             return
-    raise AssertionError(f"no ps task {index} in {cluster_processes(chief_address)}")
+    raise AssertionError(f"no {task_type} task {index} in {cluster_processes(chief_address)}")
 
 
 def run_cluster(args: list[str], interrupt_after: str | None = None,
-                kill_ps_after: str | None = None) -> tuple[int, str]:
+                kill_ps_after: str | None = None, kill: str = "ps") -> tuple[int, str]:
     """Runs `tf-embedding cluster` to its end, with SIGINT once it printed a line starting with
-    `interrupt_after`, or ps task 1 killed once it printed one starting with `kill_ps_after`;
-    returns its status and output, after checking that none of its processes is left."""
+    `interrupt_after`, or task 1 of `kill` (task 0 of "worker") killed once it printed one
+    starting with `kill_ps_after`; returns its status and output, after checking that none of
+    its processes is left."""
     # SIGINT at its default disposition, as in a terminal: a script that runs these tests in the
     # background hands them SIGINT ignored, and the command then rightly does not pass it on.
     process = subprocess.Popen(
@@ -175,7 +176,8 @@ def run_cluster(args: list[str], interrupt_after: str | None = None,
                 process.send_signal(signal.SIGINT)
                 interrupt_after = None
             if kill_ps_after and line.startswith(kill_ps_after):
-                kill_ps_task(CHIEF_LINE.search("".join(lines)).group(1), 1)
+                kill_task(CHIEF_LINE.search("".join(lines)).group(1), kill,
+                          int(kill == "ps"))
                 kill_ps_after = None
         status = process.wait()
     finally:
@@ -254,7 +256,8 @@ def test_a_lost_ps_task_ends_the_run_with_one_line_and_resume_continues(tmp_path
     config.write_text(json.dumps({**CONFIG, "steps": 200, "checkpoint_every": 10}))
     model_dir = tmp_path / "run"
     status, output = run_cluster(["--num-ps", "2", "--config", str(config), "--model-dir",
-                                  str(model_dir)], kill_ps_after="step 30/200")
+                                  str(model_dir), "--max-restarts", "0"],
+                                 kill_ps_after="step 30/200")
     assert status == 1, output
     lost = re.search(r"tf-embedding: error: lost /job:ps/replica:0/task:1 \(127\.0\.0\.1:\d+\): "
                      r"restart it, then run tf-embedding train again with --resume to continue "
@@ -262,7 +265,9 @@ def test_a_lost_ps_task_ends_the_run_with_one_line_and_resume_continues(tmp_path
     assert lost, output
     after = output[lost.end():].strip().splitlines()
     assert after == ["tf-embedding cluster: the chief exited with status 1; stopping the ps "
-                     "and worker tasks"], output
+                     "and worker tasks",
+                     "tf-embedding cluster: ps task 1 died, and --max-restarts 0 restarts were "
+                     "used; giving up (raise --max-restarts, or find why it dies)"], output
     assert "Traceback" not in output and "Remote function on worker" not in output, output
     saved = tf_checkpoint_step(model_dir)
     assert saved >= 10
@@ -273,6 +278,30 @@ def test_a_lost_ps_task_ends_the_run_with_one_line_and_resume_continues(tmp_path
     assert status == 0, output
     assert f"step {saved + 20}/{saved + 20}" in output
     assert tf_checkpoint_step(model_dir) == saved + 20
+
+
+@pytest.mark.parametrize("task_type", ["worker", "ps"])
+def test_cluster_restarts_a_killed_task_and_the_run_completes(tmp_path, task_type):
+    """kill -9 of the worker: restarted in place, TensorFlow's coordinator runs its steps again
+    on it. kill -9 of ps task 1: the chief fails, the command starts the cluster anew and runs
+    the chief again with --resume. Either way the run ends with status 0 at the last step."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**CONFIG, "steps": 150, "checkpoint_every": 20}))
+    model_dir = tmp_path / "run"
+    status, output = run_cluster(["--num-ps", "2", "--config", str(config), "--model-dir",
+                                  str(model_dir)], kill_ps_after="step 40/150", kill=task_type)
+    assert status == 0, output
+    index = int(task_type == "ps")
+    assert (f"tf-embedding cluster: {task_type} task {index} died; restarting it (restart 1 of 3)"
+            in output), output
+    resumed = re.search(r"resumed \S+ at step (\d+)", output)
+    if task_type == "ps":
+        assert resumed and int(resumed.group(1)) >= 20, output
+        assert output.count("starting 2 ps and 1 worker task(s)") == 2, output
+    else:
+        assert not resumed and output.count("starting 2 ps and 1 worker task(s)") == 1, output
+    assert "step 150/150" in output and "exported SavedModel" in output, output
+    assert tf_checkpoint_step(model_dir) == 150
 
 
 def tf_checkpoint_step(model_dir) -> int:

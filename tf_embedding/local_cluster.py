@@ -137,22 +137,50 @@ def loopback_cluster(
     """Starts the ps and worker tasks of a fresh cluster and yields its spec (the chief's address
     included, for the chief script's TF_CONFIG); stops every task on exit. `command(task_type,
     index)` is a task's argv after the interpreter."""
+    with loopback_tasks(num_ps, num_workers, attempts, command) as (cluster, _):
+        yield cluster
+
+
+# A task of a loopback cluster: (task type, index).
+TaskKey = tuple[str, int]
+
+
+@contextlib.contextmanager
+def loopback_tasks(
+        num_ps: int, num_workers: int = 1, attempts: int = 3,
+        command: Callable[[str, int], Sequence[str]] = lambda task_type, index: SERVER
+) -> Iterator[tuple[dict[str, list[str]], dict[TaskKey, ServerProcess]]]:
+    """`loopback_cluster`, also yielding each task's process, for a caller that watches them:
+    it may replace a dead one with `restart_task`, and the tasks in the mapping at exit are the
+    ones stopped."""
     for attempt in range(attempts):
         cluster = cluster_spec(num_ps, num_workers)
-        servers = [ServerProcess({"TF_CONFIG": tf_config(cluster, task_type, index)},
-                                 command(task_type, index))
-                   for task_type in ("ps", "worker") for index in range(len(cluster[task_type]))]
+        servers = {(task_type, index): ServerProcess(
+                       {"TF_CONFIG": tf_config(cluster, task_type, index)},
+                       command(task_type, index))
+                   for task_type in ("ps", "worker") for index in range(len(cluster[task_type]))}
         try:
-            ready = [process.wait_ready() for process in servers]
-            if all(ready):
-                yield cluster
+            ready = {key: process.wait_ready() for key, process in servers.items()}
+            if all(ready.values()):
+                yield cluster, servers
                 return
-            outputs = [process.remaining_output() for process, ok in zip(servers, ready)
-                       if not ok]
+            outputs = [servers[key].remaining_output() for key, ok in ready.items() if not ok]
             # A port taken between picking and binding: pick again.
             if attempt + 1 == attempts or not all("Could not start gRPC server" in output
                                                   for output in outputs):
                 raise RuntimeError("a cluster task exited early:\n" + "\n".join(outputs))
         finally:
-            for process in servers:
+            for process in servers.values():
                 process.stop()
+
+
+def restart_task(cluster: Mapping[str, Sequence[str]], servers: dict[TaskKey, ServerProcess],
+                 key: TaskKey, command: Sequence[str] = SERVER) -> None:
+    """Starts task `key` of `cluster` anew at its address (its process having ended), as a task
+    restarted after a crash would be, and waits until it is ready; the new process replaces the
+    old in `servers`. Raises RuntimeError if it exits before it is ready."""
+    servers[key].stop()
+    servers[key] = ServerProcess({"TF_CONFIG": tf_config(cluster, *key)}, command)
+    if not servers[key].wait_ready():
+        raise RuntimeError(f"{key[0]} task {key[1]} exited while restarting:\n"
+                           + servers[key].remaining_output())

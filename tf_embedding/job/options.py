@@ -80,10 +80,13 @@ class TrainOptions(DataOptions):
 @dataclasses.dataclass
 class ClusterOptions(TrainOptions):
     num_ps: int = option(2, "ps tasks of the local cluster; the tables are split over them")
+    max_restarts: int = option(3, "restarts of dead tasks in one run (a worker is restarted in "
+                                  "place; a dead ps task restarts the cluster and resumes from "
+                                  "the last checkpoint); then the run fails")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _at_least(self, num_ps=1)
+        _at_least(self, num_ps=1, max_restarts=0)
         check_cluster_api(self.embedding_api)
 
 

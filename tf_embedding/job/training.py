@@ -121,8 +121,13 @@ def _check_model_dir(options: TrainOptions, spec: DataSpec, checkpoints: str,
             raise ValueError(f"{options.model_dir} already holds a run; pass --resume to "
                              "continue it or choose another --model-dir")
         return
-    if not latest or not os.path.exists(path):
+    if not os.path.exists(path):
         raise ValueError(f"--resume: no run to resume in {options.model_dir}")
+    if not latest:
+        # Killed before its first checkpoint: nothing of it is kept, so it starts afresh.
+        raise ValueError(f"--resume: the run in {options.model_dir} has no checkpoint yet (it "
+                         "stopped before its first); run without --resume to start it from the "
+                         "beginning")
     with open(path) as f:
         saved = json.load(f)
     current = _resolved_config(options, spec)
