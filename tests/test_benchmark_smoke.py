@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO_ROOT, "tools"))
 
@@ -78,6 +80,25 @@ def test_steps_per_call_loops_steps_in_one_call_and_keeps_results(tmp_path):
         assert [set(paired["limit_seconds"]) for paired in run["paired_rounds"]] == [phases] * 3
         assert all(paired["step_seconds"] > 0 and min(paired["limit_seconds"].values()) > 0
                    for paired in run["paired_rounds"])
+
+
+def test_keras_rs_fit_rows_run_and_print_their_paired_ratios():
+    """The non-default model.train_on_batch rows (keras-rs's layer, ours, and the Keras layer)
+    train the same rows as the baseline, and the targets give ours over the other two."""
+    pytest.importorskip("keras_rs")
+    rows_run = ["keras-rs-fit", "keras-rs-cpu-fit", "keras-layer-fit"]
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "tools", "benchmark.py"), "--quick",
+         "--threads", "1", "--distribution", "zipf",
+         "--variants", ",".join(["stock-train", *rows_run])],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    header, rows = _tables(result.stdout)[0]
+    assert [row[2] for row in rows] == ["stock-train", *rows_run]
+    assert all(row[header.index("check")] == "ok" for row in rows)
+    for other, target in (("keras-rs-cpu-fit", "5x"), ("keras-layer-fit", "0.9x")):
+        assert f"keras-rs-fit over {other} 1 thr:" in result.stdout
+        assert f"(target >= {target} both)" in result.stdout
 
 
 def _tables(out):

@@ -629,6 +629,19 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
         passed = over <= RSS_BUDGET
         targets.append(f"{label} peak RSS - tables - slots {over / GIB:.2f} GiB "
                        f"(target <= {RSS_BUDGET / GIB:g} GiB): {'PASS' if passed else 'FAIL'}")
+    for r in rows:
+        for name, target in r.variant.versus:
+            other = next((o for o in rows if o.ok and o.variant.name == name
+                          and o.distribution == r.distribution and o.threads == r.threads),
+                         None)
+            if not r.ok or other is None:
+                continue
+            ratio = other.seconds / r.seconds
+            paired = r.paired_speed_up(other)
+            passed = min(ratio, paired) >= target
+            targets.append(f"{r.distribution:8} {r.variant.name} over {name} {r.threads} thr: "
+                           f"{ratio:5.2f}x, paired {paired:5.2f}x (target >= {target:g}x "
+                           f"both): {'PASS' if passed else 'FAIL'}")
     if targets:
         lines += ["", "Targets:", *targets]
     if checks and not all(checks):

@@ -26,6 +26,7 @@ reads this registry without TensorFlow's start-up time and memory.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -111,6 +112,9 @@ class Variant:
     part_of: str | None = None
     # Runs in a process whose Keras is tf_keras (TF_USE_LEGACY_KERAS=1), e.g. for TFRS.
     legacy_keras: bool = False
+    # ((other variant, target), ...): the report prints this row's paired speed-up over each
+    # other row of the run (same distribution and threads) against its target (>=).
+    versus: tuple[tuple[str, float], ...] = ()
 
 
 VARIANTS: dict[str, Variant] = {}
@@ -512,6 +516,108 @@ def _keras_layer_train(ctx: Context) -> Setup:
         tape.gradient(loss, layer.trainable_variables)
 
     return ctx.train_setup(train, tables, [*tables, *accumulators])
+
+
+def _fit_setup(ctx: Context, embedding: Any, tables: Sequence[Any], variables: Sequence[Any]
+               ) -> Setup:
+    """A Keras 3 model of `embedding` (one feature per table, fed `{"feature_t": SparseTensor}`)
+    whose loss is `ctx.loss` of its activations, compiled with the Keras Adagrad, and a step
+    that is one `model.train_on_batch` call: one compiled `train_step` per call, as `model.fit`
+    runs with its default `steps_per_execution=1`."""
+
+    class Model(keras.Model):  # pylint: disable=abstract-method
+
+        def __init__(self):
+            super().__init__()
+            self.embedding = embedding
+
+        def call(self, features):
+            return tf.nest.flatten(self.embedding(features))
+
+        def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None,
+                         training=True):
+            del x, y, sample_weight, training
+            return ctx.loss(y_pred)
+
+    model = Model()
+    model.compile(optimizer=_keras_adagrad())
+    names = [f"feature_{t}" for t in range(ctx.workload.tables)]
+    # Built eagerly by a forward call (which trains nothing), so model_bytes counts the Keras
+    # optimizer's slots and the timed steps are the only ones applied (the checksums agree).
+    model(dict(zip(names, ctx.sparse_batch(0))))
+    model.optimizer.build(model.trainable_variables)
+    # One train_on_batch per call, from Python: not looped by --steps-per-call.
+    one_step = copy.copy(ctx)
+    one_step.steps_per_call = 1
+    # No labels: compute_loss needs none. train_on_batch returns the loss as numpy, so it
+    # returns when the step is done.
+    return one_step.train_setup(
+        lambda features: model.train_on_batch(dict(zip(names, features))), tables,
+        [*variables, *model.optimizer.variables])
+
+
+def _keras_rs_feature_configs(ctx: Context, optimizer: Any) -> dict[str, Any]:
+    import keras_rs  # pylint: disable=import-outside-toplevel
+    w = ctx.workload
+    return {f"feature_{t}": keras_rs.layers.FeatureConfig(
+        name=f"feature_{t}",
+        table=keras_rs.layers.TableConfig(
+            name=f"table_{t}", vocabulary_size=w.vocab, embedding_dim=w.dim, combiner="sum",
+            initializer="zeros", optimizer=optimizer()),
+        input_shape=(w.batch, None), output_shape=(w.batch, w.dim))
+        for t in range(w.tables)}
+
+
+@variant("keras-rs-fit", "train",
+         "model.train_on_batch (one fit step) of tf_embedding.keras_rs.DistributedEmbedding, "
+         "tables by their TableConfig Adagrad (fused)", default=False,
+         versus=(("keras-rs-cpu-fit", 5.0), ("keras-layer-fit", 0.9)))
+def _keras_rs_fit(ctx: Context) -> Setup:
+    from tf_embedding import keras_rs as embedding_rs  # pylint: disable=import-outside-toplevel
+    layer = embedding_rs.DistributedEmbedding(_keras_rs_feature_configs(
+        ctx, lambda: keras.optimizers.Adagrad(learning_rate=LEARNING_RATE,
+                                              initial_accumulator_value=INITIAL_ACCUMULATOR)))
+    layer.build({f"feature_{t}": (ctx.workload.batch, None) for t in range(ctx.workload.tables)})
+    engine = layer._tpu_embedding  # pylint: disable=protected-access
+    table_configs = sorted(engine.embedding_tables, key=lambda config: config.name)
+    tables, accumulators = _filled_tables_and_accumulators(
+        ctx, table_configs, engine.embedding_tables, engine)
+    return _fit_setup(ctx, layer, tables, [*tables, *accumulators])
+
+
+@variant("keras-rs-cpu-fit", "train",
+         "model.train_on_batch of keras-rs's own CPU keras_rs.layers.DistributedEmbedding, "
+         "tables trained by the model's keras.optimizers.Adagrad", default=False)
+def _keras_rs_cpu_fit(ctx: Context) -> Setup:
+    import keras_rs  # pylint: disable=import-outside-toplevel
+    # keras-rs ignores the TableConfig optimizer off a TPU.
+    layer = keras_rs.layers.DistributedEmbedding(_keras_rs_feature_configs(ctx, lambda: None))
+    layer.build({f"feature_{t}": (ctx.workload.batch, None) for t in range(ctx.workload.tables)})
+    embedding_layers = layer._default_device_embedding_layers  # pylint: disable=protected-access
+    # The Keras variables' tf.Variables, which fill_tables assigns through their handles.
+    tables = [embedding_layers[f"feature_{t}"].embeddings.value
+              for t in range(ctx.workload.tables)]
+    ctx.workload.fill_tables(tables)
+    return _fit_setup(ctx, layer, tables, tables)
+
+
+@variant("keras-layer-fit", "train",
+         "model.train_on_batch of tf_embedding.keras.TPUEmbedding (fused Adagrad)",
+         default=False)
+def _keras_layer_fit(ctx: Context) -> Setup:
+    layer, tables, accumulators = _keras_layer(ctx)
+
+    class ByName(keras.layers.Layer):  # pylint: disable=abstract-method
+        """The Keras layer fed the model's {"feature_t": ...} dict in table order."""
+
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def call(self, features):
+            return self.layer([features[f"feature_{t}"] for t in range(ctx.workload.tables)])
+
+    return _fit_setup(ctx, ByName(), tables, [*tables, *accumulators])
 
 
 @variant("tfrs-train", "train",
