@@ -260,25 +260,21 @@ Status ReadHyperparameters(const ffi::Dictionary& attributes, Params* params) {
 }
 
 // The gradient forms of the sparse-apply handlers, as the TF kernels': how many operands a
-// list holds per element, and how they are grouped by id.
-struct CsrGradients {
-  static constexpr int64_t kOperandsPerBatch = 4;
+// list holds per element, how they are read as views, and how the views are grouped by id.
+template <int64_t kOperands, typename View, auto kRead, auto kGroup>
+struct GradientForm {
+  static constexpr int64_t kOperandsPerBatch = kOperands;
   static Status Group(const ffi::RemainingArgs& args, size_t first, int64_t n, int64_t dim,
                       GradientGroups* groups) {
-    std::vector<GradientBatch> batches;
-    TFE_RETURN_IF_ERROR(ReadGradientBatches(args, first, n, dim, &batches));
-    return GroupLookupsById(batches, dim, groups);
+    std::vector<View> views;
+    TFE_RETURN_IF_ERROR(kRead(args, first, n, dim, &views));
+    return kGroup(views, dim, groups);
   }
 };
-struct RowGradients {
-  static constexpr int64_t kOperandsPerBatch = 2;
-  static Status Group(const ffi::RemainingArgs& args, size_t first, int64_t n, int64_t dim,
-                      GradientGroups* groups) {
-    std::vector<SortedRows> lists;
-    TFE_RETURN_IF_ERROR(ReadSortedRows(args, first, n, dim, &lists));
-    return GroupSortedRows(lists, dim, groups);
-  }
-};
+// TfeSparseApply<Rule>: row_splits, ids, gains and activation_gradients per batch.
+using CsrGradients = GradientForm<4, GradientBatch, ReadGradientBatches, GroupLookupsById>;
+// TfeSparseApply<Rule>Rows: unique_ids and rows per list.
+using RowGradients = GradientForm<2, SortedRows, ReadSortedRows, GroupSortedRows>;
 
 // TfeSparseApply<Rule>[Rows]. Operands: the table, Rule's slots, the gradient lists, the
 // learning rate; results: the table and slots, aliased to their operands.
