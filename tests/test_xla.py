@@ -1,6 +1,7 @@
 """The sharded engine's steps compiled whole by XLA (`tf.function(jit_compile=True)`) against
-the same steps on the TF-runtime kernels (within references.XLA_TOLERANCE), and its misuse
-under XLA. (The ops' XLA kernels meet every optimizer option in test_optimizer_ops.py and
+the same steps on the TF-runtime kernels (references.XLA_TOLERANCE: bit for bit, as the CPU
+custom calls run the TF kernels' code), their run-time errors, and the engine's misuse under
+XLA. (The ops' XLA kernels meet every optimizer option in test_optimizer_ops.py and
 test_sparse_apply_rows_ops.py, the conversion every input kind in test_replicated.py.)
 """
 
@@ -125,6 +126,40 @@ def test_tpu_shaped_forward_steps_compile_the_inner_function(kind):
         got, want = compiled_forward(*inputs), forward(*inputs)
         for name in FEATURES:
             np.testing.assert_allclose(got[name], want[name], **XLA_TOLERANCE, err_msg=name)
+
+
+@pytest.mark.parametrize("kind", ["ragged", "sparse"])
+@pytest.mark.parametrize("fault, message", [
+    ("id", r"Table 'video', feature 'watched': id 13 at lookup \d+ is out of range for "
+           "vocabulary size 13"),
+    ("learning_rate", "Table '[a-z]+': learning_rate must be finite, got nan"),
+])
+def test_bad_data_fails_the_compiled_step_as_it_fails_the_uncompiled_one(kind, fault, message):
+    learning_rate = tf.Variable(0.1)
+    emb = tf_embedding.TPUEmbedding(feature_config(), tf_embedding.SGD(lambda: learning_rate))
+    emb.build(per_replica_batch_size=GLOBAL_BATCH)
+    samples = make_samples(1, seed=5)[0]
+    if fault == "id":
+        samples["watched"][0] = [(13, 1.0), *samples["watched"][0]]
+    else:
+        learning_rate.assign(float("nan"))
+
+    def step(features, weights):
+        emb.enqueue(features, weights, training=True)
+        with tf.GradientTape() as tape:
+            activations = emb.dequeue()
+            tape.watch(activations)
+            loss = tf.add_n([tf.reduce_sum(a) for a in tf.nest.flatten(activations)])
+        emb.apply_gradients(tape.gradient(loss, activations))
+
+    before = variable_values(emb)
+    for jit_compile in (True, False):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            tf.function(step, jit_compile=jit_compile)(*to_inputs(samples, kind))
+    # A failed step updates nothing.
+    for table, slots in before.items():
+        for slot, value in slots.items():
+            np.testing.assert_array_equal(variable_values(emb)[table][slot], value)
 
 
 @pytest.mark.parametrize("table_devices", [["/cpu:0", "/cpu:0"], ["/cpu:0", "/cpu:1"]])

@@ -323,12 +323,13 @@ def _v0_embedding(ctx: Context) -> tuple[Any, list[tf.Variable]]:
 
 
 def _keras_train_setup(ctx: Context, tables: list[tf.Variable],
-                       lookup: Callable[[list[tf.SparseTensor]], list[tf.Tensor]]) -> Setup:
+                       lookup: Callable[[list[tf.SparseTensor]], list[tf.Tensor]],
+                       jit_compile: bool = False) -> Setup:
     optimizer = _keras_adagrad()
     # Built eagerly: creating the accumulators inside the traced step would capture them.
     optimizer.build(tables)
 
-    @tf.function
+    @tf.function(jit_compile=jit_compile)
     def train(features):
         with tf.GradientTape() as tape:
             loss = ctx.loss(lookup(features))
@@ -361,6 +362,12 @@ def _ours_forward(ctx: Context) -> Setup:
 def _v0_forward(ctx: Context) -> Setup:
     embedding, tables = _v0_embedding(ctx)
     return ctx.forward_setup(tf.function(embedding.__call__), tables)
+
+
+@variant("v0-forward-xla", "forward", "v0-forward compiled by XLA (tf.function(jit_compile=True))")
+def _v0_forward_xla(ctx: Context) -> Setup:
+    embedding, tables = _v0_embedding(ctx)
+    return ctx.forward_setup(tf.function(embedding.__call__, jit_compile=True), tables)
 
 
 @variant("stock-train", "train",
@@ -418,9 +425,19 @@ def _sharded_embedding(ctx: Context) -> tuple[Any, list[tf.Variable], list[tf.Va
 
 @variant("sharded-forward", "forward", "TPUEmbedding enqueue(training=False) + dequeue")
 def _sharded_forward(ctx: Context) -> Setup:
+    return _sharded_forward_setup(ctx, jit_compile=False)
+
+
+@variant("sharded-forward-xla", "forward",
+         "the sharded-forward step compiled whole by XLA (tf.function(jit_compile=True))")
+def _sharded_forward_xla(ctx: Context) -> Setup:
+    return _sharded_forward_setup(ctx, jit_compile=True)
+
+
+def _sharded_forward_setup(ctx: Context, jit_compile: bool) -> Setup:
     embedding, tables, accumulators = _sharded_embedding(ctx)
 
-    @tf.function
+    @tf.function(jit_compile=jit_compile)
     def forward(features):
         embedding.enqueue(list(features), training=False)
         return embedding.dequeue()
@@ -482,6 +499,13 @@ def _v0_keras_train(ctx: Context) -> Setup:
     return _keras_train_setup(ctx, tables, embedding.__call__)
 
 
+@variant("v0-keras-train-xla", "train",
+         "v0-keras-train compiled by XLA (tf.function(jit_compile=True))")
+def _v0_keras_train_xla(ctx: Context) -> Setup:
+    embedding, tables = _v0_embedding(ctx)
+    return _keras_train_setup(ctx, tables, embedding.__call__, jit_compile=True)
+
+
 def _keras_layer(ctx: Context) -> tuple[Any, list[tf.Variable], list[tf.Variable]]:
     """tf_embedding.keras.TPUEmbedding with one feature per table: it, its tables, their Adagrad
     accumulators."""
@@ -497,18 +521,40 @@ def _keras_layer(ctx: Context) -> tuple[Any, list[tf.Variable], list[tf.Variable
 
 @variant("keras-layer-forward", "forward", "tf_embedding.keras.TPUEmbedding called for inference")
 def _keras_layer_forward(ctx: Context) -> Setup:
+    return _keras_layer_forward_setup(ctx, jit_compile=False)
+
+
+@variant("keras-layer-forward-xla", "forward",
+         "keras-layer-forward compiled by XLA (tf.function(jit_compile=True))")
+def _keras_layer_forward_xla(ctx: Context) -> Setup:
+    return _keras_layer_forward_setup(ctx, jit_compile=True)
+
+
+def _keras_layer_forward_setup(ctx: Context, jit_compile: bool) -> Setup:
     layer, tables, accumulators = _keras_layer(ctx)
     # The layer holds its optimizer's slots whether or not the step trains.
-    return ctx.forward_setup(tf.function(lambda features: layer(list(features))),
-                             [*tables, *accumulators])
+    return ctx.forward_setup(
+        tf.function(lambda features: layer(list(features)), jit_compile=jit_compile),
+        [*tables, *accumulators])
 
 
 @variant("keras-layer-train", "train",
          "tf_embedding.keras.TPUEmbedding, tape.gradient of its trainable variables (Adagrad)")
 def _keras_layer_train(ctx: Context) -> Setup:
+    return _keras_layer_train_setup(ctx, jit_compile=False)
+
+
+@variant("keras-layer-train-xla", "train",
+         "keras-layer-train compiled by XLA (tf.function(jit_compile=True), as model.fit's "
+         "jit_compile=True step)")
+def _keras_layer_train_xla(ctx: Context) -> Setup:
+    return _keras_layer_train_setup(ctx, jit_compile=True)
+
+
+def _keras_layer_train_setup(ctx: Context, jit_compile: bool) -> Setup:
     layer, tables, accumulators = _keras_layer(ctx)
 
-    @tf.function
+    @tf.function(jit_compile=jit_compile)
     def train(features):
         with tf.GradientTape() as tape:
             loss = ctx.loss(layer(list(features)))

@@ -1,5 +1,7 @@
 #include "cc/core/errors.h"
 
+#include <cmath>
+
 namespace tf_embedding {
 
 std::string TableContext(const std::string& table) {
@@ -22,6 +24,11 @@ std::string IdOutOfRange(int64_t id, const std::string& where, int64_t vocabular
   const std::string message = "id " + std::to_string(id) + " at " + where + " is ";
   if (vocabulary_size < 0) return message + "negative";
   return message + "out of range for vocabulary size " + std::to_string(vocabulary_size);
+}
+
+Status CheckLearningRate(const std::string& table, float learning_rate) {
+  if (std::isfinite(learning_rate)) return Status();
+  return TableError(table, "learning_rate must be finite, got ", learning_rate);
 }
 
 }  // namespace tf_embedding

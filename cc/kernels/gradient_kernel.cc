@@ -5,11 +5,12 @@
 
 #include "cc/core/errors.h"
 #include "cc/core/gradient_aggregation.h"
+#include "cc/core/parallel_steps.h"
 #include "cc/kernels/csr_inputs.h"
 #include "cc/kernels/gradient_groups_pool.h"
+#include "cc/kernels/row_sharding.h"
 #include "cc/kernels/status.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/util/work_sharder.h"
 
 namespace tf_embedding {
 namespace {
@@ -44,15 +45,7 @@ class EmbeddingGradientOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({num_unique, dim}), &values));
     std::copy(groups.unique_ids.begin(), groups.unique_ids.end(),
               unique_ids->flat<int64_t>().data());
-    float* out = values->flat<float>().data();
-    const int64_t lookups_per_id = groups.gains.size() / std::max<int64_t>(num_unique, 1) + 1;
-    const auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
-    tensorflow::Shard(workers->num_threads, workers->workers, num_unique, lookups_per_id * dim,
-                      [&](int64_t begin, int64_t end) {
-                        for (int64_t u = begin; u < end; ++u) {
-                          SumGroup(groups, u, dim, out + u * dim);
-                        }
-                      });
+    SumGroups(groups, dim, values->flat<float>().data(), IntraOpSharder(ctx));
   }
 
  private:

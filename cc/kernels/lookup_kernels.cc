@@ -4,7 +4,7 @@
 
 #include "cc/core/csr_batch.h"
 #include "cc/core/errors.h"
-#include "cc/core/lookup.h"
+#include "cc/core/parallel_steps.h"
 #include "cc/kernels/csr_inputs.h"
 #include "cc/kernels/row_sharding.h"
 #include "cc/kernels/status.h"
@@ -37,9 +37,7 @@ void ComputeActivations(OpKernelContext* ctx, const std::string& table_name,
                                            &activations));
   const float* table_data = table.flat<float>().data();
   float* out = activations->flat<float>().data();
-  ShardOutputRows(ctx, batch.num_rows(), batch.num_ids, dim, [&](int64_t begin, int64_t end) {
-    CombineRows(batch, table_data, dim, begin, end, out);
-  });
+  LookUpRows(batch, table_data, dim, out, IntraOpSharder(ctx));
 }
 
 class EmbeddingLookupOp : public OpKernel {

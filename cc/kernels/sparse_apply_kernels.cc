@@ -5,7 +5,6 @@
 // the variables' exclusive locks.
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -13,16 +12,16 @@
 #include "cc/core/errors.h"
 #include "cc/core/gradient_aggregation.h"
 #include "cc/core/optimizers.h"
-#include "cc/core/row_updates.h"
+#include "cc/core/parallel_steps.h"
 #include "cc/kernels/csr_inputs.h"
 #include "cc/kernels/gradient_groups_pool.h"
+#include "cc/kernels/row_sharding.h"
 #include "cc/kernels/sparse_apply_checks.h"
 #include "cc/kernels/status.h"
 #include "cc/kernels/variable_access.h"
 #include "cc/ops/sparse_apply_op_names.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
-#include "tensorflow/core/util/work_sharder.h"
 
 namespace tf_embedding {
 namespace {
@@ -33,18 +32,12 @@ using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
 using ::tensorflow::Var;
 
-// Sharding cost of a rule's per-element work, in units of one multiply-add.
-constexpr int64_t kRuleCost = 20;
-
 absl::Status ReadLearningRate(OpKernelContext* ctx, const std::string& table_name, float* lr) {
   const Tensor* t = nullptr;
   TF_RETURN_IF_ERROR(ctx->input("learning_rate", &t));
   TF_RETURN_IF_ERROR(CheckLearningRateShape(table_name, t->shape()));
   *lr = t->scalar<float>()();
-  if (!std::isfinite(*lr)) {
-    return ToAbslStatus(TableError(table_name, "learning_rate must be finite, got ", *lr));
-  }
-  return absl::OkStatus();
+  return ToAbslStatus(CheckLearningRate(table_name, *lr));
 }
 
 // A form of the gradient inputs: kRead views and checks the tensors, kGroup validates the views
@@ -106,7 +99,7 @@ class SparseApplyOp : public OpKernel {
       OP_REQUIRES_OK(ctx, EnsureUnsharedBuffer(ctx, var));
       AdviseHugePages(var);
     }
-    Update(ctx, lr, groups, dim, units, vars);
+    Update(ctx, lr, groups, dim, rows, vars);
   }
 
  private:
@@ -127,33 +120,16 @@ class SparseApplyOp : public OpKernel {
     return absl::OkStatus();
   }
 
-  // Sums and applies on the intra-op pool, over the `units` unique ids, or every table row for
-  // a rule that updates untouched rows. Each unit is summed and updated by one thread, so the
-  // result does not depend on how the range is split.
+  // Sums and applies on the intra-op pool (ApplyGroups).
   // REQUIRES: the variables' locks held and their buffers unshared.
   void Update(OpKernelContext* ctx, float lr, const GradientGroups& groups, int64_t dim,
-              int64_t units, const std::vector<Var*>& vars) const {
-    float* table = vars[0]->tensor()->flat<float>().data();
+              int64_t rows, const std::vector<Var*>& vars) const {
     std::array<float*, Rule::kNumSlots> slots;
     for (int k = 0; k < Rule::kNumSlots; ++k) {
       slots[k] = vars[1 + k]->tensor()->flat<float>().data();
     }
-    const bool all_rows = rule_.UpdatesUntouchedRows();
-    const int64_t terms_per_id =
-        groups.gains.size() / std::max<int64_t>(groups.num_unique(), 1) + 1;
-    const int64_t cost = (all_rows ? kRuleCost : terms_per_id + kRuleCost) * dim;
-    const auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
-    tensorflow::Shard(workers->num_threads, workers->workers, units, cost,
-                      [&](int64_t begin, int64_t end) {
-                        std::vector<float> scratch(dim);
-                        if (all_rows) {
-                          UpdateAllRows(rule_, common_, lr, groups, dim, begin, end, table, slots,
-                                        scratch.data());
-                        } else {
-                          UpdateTouchedRows(rule_, common_, lr, groups, dim, begin, end, table,
-                                            slots, scratch.data());
-                        }
-                      });
+    ApplyGroups(rule_, common_, lr, groups, dim, rows, vars[0]->tensor()->flat<float>().data(),
+                slots, IntraOpSharder(ctx));
   }
 
   // Every variable holds an initialized float matrix of the table's shape, whose dim is the

@@ -1,6 +1,7 @@
 // The XLA kernels of the lookup, gradient, sparse-apply and CSR conversion ops: they read and
-// check their inputs' shapes and attrs, with the TF kernels' messages, and hand XLA values to
-// the graph builders of batch_ops.h, sparse_apply.h and csr_conversion.h.
+// check their inputs' shapes and attrs, with the TF kernels' messages, then compile to the
+// custom calls of custom_calls.h on the CPU compilation device, and to the XLA operations of
+// batch_ops.h, sparse_apply.h and csr_conversion.h on the GPU one.
 //
 // One translation unit on purpose: tensorflow/compiler/tf2xla/xla_op_kernel.h alone costs a
 // compiler about a minute and 1.7 GiB, so only this file includes it, and the builders, which
@@ -21,11 +22,13 @@
 #include "cc/ops/sparse_apply_op_names.h"
 #include "cc/xla/batch_ops.h"
 #include "cc/xla/csr_conversion.h"
+#include "cc/xla/custom_calls.h"
 #include "cc/xla/registration.h"
 #include "cc/xla/sparse_apply.h"
 #include "tensorflow/compiler/tf2xla/shape_util.h"
 #include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
 #include "tensorflow/compiler/tf2xla/xla_resource.h"
+#include "xla/shape_util.h"
 
 namespace tf_embedding {
 namespace {
@@ -34,6 +37,15 @@ using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::TensorShape;
 using ::tensorflow::XlaOpKernel;
 using ::tensorflow::XlaOpKernelContext;
+
+// Whether the kernel compiles for XLA's CPU backend, where the ops run as custom calls.
+bool CompilesForCpu(OpKernelConstruction* ctx) {
+  return ctx->device_type() == tensorflow::DeviceType(tensorflow::DEVICE_CPU_XLA_JIT);
+}
+
+xla::Shape FloatShape(absl::Span<const int64_t> dims) {
+  return xla::ShapeUtil::MakeShape(xla::F32, dims);
+}
 
 // The shape of input `index` as XLA compiles it (XlaOpKernelContext::InputShape is deprecated).
 absl::StatusOr<TensorShape> InputShapeOf(XlaOpKernelContext* ctx, int index) {
@@ -73,10 +85,21 @@ absl::Status CheckTermCount(const std::string& table_name, const GradientTerms& 
                                  "got ", terms.size));
 }
 
-// The N CSR batches of inputs row_splits, ids, gains and activation_gradients as terms. `dim`
-// is the table's; a negative value is replaced by that of activation_gradients[0].
-absl::Status ReadCsrGradientTerms(XlaOpKernelContext* ctx, const std::string& table_name,
-                                  int64_t* dim, GradientTerms* terms) {
+// The gradient inputs of a gradient or sparse-apply op after their shape checks: the list
+// inputs in op order (the custom calls' operands) and their terms for the XLA operations.
+struct GradientInputs {
+  std::vector<xla::XlaOp> operands;
+  int64_t num_lists = 0;
+  // The number of terms: lookups or rows.
+  int64_t size = 0;
+  GradientTerms terms;
+};
+
+// The N CSR batches of inputs row_splits, ids, gains and activation_gradients. `dim` is the
+// table's; a negative value is replaced by that of activation_gradients[0].
+absl::Status ReadCsrGradients(XlaOpKernelContext* ctx, bool on_cpu,
+                              const std::string& table_name, int64_t* dim,
+                              GradientInputs* inputs) {
   std::vector<xla::XlaOp> row_splits, ids, gains, gradients;
   std::vector<TensorShape> row_splits_shapes, ids_shapes, gains_shapes, gradients_shapes;
   TF_RETURN_IF_ERROR(ctx->InputList("row_splits", &row_splits, &row_splits_shapes));
@@ -94,15 +117,23 @@ absl::Status ReadCsrGradientTerms(XlaOpKernelContext* ctx, const std::string& ta
                                           dim));
     batches.push_back(CsrGradientBatch{row_splits[b], ids[b], gains[b], gradients[b], num_rows,
                                        ids_shapes[b].dim_size(0)});
+    inputs->size += ids_shapes[b].dim_size(0);
   }
-  *terms = CsrGradientTerms(ctx->builder(), batches, *dim);
-  return CheckTermCount(table_name, *terms);
+  inputs->num_lists = static_cast<int64_t>(row_splits.size());
+  for (const auto* list : {&row_splits, &ids, &gains, &gradients}) {
+    inputs->operands.insert(inputs->operands.end(), list->begin(), list->end());
+  }
+  if (on_cpu) return absl::OkStatus();
+  inputs->terms = CsrGradientTerms(ctx->builder(), batches, *dim);
+  return CheckTermCount(table_name, inputs->terms);
 }
 
-// The N lists of inputs unique_ids and rows as terms. Unlike the TF kernels, which reject them,
-// ids need not ascend within a list: repeated ids are summed like the others.
-absl::Status ReadRowGradientTerms(XlaOpKernelContext* ctx, const std::string& table_name,
-                                  int64_t* dim, GradientTerms* terms) {
+// The N lists of inputs unique_ids and rows. Unlike the TF kernels, which reject them, the
+// XLA operations accept ids that do not ascend within a list: repeated ids are summed like the
+// others. (The custom calls run the TF kernels' checks.)
+absl::Status ReadRowGradients(XlaOpKernelContext* ctx, bool on_cpu,
+                              const std::string& table_name, int64_t* dim,
+                              GradientInputs* inputs) {
   std::vector<xla::XlaOp> unique_ids, rows;
   std::vector<TensorShape> unique_ids_shapes, rows_shapes;
   TF_RETURN_IF_ERROR(ctx->InputList("unique_ids", &unique_ids, &unique_ids_shapes));
@@ -114,16 +145,22 @@ absl::Status ReadRowGradientTerms(XlaOpKernelContext* ctx, const std::string& ta
     sizes.push_back(unique_ids_shapes[b].dim_size(0));
     TF_RETURN_IF_ERROR(CheckGradientShape(table_name, context, "rows", rows_shapes[b],
                                           sizes.back(), "unique id", dim));
+    inputs->size += sizes.back();
   }
-  *terms = RowGradientTerms(ctx->builder(), unique_ids, rows, sizes, *dim);
-  return CheckTermCount(table_name, *terms);
+  inputs->num_lists = static_cast<int64_t>(unique_ids.size());
+  inputs->operands = unique_ids;
+  inputs->operands.insert(inputs->operands.end(), rows.begin(), rows.end());
+  if (on_cpu) return absl::OkStatus();
+  inputs->terms = RowGradientTerms(ctx->builder(), unique_ids, rows, sizes, *dim);
+  return CheckTermCount(table_name, inputs->terms);
 }
 
 // TfeEmbeddingLookup (kVariable: the table is resource input 0) and TfeEmbeddingLookupDense.
 template <bool kVariable>
 class EmbeddingLookupOp : public XlaOpKernel {
  public:
-  explicit EmbeddingLookupOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+  explicit EmbeddingLookupOp(OpKernelConstruction* ctx)
+      : XlaOpKernel(ctx), on_cpu_(CompilesForCpu(ctx)) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("table_name", &table_name_));
   }
 
@@ -148,33 +185,58 @@ class EmbeddingLookupOp : public XlaOpKernel {
                                        gains_shape));
     const int64_t num_rows = row_splits_shape.dim_size(0) - 1;
     const int64_t num_ids = ids_shape.dim_size(0);
+    if (on_cpu_) {
+      FfiAttributes attributes;
+      attributes.Add("table_name", table_name_);
+      ctx->SetOutput(0, FfiCall(ctx->builder(), kLookupTarget,
+                                {table, ctx->Input(1), ctx->Input(2), ctx->Input(3)},
+                                FloatShape({num_rows, table_shape.dim_size(1)}), attributes));
+      return;
+    }
     ctx->SetOutput(0, CombineLookups(table, table_shape.dim_size(0), table_shape.dim_size(1),
                                      ctx->Input(2), ctx->Input(3), num_ids,
                                      RowOfLookups(ctx->Input(1), num_rows, num_ids), num_rows));
   }
 
  private:
+  const bool on_cpu_;
   std::string table_name_;
 };
 
-// TfeEmbeddingGradient. Unlike the TF kernel's, the unique ids come in order of first
-// occurrence, not ascending, padded to one entry per lookup (Compact).
+// TfeEmbeddingGradient, padded to one entry per lookup: on CPUs the TF kernel's ascending ids
+// (Gradient in ffi_handlers.cc), on GPUs ids in order of first occurrence (Compact).
 class EmbeddingGradientOp : public XlaOpKernel {
  public:
-  explicit EmbeddingGradientOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+  explicit EmbeddingGradientOp(OpKernelConstruction* ctx)
+      : XlaOpKernel(ctx), on_cpu_(CompilesForCpu(ctx)) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("vocabulary_size", &vocabulary_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("table_name", &table_name_));
   }
 
   void Compile(XlaOpKernelContext* ctx) override {
+    int64_t dim = -1;
+    GradientInputs inputs;
+    OP_REQUIRES_OK(ctx, ReadCsrGradients(ctx, on_cpu_, table_name_, &dim, &inputs));
+    if (on_cpu_) {
+      FfiAttributes attributes;
+      attributes.Add("table_name", table_name_);
+      attributes.Add("num_batches", inputs.num_lists);
+      attributes.Add("vocabulary_size", vocabulary_size_);
+      const xla::XlaOp call = FfiCall(
+          ctx->builder(), kGradientTarget, inputs.operands,
+          xla::ShapeUtil::MakeTupleShape({xla::ShapeUtil::MakeShape(xla::S64, {inputs.size}),
+                                          FloatShape({inputs.size, dim})}),
+          attributes);
+      ctx->SetOutput(0, xla::GetTupleElement(call, 0));
+      ctx->SetOutput(1, xla::GetTupleElement(call, 1));
+      return;
+    }
     // GroupById's scratch has one element per table row.
     OP_REQUIRES(ctx, vocabulary_size_ >= 1,
                 ToAbslStatus(TableError(
                     table_name_, "inside XLA, TfeEmbeddingGradient needs vocabulary_size (the "
                     "table's row count), got ", vocabulary_size_)));
-    int64_t dim = -1;
-    GradientTerms terms;
-    OP_REQUIRES_OK(ctx, ReadCsrGradientTerms(ctx, table_name_, &dim, &terms));
+    const GradientTerms& terms = inputs.terms;
     if (terms.size == 0) {
       ctx->SetOutput(0, terms.ids);
       ctx->SetOutput(1, terms.rows);
@@ -187,12 +249,13 @@ class EmbeddingGradientOp : public XlaOpKernel {
   }
 
  private:
+  const bool on_cpu_;
   int64_t vocabulary_size_;
   std::string table_name_;
 };
 
 // The gradient forms of the sparse-apply ops, as in the TF kernels: how the gradient inputs
-// become terms, and the name of the input that holds the gradient rows.
+// are read, and the name of the input that holds the gradient rows.
 template <auto kRead, const char* kGradientsInput>
 struct GradientForm {
   static constexpr auto Read = kRead;
@@ -200,8 +263,8 @@ struct GradientForm {
 };
 constexpr char kActivationGradients[] = "activation_gradients";
 constexpr char kRows[] = "rows";
-using CsrGradients = GradientForm<ReadCsrGradientTerms, kActivationGradients>;
-using RowGradients = GradientForm<ReadRowGradientTerms, kRows>;
+using CsrGradients = GradientForm<ReadCsrGradients, kActivationGradients>;
+using RowGradients = GradientForm<ReadRowGradients, kRows>;
 
 // TfeSparseApply<Rule> and TfeSparseApply<Rule>Rows.
 template <typename Rule, typename Gradients>
@@ -209,7 +272,8 @@ class SparseApplyOp : public XlaOpKernel {
  public:
   static constexpr int kNumVariables = 1 + Rule::kNumSlots;
 
-  explicit SparseApplyOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+  explicit SparseApplyOp(OpKernelConstruction* ctx)
+      : XlaOpKernel(ctx), on_cpu_(CompilesForCpu(ctx)) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("table_name", &table_name_));
     OP_REQUIRES_OK(ctx, ReadHyperparameters(ctx, &common_));
     OP_REQUIRES_OK(ctx, ReadHyperparameters(ctx, &rule_));
@@ -220,24 +284,54 @@ class SparseApplyOp : public XlaOpKernel {
     OP_REQUIRES_VALUE(const TensorShape lr_shape, ctx, InputShapeOf(ctx, lr_index));
     OP_REQUIRES_OK(ctx, CheckLearningRateShape(table_name_, lr_shape));
     int64_t dim = -1;
-    GradientTerms terms;
-    OP_REQUIRES_OK(ctx, Gradients::Read(ctx, table_name_, &dim, &terms));
+    GradientInputs inputs;
+    OP_REQUIRES_OK(ctx, Gradients::Read(ctx, on_cpu_, table_name_, &dim, &inputs));
     std::vector<xla::XlaOp> variables(kNumVariables);
     std::vector<TensorShape> shapes(kNumVariables);
     OP_REQUIRES_OK(ctx, ReadDistinctVariables(ctx, &variables, &shapes));
     OP_REQUIRES_OK(ctx, CheckVariableShapes<Rule>(table_name_, Gradients::kGradients, shapes,
                                                   dim));
     const int64_t rows = shapes[0].dim_size(0);
-    // A table without rows has nothing to update.
-    if (rows == 0) return;
-    const std::vector<xla::XlaOp> updated =
-        SparseApply(rule_, common_, ctx->Input(lr_index), terms, rows, dim, variables);
+    std::vector<xla::XlaOp> updated;
+    if (on_cpu_) {
+      updated = UpdateInPlace(ctx, inputs, rows, dim, variables);
+    } else {
+      // A table without rows has nothing to update.
+      if (rows == 0) return;
+      updated = SparseApply(rule_, common_, ctx->Input(lr_index), inputs.terms, rows, dim,
+                            variables);
+    }
     for (int i = 0; i < kNumVariables; ++i) {
       OP_REQUIRES_OK(ctx, ctx->AssignVariable(i, tensorflow::DT_FLOAT, updated[i]));
     }
   }
 
  private:
+  // The custom call of the op's handler, whose results (the table and slots) alias the
+  // variables' buffers: XLA updates them in place.
+  std::vector<xla::XlaOp> UpdateInPlace(XlaOpKernelContext* ctx, const GradientInputs& inputs,
+                                        int64_t rows, int64_t dim,
+                                        const std::vector<xla::XlaOp>& variables) const {
+    FfiAttributes attributes;
+    attributes.Add("table_name", table_name_);
+    attributes.Add("num_batches", inputs.num_lists);
+    AddHyperparameters(common_, &attributes);
+    AddHyperparameters(rule_, &attributes);
+    std::vector<xla::XlaOp> operands = variables;
+    operands.insert(operands.end(), inputs.operands.begin(), inputs.operands.end());
+    operands.push_back(ctx->Input(ctx->num_inputs() - 1));
+    std::vector<int64_t> aliasing(kNumVariables);
+    for (int i = 0; i < kNumVariables; ++i) aliasing[i] = i;
+    const xla::XlaOp call = FfiCall(
+        ctx->builder(), SparseApplyTarget(type_string()).c_str(), operands,
+        xla::ShapeUtil::MakeTupleShape(
+            std::vector<xla::Shape>(kNumVariables, FloatShape({rows, dim}))),
+        attributes, aliasing);
+    std::vector<xla::XlaOp> updated;
+    for (int i = 0; i < kNumVariables; ++i) updated.push_back(xla::GetTupleElement(call, i));
+    return updated;
+  }
+
   // Reads the table and slot variables (inputs 0 .. kNumSlots). Rejects a variable passed
   // twice, as the TF kernel does: its updates would overwrite each other.
   absl::Status ReadDistinctVariables(XlaOpKernelContext* ctx, std::vector<xla::XlaOp>* values,
@@ -258,6 +352,7 @@ class SparseApplyOp : public XlaOpKernel {
     return absl::OkStatus();
   }
 
+  const bool on_cpu_;
   std::string table_name_;
   CommonUpdateParams common_;
   Rule rule_;
@@ -266,13 +361,18 @@ class SparseApplyOp : public XlaOpKernel {
 // TfeFeaturesToCsr.
 class FeaturesToCsrOp : public XlaOpKernel {
  public:
-  explicit FeaturesToCsrOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+  explicit FeaturesToCsrOp(OpKernelConstruction* ctx)
+      : XlaOpKernel(ctx), on_cpu_(CompilesForCpu(ctx)) {
     OP_REQUIRES_OK(ctx, ReadCsrConversionAttrs(ctx, &table_, &specs_));
   }
 
   void Compile(XlaOpKernelContext* ctx) override {
     std::vector<XlaFeatureInput> features;
     OP_REQUIRES_OK(ctx, ReadFeatures(ctx, &features));
+    if (on_cpu_) {
+      ConvertInHandler(ctx, features);
+      return;
+    }
     const XlaCsrBatch batch = ConvertFeatures(ctx->builder(), table_, specs_, features);
     ctx->SetOutput(0, batch.row_splits);
     ctx->SetOutput(1, batch.ids);
@@ -281,6 +381,33 @@ class FeaturesToCsrOp : public XlaOpKernel {
   }
 
  private:
+  // The conversion as a custom call of the TF kernel's code. Its ids and gains have one element
+  // per input id: the TF kernel's lookups, then padding (CompiledCsrBatch in ffi_handlers.cc).
+  void ConvertInHandler(XlaOpKernelContext* ctx,
+                        const std::vector<XlaFeatureInput>& features) const {
+    std::vector<xla::XlaOp> operands;
+    for (int list = 0; list < 4; ++list) {
+      for (size_t f = 0; f < specs_.size(); ++f) {
+        operands.push_back(ctx->Input(list * static_cast<int>(specs_.size()) + f));
+      }
+    }
+    int64_t num_rows = 0, num_ids = 0;
+    std::vector<int64_t> row_counts;
+    for (const XlaFeatureInput& feature : features) {
+      row_counts.push_back(feature.layout.num_rows);
+      num_rows += feature.layout.num_rows;
+      num_ids += feature.num_ids;
+    }
+    const xla::XlaOp call = FfiCall(
+        ctx->builder(), kFeaturesToCsrTarget, operands,
+        xla::ShapeUtil::MakeTupleShape({xla::ShapeUtil::MakeShape(xla::S64, {num_rows + 1}),
+                                        xla::ShapeUtil::MakeShape(xla::S64, {num_ids}),
+                                        FloatShape({num_ids})}),
+        CsrConversionAttributes(table_, specs_));
+    for (int i = 0; i < 3; ++i) ctx->SetOutput(i, xla::GetTupleElement(call, i));
+    ctx->SetOutput(3, xla::ConstantR1<int64_t>(ctx->builder(), row_counts));
+  }
+
   // Reads each feature's inputs and checks their shapes as the TF kernel does (FeatureLayoutOf,
   // CheckStackedRows); only a sparse feature's dense_shape is read as a value.
   absl::Status ReadFeatures(XlaOpKernelContext* ctx,
@@ -323,6 +450,7 @@ class FeaturesToCsrOp : public XlaOpKernel {
     return absl::OkStatus();
   }
 
+  const bool on_cpu_;
   TableSpec table_;
   std::vector<FeatureSpec> specs_;
 };

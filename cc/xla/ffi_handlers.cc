@@ -1,0 +1,486 @@
+// The handlers of the XLA CPU custom calls (custom_calls.h): each runs its TF kernel's cc/core
+// code on XLA's buffers, with the TF kernel's checks and messages, and returns an
+// InvalidArgument error where the TF kernel fails, so the compiled step raises
+// InvalidArgumentError naming the table (and feature). Tables and slots are updated in place:
+// the sparse-apply calls alias their results to the variables' buffers.
+//
+// Threads: the handlers shard their loops (cc/core/parallel_steps.h) on the thread pool XLA
+// gives custom calls, its run's intra-op pool, which TensorFlow sets to the device's intra-op
+// pool: the uncompiled kernels' threads.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "cc/core/csr_batch.h"
+#include "cc/core/csr_conversion.h"
+#include "cc/core/errors.h"
+#include "cc/core/gradient_aggregation.h"
+#include "cc/core/huge_pages.h"
+#include "cc/core/optimizers.h"
+#include "cc/core/parallel_steps.h"
+#include "cc/kernels/gradient_groups_pool.h"
+#include "cc/ops/sparse_apply_op_names.h"
+#include "cc/xla/custom_calls.h"
+#include "xla/ffi/api/ffi.h"
+
+// The process's FFI registry, in libtensorflow_cc. Declared here rather than through
+// xla/ffi/ffi_api.h, which needs MLIR headers that TensorFlow's wheel does not ship.
+namespace xla::ffi {
+const XLA_FFI_Api* GetXlaFfiApi();
+}  // namespace xla::ffi
+
+namespace tf_embedding {
+namespace {
+
+namespace ffi = ::xla::ffi;
+
+ffi::Error ToFfiError(const Status& status) {
+  if (status.ok()) return ffi::Error::Success();
+  return ffi::Error::InvalidArgument(status.message());
+}
+
+// Shards of about this cost (in multiply-adds) are worth a task; tensorflow::Shard, which the
+// TF kernels use, has the same threshold.
+constexpr int64_t kMinCostPerShard = 10000;
+// Shards per thread: a few, so that uneven shards even out, as Eigen's block sizing does.
+constexpr int64_t kShardsPerThread = 4;
+
+// The shards of one PoolSharder call. Every thread that runs shards (the caller, and the pool
+// tasks it scheduled) claims them one at a time until none is left.
+struct PoolShards {
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> finished{0};
+  int64_t count = 0;
+  int64_t units = 0;
+  int64_t block = 0;
+  const ShardFunction* function = nullptr;
+  std::mutex mu;
+  std::condition_variable all_finished;
+
+  void Run() {
+    for (int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
+      (*function)(i * block, std::min(units, (i + 1) * block));
+      if (finished.fetch_add(1) + 1 == count) {
+        std::lock_guard<std::mutex> lock(mu);
+        all_finished.notify_all();
+      }
+    }
+  }
+};
+
+// A Sharder on XLA's intra-op pool. The caller runs shards too and waits only for shards that
+// other threads have started: XLA runs independent custom calls (one per table) on the same
+// pool, and a caller that blocked until its queued tasks ran could wait for pool threads that
+// are all blocked the same way. A task that starts after every shard was claimed does nothing
+// (it holds the shared state, not the caller's stack).
+Sharder PoolSharder(ffi::ThreadPool& pool) {
+  return [&pool](int64_t units, int64_t cost_per_unit, const ShardFunction& function) {
+    const int64_t threads = std::max<int64_t>(pool.num_threads(), 1);
+    const int64_t by_cost = units * std::max<int64_t>(cost_per_unit, 1) / kMinCostPerShard;
+    const int64_t count =
+        std::max<int64_t>(1, std::min({units, threads * kShardsPerThread, by_cost}));
+    if (count <= 1 || threads <= 1) {
+      if (units > 0) function(0, units);
+      return;
+    }
+    auto shards = std::make_shared<PoolShards>();
+    shards->block = (units + count - 1) / count;
+    shards->count = (units + shards->block - 1) / shards->block;
+    shards->units = units;
+    shards->function = &function;
+    for (int64_t t = 0; t < std::min(threads, shards->count - 1); ++t) {
+      pool.Schedule([shards] { shards->Run(); });
+    }
+    shards->Run();
+    std::unique_lock<std::mutex> lock(shards->mu);
+    shards->all_finished.wait(lock, [&] { return shards->finished.load() == shards->count; });
+  };
+}
+
+template <typename T>
+T* Data(const ffi::AnyBuffer& buffer) {
+  return static_cast<T*>(buffer.untyped_data());
+}
+
+// The element count of a buffer, as the core views count.
+int64_t Size(const ffi::AnyBuffer& buffer) {
+  return static_cast<int64_t>(buffer.element_count());
+}
+
+// A CSR batch of a compiled step. Its ids and gains may be longer than its row_splits say: the
+// conversion's custom call sizes them for every input id, and the lookups it drops (pruned ids
+// and weights, positions past max_sequence_length) leave padding after the last row, which the
+// view leaves out. Anything else is left for ValidateCsrBatch to reject.
+CsrBatch CompiledCsrBatch(const ffi::AnyBuffer& row_splits, const ffi::AnyBuffer& ids,
+                          const ffi::AnyBuffer& gains) {
+  CsrBatch batch{Data<int64_t>(row_splits), Size(row_splits), Data<int64_t>(ids), Size(ids),
+                 Data<float>(gains),        Size(gains)};
+  if (batch.num_row_splits >= 1 && batch.num_ids == batch.num_gains) {
+    const int64_t end = batch.row_splits[batch.num_row_splits - 1];
+    if (end >= 0 && end <= batch.num_ids) batch.num_ids = batch.num_gains = end;
+  }
+  return batch;
+}
+
+// Checks that `buffer` is a float matrix of `rows` x `dim` (`rows` < 0: any). XLA compiled the
+// call for the shapes the tf2xla kernel checked; this guards the handler against a call built
+// otherwise.
+Status CheckMatrix(const ffi::AnyBuffer& buffer, const char* what, int64_t rows, int64_t dim) {
+  const auto dims = buffer.dimensions();
+  if (buffer.element_type() == ffi::DataType::F32 && dims.size() == 2 &&
+      (rows < 0 || dims[0] == rows) && dims[1] == dim) {
+    return Status();
+  }
+  return InvalidArgument(what, " of the custom call is not a float matrix of the expected shape");
+}
+
+// TfeEmbeddingLookup and TfeEmbeddingLookupDense: the activations of a CSR batch.
+ffi::Error Lookup(ffi::ThreadPool pool, ffi::AnyBuffer table, ffi::AnyBuffer row_splits,
+                  ffi::AnyBuffer ids, ffi::AnyBuffer gains,
+                  ffi::Result<ffi::AnyBuffer> activations, std::string_view table_name) {
+  const std::string name(table_name);
+  const auto table_dims = table.dimensions();
+  if (table_dims.size() != 2) return ToFfiError(TableError(name, "table must be a matrix"));
+  const int64_t rows = table_dims[0], dim = table_dims[1];
+  const CsrBatch batch = CompiledCsrBatch(row_splits, ids, gains);
+  Status status = ValidateCsrBatch(batch, rows).WithContext(TableContext(name));
+  if (status.ok()) status = CheckMatrix(*activations, "activations", batch.num_rows(), dim);
+  if (!status.ok()) return ToFfiError(status);
+  AdviseHugePages(table.untyped_data(), table.size_bytes());
+  LookUpRows(batch, Data<float>(table), dim, Data<float>(*activations), PoolSharder(pool));
+  return ffi::Error::Success();
+}
+
+// The N CSR batches of operands [first, first + 4N): row_splits, ids, gains and
+// activation_gradients, N of each.
+Status ReadGradientBatches(const ffi::RemainingArgs& args, size_t first, int64_t num_batches,
+                           int64_t dim, std::vector<GradientBatch>* batches) {
+  batches->assign(num_batches, GradientBatch());
+  for (int64_t b = 0; b < num_batches; ++b) {
+    ffi::AnyBuffer operands[4] = {ffi::AnyBuffer(nullptr), ffi::AnyBuffer(nullptr),
+                                  ffi::AnyBuffer(nullptr), ffi::AnyBuffer(nullptr)};
+    for (int64_t k = 0; k < 4; ++k) {
+      const auto operand = args.get<ffi::AnyBuffer>(first + k * num_batches + b);
+      if (operand.has_error()) return Status::Error(operand.error().message());
+      operands[k] = operand.value();
+    }
+    GradientBatch& batch = (*batches)[b];
+    batch.csr = CompiledCsrBatch(operands[0], operands[1], operands[2]);
+    TFE_RETURN_IF_ERROR(CheckMatrix(operands[3], "activation_gradients",
+                                    std::max<int64_t>(batch.csr.num_rows(), 0), dim)
+                            .WithContext(BatchContext(b)));
+    batch.activation_gradients = Data<float>(operands[3]);
+  }
+  return Status();
+}
+
+// The N lists of operands [first, first + 2N): unique_ids, then rows.
+Status ReadSortedRows(const ffi::RemainingArgs& args, size_t first, int64_t num_lists,
+                     int64_t dim, std::vector<SortedRows>* lists) {
+  lists->assign(num_lists, SortedRows());
+  for (int64_t b = 0; b < num_lists; ++b) {
+    const auto ids = args.get<ffi::AnyBuffer>(first + b);
+    const auto rows = args.get<ffi::AnyBuffer>(first + num_lists + b);
+    if (ids.has_error()) return Status::Error(ids.error().message());
+    if (rows.has_error()) return Status::Error(rows.error().message());
+    const int64_t num_ids = Size(ids.value());
+    TFE_RETURN_IF_ERROR(
+        CheckMatrix(rows.value(), "rows", num_ids, dim).WithContext(BatchContext(b)));
+    (*lists)[b] = {Data<int64_t>(ids.value()), num_ids, Data<float>(rows.value())};
+  }
+  return Status();
+}
+
+// The one GradientGroups pool of each handler: XLA may run a handler concurrently.
+template <typename Tag>
+GradientGroupsPool& GroupsPool() {
+  static GradientGroupsPool* pool = new GradientGroupsPool();
+  return *pool;
+}
+
+// TfeEmbeddingGradient: the unique ids ascending, then distinct negative ids (-1, -2, ...)
+// with zero rows up to the number of lookups, the static size of the outputs.
+ffi::Error Gradient(ffi::ThreadPool pool, ffi::RemainingArgs args,
+                    ffi::Result<ffi::AnyBuffer> unique_ids, ffi::Result<ffi::AnyBuffer> values,
+                    std::string_view table_name, int64_t num_batches, int64_t vocabulary_size) {
+  const std::string name(table_name);
+  const auto dims = values->dimensions();
+  if (dims.size() != 2) return ToFfiError(TableError(name, "values must be a matrix"));
+  const int64_t capacity = dims[0], dim = dims[1];
+  std::vector<GradientBatch> batches;
+  const GradientGroupsPool::Lease lease = GroupsPool<struct GradientTag>().Take();
+  GradientGroups& groups = *lease.get();
+  Status status = ReadGradientBatches(args, 0, num_batches, dim, &batches);
+  if (status.ok()) status = GroupLookupsById(batches, dim, &groups);
+  if (status.ok() && vocabulary_size >= 0) status = CheckIdsBelow(groups, vocabulary_size);
+  const int64_t num_unique = groups.num_unique();
+  if (status.ok() && (Size(*unique_ids) != capacity || num_unique > capacity)) {
+    status = InvalidArgument("the gradient's outputs hold ", capacity, " ids, fewer than its ",
+                             num_unique, " unique ids");
+  }
+  if (!status.ok()) return ToFfiError(status.WithContext(TableContext(name)));
+  int64_t* out_ids = Data<int64_t>(*unique_ids);
+  std::copy(groups.unique_ids.begin(), groups.unique_ids.end(), out_ids);
+  for (int64_t u = num_unique; u < capacity; ++u) out_ids[u] = num_unique - u - 1;
+  float* out = Data<float>(*values);
+  std::fill(out + num_unique * dim, out + capacity * dim, 0.0f);
+  SumGroups(groups, dim, out, PoolSharder(pool));
+  return ffi::Error::Success();
+}
+
+// Reads the hyperparameters of Params (hyperparameters.h) from the call's attributes.
+template <typename Params>
+Status ReadHyperparameters(const ffi::Dictionary& attributes, Params* params) {
+  for (const auto& hyperparameter : Params::Hyperparameters()) {
+    Status status;
+    std::visit(
+        [&](auto member) {
+          using Value = std::remove_reference_t<decltype(params->*member)>;
+          const auto value = attributes.get<Value>(hyperparameter.name);
+          if (value.has_error()) {
+            status = InvalidArgument("attribute ", hyperparameter.name, ": ",
+                                     value.error().message());
+          } else {
+            params->*member = value.value();
+          }
+        },
+        hyperparameter.member);
+    TFE_RETURN_IF_ERROR(status);
+  }
+  return Status();
+}
+
+// The gradient forms of the sparse-apply handlers, as the TF kernels': how many operands a
+// list holds per element, how they are read as views, and how the views are grouped by id.
+template <int64_t kOperands, typename View, auto kRead, auto kGroup>
+struct GradientForm {
+  static constexpr int64_t kOperandsPerBatch = kOperands;
+  static Status Group(const ffi::RemainingArgs& args, size_t first, int64_t n, int64_t dim,
+                      GradientGroups* groups) {
+    std::vector<View> views;
+    TFE_RETURN_IF_ERROR(kRead(args, first, n, dim, &views));
+    return kGroup(views, dim, groups);
+  }
+};
+// TfeSparseApply<Rule>: row_splits, ids, gains and activation_gradients per batch.
+using CsrGradients = GradientForm<4, GradientBatch, ReadGradientBatches, GroupLookupsById>;
+// TfeSparseApply<Rule>Rows: unique_ids and rows per list.
+using RowGradients = GradientForm<2, SortedRows, ReadSortedRows, GroupSortedRows>;
+
+// TfeSparseApply<Rule>[Rows]. Operands: the table, Rule's slots, the gradient lists, the
+// learning rate; results: the table and slots, aliased to their operands.
+template <typename Rule, typename Gradients>
+ffi::Error SparseApply(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                       ffi::Dictionary attributes) {
+  constexpr int kNumVariables = 1 + Rule::kNumSlots;
+  const auto table_name = attributes.get<std::string_view>("table_name");
+  const auto num_batches = attributes.get<int64_t>("num_batches");
+  if (table_name.has_error()) return table_name.error();
+  if (num_batches.has_error()) return num_batches.error();
+  const std::string name(table_name.value());
+  const int64_t n = num_batches.value();
+  const auto fail = [&](const Status& status) {
+    return ToFfiError(status.WithContext(TableContext(name)));
+  };
+  if (static_cast<int64_t>(args.size()) != kNumVariables + Gradients::kOperandsPerBatch * n + 1 ||
+      static_cast<int64_t>(rets.size()) != kNumVariables) {
+    return fail(Status::Error("the custom call has the wrong number of operands"));
+  }
+  CommonUpdateParams common;
+  Rule rule;
+  Status status = ReadHyperparameters(attributes, &common);
+  if (status.ok()) status = ReadHyperparameters(attributes, &rule);
+  const auto lr = args.get<ffi::AnyBuffer>(args.size() - 1);
+  if (lr.has_error()) return lr.error();
+  if (status.ok() && (lr.value().element_type() != ffi::DataType::F32 || Size(lr.value()) != 1)) {
+    status = Status::Error("learning_rate must be a float scalar");
+  }
+  if (!status.ok()) return fail(status);
+  const float learning_rate = *Data<float>(lr.value());
+  // The TF kernel's order of checks: the learning rate, the gradients, then the ids against
+  // the table.
+  status = CheckLearningRate(name, learning_rate);
+  if (!status.ok()) return ToFfiError(status);
+  std::array<float*, kNumVariables> variables;
+  int64_t rows = 0, dim = 0;
+  for (int i = 0; i < kNumVariables; ++i) {
+    const auto in = args.get<ffi::AnyBuffer>(i);
+    auto out = rets.get<ffi::AnyBuffer>(i);
+    if (in.has_error()) return in.error();
+    if (out.has_error()) return out.error();
+    const auto dims = in.value().dimensions();
+    if (i == 0 && dims.size() == 2) rows = dims[0], dim = dims[1];
+    status = CheckMatrix(in.value(), "variable", rows, dim);
+    ffi::Result<ffi::AnyBuffer> result = out.value();
+    if (status.ok() && (result->untyped_data() != in.value().untyped_data() ||
+                        result->size_bytes() != in.value().size_bytes())) {
+      status = Status::Error("the custom call's results do not alias its variables");
+    }
+    if (!status.ok()) return fail(status);
+    variables[i] = Data<float>(in.value());
+  }
+  const GradientGroupsPool::Lease lease = GroupsPool<Rule>().Take();
+  GradientGroups& groups = *lease.get();
+  status = Gradients::Group(args, kNumVariables, n, dim, &groups);
+  if (status.ok()) status = CheckIdsBelow(groups, rows);
+  if (!status.ok()) return fail(status);
+  std::array<float*, Rule::kNumSlots> slots;
+  for (int k = 0; k < Rule::kNumSlots; ++k) slots[k] = variables[1 + k];
+  for (int i = 0; i < kNumVariables; ++i) {
+    AdviseHugePages(variables[i], static_cast<size_t>(rows * dim) * sizeof(float));
+  }
+  ApplyGroups(rule, common, learning_rate, groups, dim, rows, variables[0], slots,
+              PoolSharder(pool));
+  return ffi::Error::Success();
+}
+
+// TfeFeaturesToCsr. Operands: ids, row_info, dense_shapes and weights, N of each; results:
+// row_splits, then ids and gains sized for every input id, padded after the last row
+// (CompiledCsrBatch) with id 0 and gain 0.
+ffi::Error FeaturesToCsr(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> row_splits,
+                         ffi::Result<ffi::AnyBuffer> ids, ffi::Result<ffi::AnyBuffer> gains,
+                         ffi::Dictionary attributes) {
+  const auto table_name = attributes.get<std::string_view>("table_name");
+  const auto vocabulary_size = attributes.get<int64_t>("vocabulary_size");
+  const auto combiner = attributes.get<int64_t>("combiner");
+  const auto kinds = attributes.get<ffi::Span<const int64_t>>("input_kinds");
+  const auto has_weights = attributes.get<ffi::Span<const int64_t>>("has_weights");
+  const auto max_sequence_lengths =
+      attributes.get<ffi::Span<const int64_t>>("max_sequence_lengths");
+  const auto prune_invalid = attributes.get<ffi::Span<const int64_t>>("prune_invalid");
+  for (const ffi::Error* error :
+       {table_name.has_error() ? &table_name.error() : nullptr,
+        vocabulary_size.has_error() ? &vocabulary_size.error() : nullptr,
+        combiner.has_error() ? &combiner.error() : nullptr,
+        kinds.has_error() ? &kinds.error() : nullptr,
+        has_weights.has_error() ? &has_weights.error() : nullptr,
+        max_sequence_lengths.has_error() ? &max_sequence_lengths.error() : nullptr,
+        prune_invalid.has_error() ? &prune_invalid.error() : nullptr}) {
+    if (error != nullptr) return *error;
+  }
+  TableSpec table{std::string(table_name.value()), vocabulary_size.value(),
+                  static_cast<Combiner>(combiner.value())};
+  const int64_t num_features = static_cast<int64_t>(kinds.value().size());
+  if (static_cast<int64_t>(args.size()) != 4 * num_features) {
+    return ToFfiError(TableError(table.name, "the custom call has the wrong number of operands"));
+  }
+  std::vector<FeatureSpec> specs(num_features);
+  std::vector<FeatureTensors> tensors(num_features);
+  for (int64_t f = 0; f < num_features; ++f) {
+    const auto feature_name = attributes.get<std::string_view>("feature_name_" + std::to_string(f));
+    if (feature_name.has_error()) return feature_name.error();
+    specs[f] = FeatureSpec{std::string(feature_name.value()),
+                           static_cast<InputKind>(kinds.value()[f]),
+                           has_weights.value()[f] != 0, max_sequence_lengths.value()[f],
+                           prune_invalid.value()[f] != 0};
+    ffi::AnyBuffer operands[4] = {ffi::AnyBuffer(nullptr), ffi::AnyBuffer(nullptr),
+                                  ffi::AnyBuffer(nullptr), ffi::AnyBuffer(nullptr)};
+    for (int64_t k = 0; k < 4; ++k) {
+      const auto operand = args.get<ffi::AnyBuffer>(k * num_features + f);
+      if (operand.has_error()) return operand.error();
+      operands[k] = operand.value();
+    }
+    FeatureTensors& t = tensors[f];
+    if (operands[0].element_type() == ffi::DataType::S32) {
+      t.ids = IdSpan(Data<int32_t>(operands[0]), Size(operands[0]));
+    } else {
+      t.ids = IdSpan(Data<int64_t>(operands[0]), Size(operands[0]));
+    }
+    t.row_info = {Data<int64_t>(operands[1]), Size(operands[1])};
+    for (const int64_t d : operands[1].dimensions()) t.row_info_shape.push_back(d);
+    t.dense_shape = {Data<int64_t>(operands[2]), Size(operands[2])};
+    t.weights = {Data<float>(operands[3]), Size(operands[3])};
+  }
+  CsrBuilder builder(table);
+  Status status = builder.AddFeatures(specs, tensors);
+  const int64_t capacity = Size(*ids);
+  if (status.ok() && (Size(*row_splits) != builder.num_rows() + 1 || Size(*gains) != capacity ||
+                      builder.num_lookups() > capacity)) {
+    status = TableError(table.name, "the conversion's outputs do not fit its ",
+                        builder.num_rows(), " rows and ", builder.num_lookups(), " lookups");
+  }
+  if (!status.ok()) return ToFfiError(status);
+  int64_t* out_ids = Data<int64_t>(*ids);
+  float* out_gains = Data<float>(*gains);
+  // A lone contiguous int64 feature's ids are the CSR ids, which Build then does not write.
+  const bool copy_ids = builder.CsrIdsAreFeatureIds();
+  builder.Build(Data<int64_t>(*row_splits), copy_ids ? nullptr : out_ids, out_gains);
+  if (copy_ids) tensors[0].ids.CopyTo(out_ids);
+  std::fill(out_ids + builder.num_lookups(), out_ids + capacity, 0);
+  std::fill(out_gains + builder.num_lookups(), out_gains + capacity, 0.0f);
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kLookupHandler, Lookup,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::ThreadPool>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Ret<ffi::AnyBuffer>()
+                           .Attr<std::string_view>("table_name"));
+
+XLA_FFI_DEFINE_HANDLER(kGradientHandler, Gradient,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::ThreadPool>()
+                           .RemainingArgs()
+                           .Ret<ffi::AnyBuffer>()
+                           .Ret<ffi::AnyBuffer>()
+                           .Attr<std::string_view>("table_name")
+                           .Attr<int64_t>("num_batches")
+                           .Attr<int64_t>("vocabulary_size"));
+
+XLA_FFI_DEFINE_HANDLER(kFeaturesToCsrHandler, FeaturesToCsr,
+                       ffi::Ffi::Bind()
+                           .RemainingArgs()
+                           .Ret<ffi::AnyBuffer>()
+                           .Ret<ffi::AnyBuffer>()
+                           .Ret<ffi::AnyBuffer>()
+                           .Attrs<ffi::Dictionary>());
+
+template <typename Rule, typename Gradients>
+XLA_FFI_Error* SparseApplyHandler(XLA_FFI_CallFrame* call_frame) {
+  static auto* handler = ffi::Ffi::Bind()
+                             .Ctx<ffi::ThreadPool>()
+                             .RemainingArgs()
+                             .RemainingRets()
+                             .Attrs<ffi::Dictionary>()
+                             .To(SparseApply<Rule, Gradients>)
+                             .release();
+  return handler->Call(call_frame);
+}
+
+// XLA's CPU backend, as the FFI registry names it.
+constexpr char kPlatform[] = "Host";
+
+void Register(const std::string& name, XLA_FFI_Handler* handler) {
+  // Registration fails only for a name taken twice, which the names rule out.
+  ffi::Ffi::RegisterStaticHandler(ffi::GetXlaFfiApi(), name, kPlatform, handler);
+}
+
+[[maybe_unused]] const bool kRegistered = [] {
+  Register(kLookupTarget, kLookupHandler);
+  Register(kGradientTarget, kGradientHandler);
+  Register(kFeaturesToCsrTarget, kFeaturesToCsrHandler);
+  AllRules::ForEach([](auto rule) {
+    using Rule = decltype(rule);
+    Register(SparseApplyTarget(SparseApplyOpName<Rule>()),
+             SparseApplyHandler<Rule, CsrGradients>);
+    Register(SparseApplyTarget(SparseApplyRowsOpName<Rule>()),
+             SparseApplyHandler<Rule, RowGradients>);
+  });
+  return true;
+}();
+
+}  // namespace
+}  // namespace tf_embedding
