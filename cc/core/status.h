@@ -3,7 +3,7 @@
 // Core code never throws and never aborts on bad data: it validates its inputs and returns a
 // Status. Every failure it can report is a bad input, so a Status needs no error code: it is OK
 // or it carries the message of an invalid argument. Kernels turn it into absl::Status in one
-// place (cc/kernels/status.h); core tests read the message directly.
+// place (cc/kernels/tf_status.h); core tests read the message directly.
 #ifndef TF_EMBEDDING_CC_CORE_STATUS_H_
 #define TF_EMBEDDING_CC_CORE_STATUS_H_
 

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "cc/core/errors.h"
-#include "cc/kernels/status.h"
+#include "cc/kernels/tf_status.h"
 
 namespace tf_embedding {
 

@@ -3,7 +3,7 @@
 
 #include "cc/core/dedup.h"
 #include "cc/core/errors.h"
-#include "cc/kernels/status.h"
+#include "cc/kernels/tf_status.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "cc/core/errors.h"
-#include "cc/kernels/status.h"
+#include "cc/kernels/tf_status.h"
 #include "tensorflow/core/platform/errors.h"
 
 namespace tf_embedding {

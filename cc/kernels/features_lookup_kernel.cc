@@ -15,7 +15,7 @@
 #include "cc/core/sparse_lookup.h"
 #include "cc/kernels/csr_conversion_attrs.h"
 #include "cc/kernels/row_sharding.h"
-#include "cc/kernels/status.h"
+#include "cc/kernels/tf_status.h"
 #include "cc/kernels/variable_access.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"

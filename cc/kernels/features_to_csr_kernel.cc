@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "cc/core/csr_conversion.h"
 #include "cc/kernels/csr_conversion_attrs.h"
-#include "cc/kernels/status.h"
+#include "cc/kernels/tf_status.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 

@@ -9,7 +9,7 @@
 #include "cc/kernels/csr_inputs.h"
 #include "cc/kernels/gradient_groups_pool.h"
 #include "cc/kernels/row_sharding.h"
-#include "cc/kernels/status.h"
+#include "cc/kernels/tf_status.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace tf_embedding {

@@ -7,7 +7,7 @@
 #include "cc/core/parallel_steps.h"
 #include "cc/kernels/csr_inputs.h"
 #include "cc/kernels/row_sharding.h"
-#include "cc/kernels/status.h"
+#include "cc/kernels/tf_status.h"
 #include "cc/kernels/variable_access.h"
 #include "tensorflow/core/framework/op_kernel.h"
 

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cc/core/errors.h"
-#include "cc/kernels/status.h"
+#include "cc/kernels/tf_status.h"
 #include "tensorflow/core/framework/types.h"
 #include "tensorflow/core/platform/errors.h"
 

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "cc/core/errors.h"
 #include "cc/kernels/shape_checks.h"
-#include "cc/kernels/status.h"
+#include "cc/kernels/tf_status.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 

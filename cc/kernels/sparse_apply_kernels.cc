@@ -17,7 +17,7 @@
 #include "cc/kernels/gradient_groups_pool.h"
 #include "cc/kernels/row_sharding.h"
 #include "cc/kernels/sparse_apply_checks.h"
-#include "cc/kernels/status.h"
+#include "cc/kernels/tf_status.h"
 #include "cc/kernels/variable_access.h"
 #include "cc/ops/sparse_apply_op_names.h"
 #include "tensorflow/core/framework/op_kernel.h"

@@ -2,7 +2,7 @@
 // Semantics: docs/internals.md.
 #include "absl/status/status.h"
 #include "cc/core/dedup.h"
-#include "cc/kernels/status.h"
+#include "cc/kernels/tf_status.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 

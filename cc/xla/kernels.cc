@@ -18,7 +18,7 @@
 #include "cc/kernels/csr_conversion_attrs.h"
 #include "cc/kernels/shape_checks.h"
 #include "cc/kernels/sparse_apply_checks.h"
-#include "cc/kernels/status.h"
+#include "cc/kernels/tf_status.h"
 #include "cc/ops/sparse_apply_op_names.h"
 #include "cc/xla/batch_ops.h"
 #include "cc/xla/csr_conversion.h"
