@@ -52,13 +52,21 @@ def lost_task_message(error: tf.errors.UnavailableError, model_dir: str) -> str:
             f"to continue from the last checkpoint in {os.path.join(model_dir, 'checkpoints')}")
 
 
+# The coordinator's reports of the steps a lost task failed (a dozen lines each): the failure
+# itself (UnavailableError) and the steps cancelled after it (CancelledError), from the worker
+# thread that ran the step or from its failure handler.
+_LOST_TASK_REPORT = re.compile(
+    r"(Remote function on worker \S+ failed with"
+    r"|\s*/job:worker/task:\d+ encountered the following error when processing"
+    r"(?: resource)? closure:) (?:UnavailableError|CancelledError)\(")
+
+
 class _LostTaskFilter(logging.Filter):
-    """Drops the coordinator's tracebacks of the steps a lost task failed (a dozen lines each):
-    `TaskLostError`'s one line says what happened and what to do."""
+    """Drops the coordinator's reports of a lost task: `TaskLostError`'s one line says what
+    happened and what to do."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not re.match(r"Remote function on worker .* failed with UnavailableError",
-                            record.getMessage())
+        return not _LOST_TASK_REPORT.match(record.getMessage())
 
 
 class _SaveRetracingFilter(logging.Filter):
