@@ -130,3 +130,18 @@ def test_ps_benchmark_prints_samples_and_bytes_for_each_traffic():
         ("one process", "-"), ("2", "rows"), ("2", "partial")]
     for row in rows[1:]:
         assert float(row[3]) > 0 and float(row[4]) > 0  # bytes down and up per step
+
+
+def test_dense_inputs_run_on_one_id_per_sample():
+    """The dense-input rows (a [batch, 1] feature per table, the only dense shape the embedding
+    APIs pool) agree with the stock baseline's activations and updates."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "tools", "benchmark.py"), "--quick",
+         "--threads", "1", "--ids-per-sample", "1", "--variants",
+         "stock-forward,sharded-forward-dense,stock-train,sharded-train-dense"],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    _, rows = _tables(result.stdout)[0]
+    assert sorted(row[2] for row in rows) == sorted(
+        ["stock-forward", "sharded-forward-dense", "stock-train", "sharded-train-dense"] * 2)
+    assert "FAILED" not in result.stdout and "DIFF" not in result.stdout

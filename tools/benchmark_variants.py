@@ -184,6 +184,30 @@ class Context:
         """Batch `i % num_batches`: one SparseTensor [batch, ids_per_sample] per table."""
         return self._sparse_batches[i % self.num_batches]
 
+    @functools.cached_property
+    def _ragged_batches(self) -> list[list[tf.RaggedTensor]]:
+        w = self.workload
+        row_splits = tf.constant(np.arange(w.batch + 1) * w.ids_per_sample, tf.int64)
+        return [[tf.RaggedTensor.from_row_splits(tf.constant(self.ids[b, t].ravel(), tf.int64),
+                                                 row_splits, validate=False)
+                 for t in range(self.workload.tables)]
+                for b in range(self.num_batches)]
+
+    @functools.cached_property
+    def _dense_batches(self) -> list[list[tf.Tensor]]:
+        # The TPU APIs pool a dense feature only as [batch, 1] (one id per sample).
+        if self.workload.ids_per_sample != 1:
+            raise ValueError("dense inputs need --ids-per-sample 1: the embedding APIs pool a "
+                             "dense feature only when it holds one id per sample")
+        return [[tf.constant(self.ids[b, t], tf.int64) for t in range(self.workload.tables)]
+                for b in range(self.num_batches)]
+
+    def batch(self, i: int, kind: str = "sparse") -> list[Any]:
+        """Batch `i % num_batches` as `kind` inputs, one feature per table: "sparse"
+        (SparseTensor [batch, ids_per_sample]), "ragged" (RaggedTensor [batch, None]) or "dense"
+        (int64 [batch, ids_per_sample]); the same ids whatever the kind."""
+        return getattr(self, f"_{kind}_batches")[i % self.num_batches]
+
     @functools.cache
     def unique_ids(self, batch: int, table: int) -> np.ndarray:
         return np.unique(self.ids[batch, table])
@@ -213,19 +237,20 @@ class Context:
         """0.5 * sum of squares: its gradient is the activations, so the dense part is trivial."""
         return 0.5 * tf.add_n([tf.reduce_sum(tf.square(a)) for a in activations])
 
-    def forward_setup(self, forward: Callable[[list[tf.SparseTensor]], Any],
-                      variables: Sequence[Any]) -> Setup:
-        """Checksum: sum of squares of batch 0's activations, which every forward variant shares."""
+    def forward_setup(self, forward: Callable[[list[Any]], Any], variables: Sequence[Any],
+                      kind: str = "sparse") -> Setup:
+        """Checksum: sum of squares of batch 0's activations, which every forward variant shares.
+        `forward` takes `kind` inputs (`batch`)."""
 
         def checksum() -> float:
             return float(sum(np.sum(np.square(a.numpy(), dtype=np.float64))
-                             for a in tf.nest.flatten(forward(self.sparse_batch(0)))))
+                             for a in tf.nest.flatten(forward(self.batch(0, kind)))))
 
-        return Setup(self._steps(forward), sum(_nbytes(v) for v in variables), checksum,
+        return Setup(self._steps(forward, kind), sum(_nbytes(v) for v in variables), checksum,
                      self.steps_per_call)
 
-    def train_setup(self, train: Callable[[list[tf.SparseTensor]], Any],
-                    tables: Sequence[Any], variables: Sequence[Any]) -> Setup:
+    def train_setup(self, train: Callable[[list[Any]], Any], tables: Sequence[Any],
+                    variables: Sequence[Any], kind: str = "sparse") -> Setup:
         """Checksum: sum of squares of the table rows batch 0 touches, after the timed steps; the
         training variants apply the same batches in the same order, so they agree."""
 
@@ -235,10 +260,11 @@ class Context:
                                  dtype=np.float64))
                 for t, table in enumerate(tables)))
 
-        return Setup(self._steps(train), sum(_nbytes(v) for v in variables), checksum,
+        return Setup(self._steps(train, kind), sum(_nbytes(v) for v in variables), checksum,
                      self.steps_per_call)
 
-    def _steps(self, step: Callable[[list[tf.SparseTensor]], Any]) -> Callable[[int], Any]:
+    def _steps(self, step: Callable[[list[Any]], Any], kind: str = "sparse"
+               ) -> Callable[[int], Any]:
         """A callable running `steps_per_call` steps. One step: `step` on batch `i`, called from
         Python as a tf.function step usually is. More: one tf.function whose loop runs `step`
         on the next batch of a tf.data iterator, as TPU embedding code runs its steps
@@ -247,8 +273,8 @@ class Context:
         per call. Either way step k runs on batch k (cycled), so the train phase's checksums
         agree."""
         if self.steps_per_call == 1:
-            return lambda i: step(self.sparse_batch(i))
-        batches = [tf.data.Dataset.from_tensors(tuple(self.sparse_batch(b)))
+            return lambda i: step(self.batch(i, kind))
+        batches = [tf.data.Dataset.from_tensors(tuple(self.batch(b, kind)))
                    for b in range(self.num_batches)]
         iterator = iter(functools.reduce(tf.data.Dataset.concatenate, batches).repeat())
         steps_per_call = self.steps_per_call
@@ -423,18 +449,13 @@ def _sharded_embedding(ctx: Context) -> tuple[Any, list[tf.Variable], list[tf.Va
                                                          embedding.embedding_tables, embedding))
 
 
-@variant("sharded-forward", "forward", "TPUEmbedding enqueue(training=False) + dequeue")
-def _sharded_forward(ctx: Context) -> Setup:
-    return _sharded_forward_setup(ctx, jit_compile=False)
+# The sharded TPUEmbedding's steps, one variant per input kind (`Context.batch`) and per
+# compilation: "sharded-forward" (SparseTensors), "sharded-forward-ragged", ..., and "-xla" for
+# each, the step compiled whole by XLA (tf.function(jit_compile=True)).
+INPUT_KINDS = {"sparse": "SparseTensor", "ragged": "RaggedTensor", "dense": "dense"}
 
 
-@variant("sharded-forward-xla", "forward",
-         "the sharded-forward step compiled whole by XLA (tf.function(jit_compile=True))")
-def _sharded_forward_xla(ctx: Context) -> Setup:
-    return _sharded_forward_setup(ctx, jit_compile=True)
-
-
-def _sharded_forward_setup(ctx: Context, jit_compile: bool) -> Setup:
+def _sharded_forward_setup(ctx: Context, kind: str, jit_compile: bool) -> Setup:
     embedding, tables, accumulators = _sharded_embedding(ctx)
 
     @tf.function(jit_compile=jit_compile)
@@ -443,34 +464,10 @@ def _sharded_forward_setup(ctx: Context, jit_compile: bool) -> Setup:
         return embedding.dequeue()
 
     # The engine holds its optimizer's slots whether or not the step trains.
-    return ctx.forward_setup(forward, [*tables, *accumulators])
+    return ctx.forward_setup(forward, [*tables, *accumulators], kind)
 
 
-@variant("sharded-forward:call", "part",
-         "a tf.function taking the forward's SparseTensors and returning one scalar per feature: "
-         "the per-call floor of every step (Python dispatch, argument matching, the executor)",
-         default=False, part_of="sharded-forward")
-def _part_call(ctx: Context) -> Setup:
-    @tf.function
-    def call(features):
-        return [tf.size(feature.values) for feature in features]
-
-    return Setup(lambda i: call(ctx.sparse_batch(i)), 0)
-
-
-@variant("sharded-train", "train", "TPUEmbedding enqueue + dequeue + apply_gradients (Adagrad)",
-         target=4.0)
-def _sharded_train(ctx: Context) -> Setup:
-    return _sharded_train_setup(ctx, jit_compile=False)
-
-
-@variant("sharded-train-xla", "train",
-         "the sharded-train step compiled whole by XLA (tf.function(jit_compile=True))")
-def _sharded_train_xla(ctx: Context) -> Setup:
-    return _sharded_train_setup(ctx, jit_compile=True)
-
-
-def _sharded_train_setup(ctx: Context, jit_compile: bool) -> Setup:
+def _sharded_train_setup(ctx: Context, kind: str, jit_compile: bool) -> Setup:
     embedding, tables, accumulators = _sharded_embedding(ctx)
 
     @tf.function(jit_compile=jit_compile)
@@ -482,7 +479,27 @@ def _sharded_train_setup(ctx: Context, jit_compile: bool) -> Setup:
             loss = ctx.loss(activations)
         embedding.apply_gradients(tape.gradient(loss, activations))
 
-    return ctx.train_setup(train, tables, [*tables, *accumulators])
+    return ctx.train_setup(train, tables, [*tables, *accumulators], kind)
+
+
+def _register_sharded_variants() -> None:
+    steps = {"forward": ("TPUEmbedding enqueue(training=False) + dequeue", _sharded_forward_setup),
+             "train": ("TPUEmbedding enqueue + dequeue + apply_gradients (Adagrad)",
+                       _sharded_train_setup)}
+    for phase, (description, setup) in steps.items():
+        for kind, kind_name in INPUT_KINDS.items():
+            name = f"sharded-{phase}" + ("" if kind == "sparse" else f"-{kind}")
+            variant(name, phase, f"{description}, {kind_name} inputs",
+                    # Dense features hold one id per sample: not the default workload.
+                    default=kind != "dense",
+                    **({"target": 4.0} if (phase, kind) == ("train", "sparse") else {}))(
+                        functools.partial(setup, kind=kind, jit_compile=False))
+            variant(f"{name}-xla", phase, f"the {name} step compiled whole by XLA "
+                    "(tf.function(jit_compile=True))", default=kind == "sparse")(
+                        functools.partial(setup, kind=kind, jit_compile=True))
+
+
+_register_sharded_variants()
 
 
 @variant("keras-train", "train",
@@ -648,8 +665,7 @@ def _keras_rs_cpu_fit(ctx: Context) -> Setup:
 
 
 @variant("keras-layer-fit", "train",
-         "model.train_on_batch of tf_embedding.keras.TPUEmbedding (fused Adagrad)",
-         default=False)
+         "model.train_on_batch of tf_embedding.keras.TPUEmbedding (fused Adagrad)")
 def _keras_layer_fit(ctx: Context) -> Setup:
     layer, tables, accumulators = _keras_layer(ctx)
 
