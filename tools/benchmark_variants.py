@@ -502,6 +502,18 @@ def _register_sharded_variants() -> None:
 _register_sharded_variants()
 
 
+@variant("sharded-forward:call", "part",
+         "a tf.function taking the forward's SparseTensors and returning one scalar per feature: "
+         "the per-call floor of every step (Python dispatch, argument matching, the executor)",
+         default=False, part_of="sharded-forward")
+def _part_call(ctx: Context) -> Setup:
+    @tf.function
+    def call(features):
+        return [tf.size(feature.values) for feature in features]
+
+    return Setup(lambda i: call(ctx.sparse_batch(i)), 0)
+
+
 @variant("keras-train", "train",
          "safe_embedding_lookup_sparse + tape IndexedSlices + keras.optimizers.Adagrad")
 def _keras_train(ctx: Context) -> Setup:
