@@ -192,15 +192,16 @@ def fuzz_table():
     return tf.Variable(np.random.default_rng(0).normal(size=[VOCAB, 3]).astype(np.float32))
 
 
-# Sparse features first, so that the direct path (pooled rank-2 sparse features without
-# weights, all of them) is reached often.
+# Sparse or ragged features first, so that the direct path (pooled rank-2 sparse or ragged
+# features without weights, all of them) is reached often.
 @FUZZ
 @given(data=st.data(), combiner=st.sampled_from(["sum", "mean", "sqrtn"]),
        broken=st.booleans())
 def test_features_lookup_is_conversion_then_lookup(ops, fuzz_table, data, combiner, broken):
     """TfeFeaturesLookup: the error of TfeFeaturesToCsr, or the bits of its batch looked up."""
-    features = ([data.draw(feature("sparse", broken=broken))] +
-                data.draw(st.lists(feature(data.draw(st.sampled_from(["sparse"] * 3 + KINDS))),
+    direct_kinds = ["sparse", "ragged"]
+    features = ([data.draw(feature(data.draw(st.sampled_from(direct_kinds)), broken=broken))] +
+                data.draw(st.lists(feature(data.draw(st.sampled_from(direct_kinds * 2 + KINDS))),
                                    max_size=2)))
     arguments = raw_arguments(features, [tf.constant(f["ids"]) for f in features], combiner)
     try:

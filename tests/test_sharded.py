@@ -678,12 +678,13 @@ def test_inference_batches_need_no_apply_gradients():
     dequeue_and_apply(emb)
 
 
+@pytest.mark.parametrize("kind", ["sparse", "ragged"])
 @pytest.mark.parametrize("in_function", [False, True])
-def test_sparse_inference_batches_are_looked_up_unconverted_with_the_same_bits(in_function):
-    """A forward-only batch of rank-2 SparseTensors waits unconverted and is converted and looked
-    up in one op (TfeFeaturesLookup; for the sequence feature "b" by its conversion path): the
-    same activations as a training batch's. A ragged one, or a training one, is converted at
-    enqueue time."""
+def test_raw_inference_batches_are_looked_up_unconverted_with_the_same_bits(in_function, kind):
+    """A forward-only batch of rank-2 SparseTensors, or of RaggedTensors, waits unconverted and
+    is converted and looked up in one op (TfeFeaturesLookup; for the sequence feature "b" by its
+    conversion path): the same activations as a training batch's. A batch mixing the two, or a
+    training one, is converted at enqueue time."""
     emb = small_embedding()
     emb.build(per_replica_batch_size=2)
 
@@ -692,31 +693,35 @@ def test_sparse_inference_batches_are_looked_up_unconverted_with_the_same_bits(i
         return emb.dequeue()
 
     step = tf.function(forward) if in_function else forward
-    inference = step(small_features("sparse"), False)
-    training = step(small_features("sparse"), True)
+    inference = step(small_features(kind), False)
+    training = step(small_features(kind), True)
     emb.apply_gradients(gradients_like(training))
     expected = {"a": [[1.0, 1.0], [1.0, 1.0]], "b": [[[1.0, 1.0], [1.0, 1.0]],
                                                        [[1.0, 1.0], [0.0, 0.0]]]}
     for key in expected:
         np.testing.assert_array_equal(inference[key].numpy(), training[key].numpy())
     if in_function:
-        assert "TfeFeaturesLookup" in custom_ops(step, small_features("sparse"), False)
-        assert "TfeFeaturesToCsr" not in custom_ops(step, small_features("sparse"), False)
-        assert "TfeFeaturesToCsr" in custom_ops(step, small_features("ragged"), False)
-        assert "TfeFeaturesToCsr" in custom_ops(step, small_features("sparse"), True)
+        mixed = {"a": small_features("sparse")["a"], "b": small_features("ragged")["b"]}
+        assert "TfeFeaturesLookup" in custom_ops(step, small_features(kind), False)
+        assert "TfeFeaturesToCsr" not in custom_ops(step, small_features(kind), False)
+        assert "TfeFeaturesToCsr" in custom_ops(step, mixed, False)
+        assert "TfeFeaturesToCsr" in custom_ops(step, small_features(kind), True)
 
 
-def test_sparse_inference_batches_share_the_queue_capacity():
+@pytest.mark.parametrize("kind", ["sparse", "ragged"])
+def test_raw_inference_batches_share_the_queue_capacity(kind):
     emb = small_embedding()
-    emb.enqueue(small_features("sparse"), training=False)
+    emb.enqueue(small_features(kind), training=False)
     with pytest.raises(RuntimeError, match="already holds 1 enqueued batch"):
-        emb.enqueue(small_features("sparse"))
+        emb.enqueue(small_features(kind))
+    with pytest.raises(RuntimeError, match="already holds 1 enqueued batch"):
+        emb.enqueue(small_features("sparse" if kind == "ragged" else "ragged"), training=False)
     emb.dequeue()
-    emb.enqueue(small_features("sparse"))
+    emb.enqueue(small_features(kind))
     with pytest.raises(RuntimeError, match="already holds 1 enqueued batch"):
-        emb.enqueue(small_features("sparse"), training=False)
+        emb.enqueue(small_features(kind), training=False)
     dequeue_and_apply(emb)
-    emb.enqueue(small_features("sparse"), training=False)
+    emb.enqueue(small_features(kind), training=False)
     with pytest.raises(RuntimeError, match="enqueued with training=False"):
         emb.apply_gradients(gradients_like(emb.dequeue()))
 

@@ -14,9 +14,69 @@ namespace {
 // read back those of the whole batch.
 constexpr int64_t kChunkRows = 64;
 
+// Combines one chunk of rows, [chunk, chunk + chunk_rows), whose lookups (checked) are ids[0,
+// row_splits[chunk_rows]) with chunk-local row_splits.
+void CombineChunk(Combiner combiner, const int64_t* row_splits, int64_t chunk_rows,
+                  const int64_t* ids, const float* table, int64_t dim, std::vector<float>* gains,
+                  float* activations) {
+  const int64_t chunk_lookups = row_splits[chunk_rows];
+  // The sum combiner's gains are all 1: CombineRows then adds the rows without gains.
+  if (combiner != Combiner::kSum) {
+    gains->assign(chunk_lookups, 1.0f);
+    for (int64_t r = 0; r < chunk_rows; ++r) {
+      ApplyCombinerToRow(combiner, gains->data() + row_splits[r],
+                         gains->data() + row_splits[r + 1]);
+    }
+  }
+  CsrBatch batch;
+  batch.row_splits = row_splits;
+  batch.num_row_splits = chunk_rows + 1;
+  batch.ids = ids;
+  batch.num_ids = chunk_lookups;
+  batch.gains = combiner == Combiner::kSum ? nullptr : gains->data();
+  batch.num_gains = combiner == Combiner::kSum ? 0 : chunk_lookups;
+  CombineRows(batch, table, dim, 0, chunk_rows, activations);
+}
+
+// CombineSparseRows of a ragged feature: its row_splits give each chunk's lookups.
+bool CombineRaggedRows(const SparseLookups& lookups, uint64_t vocabulary, Combiner combiner,
+                       const float* table, int64_t dim, int64_t row_begin, int64_t row_end,
+                       float* activations) {
+  const int64_t* splits = lookups.row_splits;
+  if ((row_begin == 0 && splits[0] != 0) ||
+      (row_end == lookups.rows && splits[lookups.rows] != lookups.nnz)) {
+    return false;
+  }
+  int64_t row_splits[kChunkRows + 1];
+  std::vector<float> gains;
+  for (int64_t chunk = row_begin; chunk < row_end; chunk += kChunkRows) {
+    const int64_t chunk_rows = std::min(kChunkRows, row_end - chunk);
+    const int64_t first = splits[chunk];
+    // Non-decreasing splits within [0, nnz]: each difference and the first one fit unsigned
+    // compares, which reject negative values too.
+    uint64_t bad = static_cast<uint64_t>(first) > static_cast<uint64_t>(lookups.nnz);
+    for (int64_t r = 0; r < chunk_rows; ++r) {
+      bad |= splits[chunk + r + 1] < splits[chunk + r];
+      row_splits[r] = splits[chunk + r] - first;
+    }
+    row_splits[chunk_rows] = splits[chunk + chunk_rows] - first;
+    bad |= splits[chunk + chunk_rows] > lookups.nnz;
+    if (bad != 0) return false;
+    const int64_t* ids = lookups.ids + first;
+    for (int64_t k = 0; k < row_splits[chunk_rows]; ++k) {
+      bad |= static_cast<uint64_t>(ids[k]) >= vocabulary;
+    }
+    if (bad != 0) return false;
+    CombineChunk(combiner, row_splits, chunk_rows, ids, table, dim, &gains,
+                 activations + chunk * dim);
+  }
+  return true;
+}
+
 }  // namespace
 
 int64_t FirstLookupOfRow(const SparseLookups& lookups, int64_t row) {
+  if (lookups.row_splits != nullptr) return lookups.row_splits[row];
   int64_t low = 0, high = lookups.nnz;
   while (low < high) {
     const int64_t middle = low + (high - low) / 2;
@@ -32,6 +92,10 @@ int64_t FirstLookupOfRow(const SparseLookups& lookups, int64_t row) {
 bool CombineSparseRows(const SparseLookups& lookups, int64_t vocabulary_size, Combiner combiner,
                        const float* table, int64_t dim, int64_t row_begin, int64_t row_end,
                        int64_t lookup_begin, int64_t lookup_end, float* activations) {
+  if (lookups.row_splits != nullptr) {
+    return CombineRaggedRows(lookups, vocabulary_size, combiner, table, dim, row_begin, row_end,
+                             activations);
+  }
   const int64_t* indices = lookups.indices;
   const uint64_t columns = lookups.columns, vocabulary = vocabulary_size;
   int64_t next = lookup_begin;
@@ -54,23 +118,8 @@ bool CombineSparseRows(const SparseLookups& lookups, int64_t vocabulary_size, Co
       row_splits[r + 1] = next - first;
     }
     if (bad != 0) return false;
-    const int64_t chunk_lookups = next - first;
-    // The sum combiner's gains are all 1: CombineRows then adds the rows without gains.
-    if (combiner != Combiner::kSum) {
-      gains.assign(chunk_lookups, 1.0f);
-      for (int64_t r = 0; r < chunk_rows; ++r) {
-        ApplyCombinerToRow(combiner, gains.data() + row_splits[r],
-                           gains.data() + row_splits[r + 1]);
-      }
-    }
-    CsrBatch batch;
-    batch.row_splits = row_splits;
-    batch.num_row_splits = chunk_rows + 1;
-    batch.ids = lookups.ids + first;
-    batch.num_ids = chunk_lookups;
-    batch.gains = combiner == Combiner::kSum ? nullptr : gains.data();
-    batch.num_gains = combiner == Combiner::kSum ? 0 : chunk_lookups;
-    CombineRows(batch, table, dim, 0, chunk_rows, activations + chunk * dim);
+    CombineChunk(combiner, row_splits, chunk_rows, lookups.ids + first, table, dim, &gains,
+                 activations + chunk * dim);
   }
   // A lookup left over has a row outside the range or out of order.
   return next == lookup_end;

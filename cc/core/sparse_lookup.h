@@ -1,6 +1,6 @@
-// The forward lookup of a pooled rank-2 sparse feature straight from its indices and ids, without
-// building its CSR batch first: what TfeFeaturesLookup runs when its inputs allow (see
-// docs/internals.md). The sums are CombineRows' (same gains, same order), so the activations are
+// The forward lookup of a pooled rank-2 sparse or ragged feature straight from its indices (row
+// splits) and ids, without building its CSR batch first: what TfeFeaturesLookup runs when its
+// inputs allow (see docs/internals.md). The sums are CombineRows' (same gains, same order), so the activations are
 // bit-identical to converting the feature (CsrBuilder) and looking the batch up.
 #ifndef TF_EMBEDDING_CC_CORE_SPARSE_LOOKUP_H_
 #define TF_EMBEDDING_CC_CORE_SPARSE_LOOKUP_H_
@@ -11,18 +11,21 @@
 
 namespace tf_embedding {
 
-// The lookups of one rank-2 SparseTensor without weights: lookup k has output row indices[2k],
-// column indices[2k + 1] and id ids[k].
+// The lookups of one pooled feature without weights, read in place: a rank-2 SparseTensor (lookup
+// k has output row indices[2k], column indices[2k + 1] and id ids[k]) or, when row_splits is set,
+// a ragged feature (row r's lookups are [row_splits[r], row_splits[r + 1]); indices unused).
 struct SparseLookups {
-  const int64_t* indices = nullptr;  // [nnz, 2], row-major
-  const int64_t* ids = nullptr;      // [nnz]
+  const int64_t* indices = nullptr;     // sparse: [nnz, 2], row-major
+  const int64_t* ids = nullptr;         // [nnz]
   int64_t nnz = 0;
-  int64_t rows = 0;     // dense_shape[0]: the output rows
-  int64_t columns = 0;  // dense_shape[1]
+  int64_t rows = 0;     // the output rows: dense_shape[0], or ragged rows
+  int64_t columns = 0;  // sparse: dense_shape[1]
+  const int64_t* row_splits = nullptr;  // ragged: [rows + 1]
 };
 
-// The first lookup of `row` or of a later row, by binary search: meaningful when the lookups are
-// in row order, which CombineSparseRows checks.
+// The first lookup of `row` or of a later row (by binary search for a sparse feature):
+// meaningful when the lookups are in row order, which CombineSparseRows checks. Ragged features:
+// row_splits[row], which CombineSparseRows checks.
 int64_t FirstLookupOfRow(const SparseLookups& lookups, int64_t row);
 
 // activations[r, :] for output rows [row_begin, row_end), whose lookups should be
@@ -30,9 +33,10 @@ int64_t FirstLookupOfRow(const SparseLookups& lookups, int64_t row);
 // order as CombineRows does; rows without lookups become zeros. `activations` is
 // [lookups.rows, dim]; `table` has at least `vocabulary_size` rows.
 // Returns false if those lookups are not exactly the range's rows' in row order, or one has a
-// column or id out of bounds (dense_shape[1], vocabulary_size), having read only table rows of
-// checked lookups. Rows are combined a chunk at a time, each chunk's lookups checked as its rows
-// are found.
+// column or id out of bounds (dense_shape[1], vocabulary_size), or (ragged) the range's
+// row_splits decrease, leave [0, nnz], or do not start at 0 (the first range) or end at nnz (the
+// last), having read only table rows of checked lookups. Rows are combined a chunk at a time,
+// each chunk's lookups checked as its rows are found.
 // Called on ranges of a partition of the rows [0, lookups.rows), the first range's lookups from
 // 0, the last's to nnz, the others' bounds from FirstLookupOfRow: all returning true means the
 // whole feature is valid and in row order, so each range combined exactly its rows' lookups

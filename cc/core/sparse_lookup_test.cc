@@ -20,14 +20,20 @@ namespace {
 constexpr int64_t kVocabulary = 50;
 constexpr int64_t kDim = 16;
 
+// One feature's lookups both ways: as a rank-2 SparseTensor (indices) and as a ragged feature
+// (row_splits).
 struct Feature {
   std::vector<int64_t> indices;  // [nnz, 2]
+  std::vector<int64_t> row_splits;  // [rows + 1]
   std::vector<int64_t> ids;
   int64_t rows = 0;
   int64_t columns = 0;
 
-  SparseLookups View() const {
-    return {indices.data(), ids.data(), static_cast<int64_t>(ids.size()), rows, columns};
+  SparseLookups View(bool ragged) const {
+    SparseLookups view{indices.data(), ids.data(), static_cast<int64_t>(ids.size()), rows,
+                       columns};
+    if (ragged) view.row_splits = row_splits.data();
+    return view;
   }
 };
 
@@ -37,12 +43,14 @@ Feature RandomFeature(int64_t rows, uint32_t seed) {
   Feature feature;
   feature.rows = rows;
   feature.columns = 6;
+  feature.row_splits.push_back(0);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t count = random() % 4 == 0 ? 0 : random() % 7;
     for (int64_t c = 0; c < count; ++c) {
       feature.indices.insert(feature.indices.end(), {r, c});
       feature.ids.push_back(random() % kVocabulary);
     }
+    feature.row_splits.push_back(static_cast<int64_t>(feature.ids.size()));
   }
   return feature;
 }
@@ -57,15 +65,22 @@ std::vector<float> RandomTable(uint32_t seed) {
 
 // The converted feature's batch looked up, the path TfeFeaturesToCsr + TfeEmbeddingLookup take.
 std::vector<float> ConvertedLookup(const Feature& feature, Combiner combiner,
-                                   const std::vector<float>& table) {
+                                   const std::vector<float>& table, bool ragged) {
   CsrBuilder builder(TableSpec{"tbl", kVocabulary, combiner});
   FeatureTensors tensors;
   tensors.ids = IdSpan(feature.ids.data(), static_cast<int64_t>(feature.ids.size()));
-  tensors.row_info = {feature.indices.data(), static_cast<int64_t>(feature.indices.size())};
-  tensors.row_info_shape = {static_cast<int64_t>(feature.ids.size()), 2};
   const std::vector<int64_t> dense_shape = {feature.rows, feature.columns};
-  tensors.dense_shape = {dense_shape.data(), 2};
-  const Status status = builder.AddFeature({"f", InputKind::kSparse}, tensors);
+  if (ragged) {
+    tensors.row_info = {feature.row_splits.data(),
+                        static_cast<int64_t>(feature.row_splits.size())};
+    tensors.row_info_shape = {static_cast<int64_t>(feature.row_splits.size())};
+  } else {
+    tensors.row_info = {feature.indices.data(), static_cast<int64_t>(feature.indices.size())};
+    tensors.row_info_shape = {static_cast<int64_t>(feature.ids.size()), 2};
+    tensors.dense_shape = {dense_shape.data(), 2};
+  }
+  const Status status =
+      builder.AddFeature({"f", ragged ? InputKind::kRagged : InputKind::kSparse}, tensors);
   TFE_EXPECT_OK(status);
   testing::CsrArrays csr;
   csr.row_splits.resize(builder.num_rows() + 1);
@@ -79,9 +94,10 @@ std::vector<float> ConvertedLookup(const Feature& feature, Combiner combiner,
 
 // Combines `feature` over the row ranges [bounds[i], bounds[i + 1]), as TfeFeaturesLookup
 // does; whether every range passed its checks.
-bool CombineInRanges(const Feature& feature, Combiner combiner, const std::vector<float>& table,
-                     const std::vector<int64_t>& bounds, std::vector<float>* out) {
-  const SparseLookups lookups = feature.View();
+bool CombineInRanges(const Feature& feature, bool ragged, Combiner combiner,
+                     const std::vector<float>& table, const std::vector<int64_t>& bounds,
+                     std::vector<float>* out) {
+  const SparseLookups lookups = feature.View(ragged);
   bool valid = true;
   for (size_t i = 0; i + 1 < bounds.size(); ++i) {
     const int64_t lookup_begin = i == 0 ? 0 : FirstLookupOfRow(lookups, bounds[i]);
@@ -95,26 +111,29 @@ bool CombineInRanges(const Feature& feature, Combiner combiner, const std::vecto
 
 TFE_TEST(SameBitsAsConvertingAndLookingUpForEveryCombinerAndSplit) {
   const std::vector<float> table = RandomTable(1);
+  for (const bool ragged : {false, true}) {
   for (const Combiner combiner : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
     for (const int64_t rows : {0, 1, 7, 64, 65, 300}) {
       const Feature feature = RandomFeature(rows, static_cast<uint32_t>(rows) + 3);
-      const std::vector<float> expected = ConvertedLookup(feature, combiner, table);
+      const std::vector<float> expected = ConvertedLookup(feature, combiner, table, ragged);
       // Whole, then in three ranges of odd sizes (a range may start inside a run of empty rows).
       for (const int64_t split : {int64_t{0}, rows / 3 + 1}) {
         std::vector<float> out(rows * kDim, std::nanf(""));
         const int64_t first = std::min(split, rows), second = std::min(2 * split + 5, rows);
-        TFE_EXPECT(CombineInRanges(feature, combiner, table, {0, first, second, rows}, &out));
+        TFE_EXPECT(CombineInRanges(feature, ragged, combiner, table, {0, first, second, rows},
+                                   &out));
         TFE_EXPECT(out.empty() ||
                    std::memcmp(out.data(), expected.data(), out.size() * sizeof(float)) == 0);
       }
     }
+  }
   }
 }
 
 TFE_TEST(SomeRangeFailsOnEveryInvalidOrOutOfOrderFeature) {
   const std::vector<float> table = RandomTable(2);
   const Feature valid = RandomFeature(40, 9);
-  const int64_t nnz = valid.View().nnz;
+  const int64_t nnz = valid.View(false).nnz;
   std::vector<Feature> cases(5, valid);
   cases[0].ids[nnz / 2] = kVocabulary;            // id out of range
   cases[1].indices[2 * (nnz - 1)] = valid.rows;   // row out of bounds (the last)
@@ -124,7 +143,28 @@ TFE_TEST(SomeRangeFailsOnEveryInvalidOrOutOfOrderFeature) {
   for (const Feature& feature : cases) {
     for (const int64_t split : {int64_t{1}, int64_t{13}, int64_t{20}, int64_t{39}}) {
       std::vector<float> out(valid.rows * kDim);
-      TFE_EXPECT(!CombineInRanges(feature, Combiner::kSum, table, {0, split, valid.rows}, &out));
+      TFE_EXPECT(!CombineInRanges(feature, false, Combiner::kSum, table,
+                                  {0, split, valid.rows}, &out));
+    }
+  }
+}
+
+TFE_TEST(SomeRangeFailsOnEveryInvalidRaggedFeature) {
+  const std::vector<float> table = RandomTable(3);
+  const Feature valid = RandomFeature(40, 11);
+  const int64_t nnz = valid.View(true).nnz;
+  std::vector<Feature> cases(6, valid);
+  cases[0].ids[nnz / 2] = kVocabulary;            // id out of range
+  cases[1].ids[0] = -1;                           // negative id
+  cases[2].row_splits[0] = 1;                     // does not start at 0
+  cases[3].row_splits[valid.rows] = nnz - 1;      // does not end at nnz
+  cases[4].row_splits[20] = cases[4].row_splits[19] - 1;  // decreasing
+  cases[5].row_splits[10] = nnz + 5;              // beyond the ids (then decreasing)
+  for (const Feature& feature : cases) {
+    for (const int64_t split : {int64_t{1}, int64_t{13}, int64_t{20}, int64_t{39}}) {
+      std::vector<float> out(valid.rows * kDim);
+      TFE_EXPECT(!CombineInRanges(feature, true, Combiner::kSum, table, {0, split, valid.rows},
+                                  &out));
     }
   }
 }

@@ -1,8 +1,8 @@
 // TfeFeaturesLookup: TfeFeaturesToCsr followed by TfeEmbeddingLookup in one op, for lookups that
 // no update follows. Pooled rank-2 sparse features without weights, valid and in row order (what
-// tf.sparse ops and tf.data give) are combined straight from their indices (core:
-// sparse_lookup.h), each range of rows checking its lookups right before combining them, on the
-// intra-op pool; any other input, or one that fails those checks, is converted (CsrBuilder, with
+// tf.sparse ops and tf.data give), and pooled ragged features without weights are combined
+// straight from their indices or row splits (core: sparse_lookup.h), each range of rows checking
+// its lookups right before combining them, on the intra-op pool; any other input, or one that fails those checks, is converted (CsrBuilder, with
 // its errors) and its batch looked up. Both give the bits of the two ops.
 #include <atomic>
 #include <string>
@@ -67,8 +67,9 @@ class FeaturesLookupOp : public OpKernel {
   }
 
  private:
-  // The features as SparseLookups if every one is a pooled rank-2 sparse feature without
-  // weights, with int64 ids and consistent shapes; else false (the conversion then checks them).
+  // The features as SparseLookups if every one is a pooled rank-2 sparse or ragged feature
+  // without weights, with int64 ids and consistent shapes; else false (the conversion then
+  // checks them).
   bool DirectLookups(const std::vector<FeatureTensors>& tensors,
                      std::vector<SparseLookups>* lookups) const {
     int64_t rows = 0;
@@ -76,15 +77,25 @@ class FeaturesLookupOp : public OpKernel {
       const FeatureSpec& spec = features_[f];
       const FeatureTensors& t = tensors[f];
       FeatureLayout layout;
-      if (spec.kind != InputKind::kSparse || spec.has_weights || !t.ids.is_int64() ||
-          t.dense_shape.size != 2 ||
+      const bool sparse = spec.kind == InputKind::kSparse;
+      if ((!sparse && spec.kind != InputKind::kRagged) || spec.has_weights ||
+          !t.ids.is_int64() || (sparse && t.dense_shape.size != 2) ||
           !FeatureLayoutOf(table_.name, spec, t, &layout).ok() || layout.sequence ||
           !CheckStackedRows(table_.name, spec, rows, layout.num_rows).ok()) {
         return false;
       }
       rows += layout.num_rows;
-      lookups->push_back({t.row_info.data, t.ids.int64_data(), t.ids.size(), t.dense_shape[0],
-                          t.dense_shape[1]});
+      SparseLookups feature;
+      feature.ids = t.ids.int64_data();
+      feature.nnz = t.ids.size();
+      feature.rows = layout.num_rows;
+      if (sparse) {
+        feature.indices = t.row_info.data;
+        feature.columns = t.dense_shape[1];
+      } else {
+        feature.row_splits = t.row_info.data;
+      }
+      lookups->push_back(feature);
     }
     return true;
   }

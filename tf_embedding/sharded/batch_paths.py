@@ -5,13 +5,15 @@
   (`queues.ReplicaQueues`), or inside one traced function that cannot hold queue ops (an
   XLA-compiled step, a function scheduled under ParameterServerStrategy) by a hand-off
   (`handoff.FunctionHandoff`);
-* a forward-only batch of rank-2 sparse features may wait unconverted in the queues, and
-  `dequeue` then converts and looks it up in one op (`TfeFeaturesLookup`);
+* a forward-only batch of rank-2 sparse features, or of ragged ones, may wait unconverted in the
+  queues (a raw batch), and `dequeue` then converts and looks it up in one op
+  (`TfeFeaturesLookup`);
 * a compiled `dequeue` with no batch of its own takes the batch its calling function enqueued,
   in that function, so that only tensors enter the compiled one (the TPU's program shape).
 """
 
-from typing import Any
+import functools
+from typing import Any, Callable, TypeVar
 
 import tensorflow as tf
 from tensorflow.python.framework import func_graph
@@ -23,6 +25,7 @@ from tf_embedding.sharded import queues
 # pylint: disable=protected-access  (the engine's own package)
 
 Carrier = queues.ReplicaQueues | handoff.FunctionHandoff
+T = TypeVar("T")
 
 
 def carrier(engine: Any, replica: int) -> Carrier:
@@ -33,28 +36,40 @@ def carrier(engine: Any, replica: int) -> Carrier:
     return engine._queues[replica]
 
 
-def sparse_forward_batch(engine: Any, batch_carrier: Carrier, flat_inputs: list[Any],
-                         flat_weights: list[Any],
-                         training: tf.Tensor) -> list[list[tf.SparseTensor]] | None:
-    """Each table's features, if this replica's batch may skip the conversion at enqueue time
-    (`takes_sparse_batches`): a forward-only batch (`training` False when tracing) of rank-2
-    SparseTensors with int64 ids and no weights. Else None."""
+def raw_forward_batch(engine: Any, batch_carrier: Carrier, flat_inputs: list[Any],
+                      flat_weights: list[Any], training: tf.Tensor
+                      ) -> tuple[str, list[list[Any]]] | None:
+    """(kind, each table's features) if this replica's batch may skip the conversion at
+    enqueue time (`takes_raw_batches`): a forward-only batch (`training` False when tracing)
+    without weights whose features are all rank-2 SparseTensors ("sparse") or all RaggedTensors
+    of one ragged dimension ("ragged"), with int64 ids (and row splits). Else None."""
     static_training = tf.get_static_value(training)
     if (static_training is None or static_training
-            or not takes_sparse_batches(engine, batch_carrier)):
+            or not takes_raw_batches(engine, batch_carrier)
+            or any(weight is not None for weight in flat_weights)):
         return None
-    if not all(isinstance(inp, tf.SparseTensor) and inp.shape.rank == 2
-               and inp.values.dtype == tf.int64 and weight is None
-               for inp, weight in zip(flat_inputs, flat_weights)):
+    kinds = {_raw_kind(inp) for inp in flat_inputs}
+    if len(kinds) != 1 or None in kinds:
         return None
-    return [[flat_inputs[index] for index in state.feature_indices] for state in engine._tables]
+    return kinds.pop(), [[flat_inputs[index] for index in state.feature_indices]
+                         for state in engine._tables]
 
 
-def takes_sparse_batches(engine: Any, batch_carrier: Carrier) -> bool:
+def _raw_kind(inp: Any) -> str | None:
+    """The raw batch kind `inp` may wait as, if any."""
+    if isinstance(inp, tf.SparseTensor):
+        return "sparse" if inp.shape.rank == 2 and inp.values.dtype == tf.int64 else None
+    if isinstance(inp, tf.RaggedTensor):
+        return ("ragged" if inp.ragged_rank == 1 and inp.shape.rank == 2
+                and inp.values.dtype == tf.int64 and inp.row_splits.dtype == tf.int64 else None)
+    return None
+
+
+def takes_raw_batches(engine: Any, batch_carrier: Carrier) -> bool:
     """Whether forward-only batches may wait in `batch_carrier` unconverted, for `dequeue` to
     convert and look up in one op: engine queues without pipelining (not inside XLA, not under
     ParameterServerStrategy), and the engine `_looks_up_features_directly`."""
-    return (isinstance(batch_carrier, queues.ReplicaQueues) and batch_carrier.takes_sparse_batches
+    return (isinstance(batch_carrier, queues.ReplicaQueues) and batch_carrier.takes_raw_batches
             and engine._looks_up_features_directly())
 
 
@@ -64,11 +79,22 @@ def dequeue_outputs(engine: Any, replica: int, partial: bool) -> list[tf.Tensor]
     if batch_carrier is engine._compiled_handoff and not batch_carrier.holds_batch():
         return _batch_outputs(engine, batch_carrier, partial,
                               _batch_of_calling_function(engine, replica))
-    if takes_sparse_batches(engine, batch_carrier):
-        return tf.cond(batch_carrier.holds_sparse_batch(),
-                       lambda: _sparse_batch_outputs(engine, batch_carrier, partial),
-                       lambda: _batch_outputs(engine, batch_carrier, partial))
+    if takes_raw_batches(engine, batch_carrier):
+        return _unless_raw(batch_carrier,
+                           lambda kind: _raw_batch_outputs(engine, batch_carrier, kind, partial),
+                           lambda: _batch_outputs(engine, batch_carrier, partial))
     return _batch_outputs(engine, batch_carrier, partial)
+
+
+def _unless_raw(queue: queues.ReplicaQueues, raw: Callable[[str], T],
+                converted: Callable[[], T]) -> T:
+    """`raw(kind)` if `queue`'s next batch is a raw one of that kind, else `converted()`: a
+    tf.cond per raw kind."""
+    result = converted
+    for kind in queues.RAW_KINDS:
+        result = functools.partial(tf.cond, queue.holds_raw_batch(kind),
+                                   functools.partial(raw, kind), result)
+    return result()
 
 
 def _batch_outputs(engine: Any, batch_carrier: Carrier, partial: bool,
@@ -89,12 +115,12 @@ def _batch_outputs(engine: Any, batch_carrier: Carrier, partial: bool,
     return outputs
 
 
-def _sparse_batch_outputs(engine: Any, batch_carrier: queues.ReplicaQueues,
-                          partial: bool) -> list[tf.Tensor]:
-    """The flat activations of the next sparse batch (`sparse_forward_batch`), each table's
-    features converted and looked up in one op."""
+def _raw_batch_outputs(engine: Any, batch_carrier: queues.ReplicaQueues, kind: str,
+                       partial: bool) -> list[tf.Tensor]:
+    """The flat activations of the next raw batch of `kind` (`raw_forward_batch`), each
+    table's features converted and looked up in one op."""
     outputs: list[tf.Tensor | None] = [None] * len(engine._feature_paths)
-    table_inputs = engine._table_inputs(batch_carrier.take_sparse_batch())
+    table_inputs = engine._table_inputs(batch_carrier.take_raw_batch(kind))
     for state, (activations, row_counts) in zip(engine._tables,
                                                  engine._lookup_features(table_inputs)):
         for feature_index, block in state.split_outputs(
@@ -124,11 +150,11 @@ def _batch_of_calling_function(engine: Any, replica: int) -> queues.Batch:
             return _batch_of_calling_function(engine, replica)
         queue = engine._queues[replica]
         with tf.device(engine._replica_devices[replica]):
-            if not takes_sparse_batches(engine, queue):
+            if not takes_raw_batches(engine, queue):
                 return queue.take_batch()
-            return tf.cond(queue.holds_sparse_batch(),
-                           lambda: queues.Batch(
-                               engine._convert_tables(
-                                   engine._table_inputs(queue.take_sparse_batch())),
-                               None, tf.constant(False)),
-                           queue.take_batch)
+            return _unless_raw(queue,
+                               lambda kind: queues.Batch(
+                                   engine._convert_tables(
+                                       engine._table_inputs(queue.take_raw_batch(kind))),
+                                   None, tf.constant(False)),
+                               queue.take_batch)

@@ -4,14 +4,15 @@
 On a TPU these three calls talk through the embedding engine, so they may sit in different
 `tf.function`s. Here each replica has stock `FIFOQueue`s: the batch queue (converted id batches,
 plus looked-up rows when pipelining), the pending queue (a training batch's lookups, kept for
-`apply_gradients`) and, without pipelining, the sparse queue: a forward-only batch of rank-2
-`SparseTensor`s as they came, which `dequeue` converts and looks up in one op (no update needs
-its converted batch). Calling them out of order would leave a queue op blocked forever, so
+`apply_gradients`) and, without pipelining, the raw queues: a forward-only batch of rank-2
+`SparseTensor`s or of `RaggedTensor`s as it came, which `dequeue` converts and looks up in one op
+(no update needs its converted batch). Calling them out of order would leave a queue op blocked forever, so
 every queue op is preceded by a size check that fails instead: a `RuntimeError` when executing
 eagerly, an assertion (`InvalidArgumentError` when the step runs) inside a `tf.function`.
 """
 
-from typing import Callable, NamedTuple, Sequence, TypeVar
+import functools
+from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 
 import tensorflow as tf
 
@@ -43,8 +44,10 @@ class TableBatch(NamedTuple):
 
 
 _TABLE_BATCH_DTYPES = (tf.int64, tf.int64, tf.int64, tf.float32, tf.int64)
-# A feature of a sparse batch: its indices, ids and dense_shape.
-_SPARSE_DTYPES = (tf.int64, tf.int64, tf.int64)
+# A feature of a raw batch, by kind: a SparseTensor's indices, ids and dense_shape; a
+# RaggedTensor's ids and row_splits.
+_RAW_DTYPES = {"sparse": (tf.int64, tf.int64, tf.int64), "ragged": (tf.int64, tf.int64)}
+RAW_KINDS = tuple(_RAW_DTYPES)
 
 
 class TableSpec(NamedTuple):
@@ -74,6 +77,28 @@ def _checked(condition: Callable[[], tf.Tensor], message: str, action: Callable[
         return action()
 
 
+def _raw_components(kind: str, feature: Any) -> tuple[tf.Tensor, ...]:
+    """The tensors a raw batch's queue holds for one feature (`_RAW_DTYPES`)."""
+    if kind == "sparse":
+        return feature.indices, feature.values, feature.dense_shape
+    return feature.values, feature.row_splits
+
+
+def _raw_feature(kind: str, components: list[tf.Tensor]) -> Any:
+    """The feature `_raw_components` gave `components` of."""
+    if kind == "sparse":
+        indices, values, dense_shape = components
+        indices.set_shape([None, 2])
+        values.set_shape([None])
+        dense_shape.set_shape([2])
+        return tf.SparseTensor(indices, values, dense_shape)
+    values, row_splits = components
+    values.set_shape([None])
+    row_splits.set_shape([None])
+    # Checked where it is looked up (TfeFeaturesLookup), as every other input.
+    return tf.RaggedTensor.from_row_splits(values, row_splits, validate=False)
+
+
 class ReplicaQueues:
     """The batch and pending queues of one replica, on the replica's device."""
 
@@ -94,25 +119,27 @@ class ReplicaQueues:
             self._batches = tf.queue.FIFOQueue(self._capacity, batch_dtypes + [tf.bool])
             self._pending = tf.queue.FIFOQueue(1, table_dtypes)
             # Pipelining looks a batch up at enqueue time, from its converted ids, and keeps
-            # two batches in order: no sparse queue then.
-            self._sparse = None if pipelined else tf.queue.FIFOQueue(
-                1, list(_SPARSE_DTYPES) * sum(table.num_features for table in self._tables))
+            # two batches in order: no raw queues then.
+            num_features = sum(table.num_features for table in self._tables)
+            self._raw = {} if pipelined else {
+                kind: tf.queue.FIFOQueue(1, list(dtypes) * num_features)
+                for kind, dtypes in _RAW_DTYPES.items()}
 
     @property
-    def takes_sparse_batches(self) -> bool:
-        """Whether `put_sparse_batch` may be used (no pipelining)."""
-        return self._sparse is not None
+    def takes_raw_batches(self) -> bool:
+        """Whether `put_raw_batch` may be used (no pipelining)."""
+        return bool(self._raw)
 
     def put_batch(self, batch: Batch) -> None:
         components = _flatten(batch.tables) + list(batch.rows or []) + [batch.training]
         self._put(self._batches, components)
 
-    def put_sparse_batch(self, tables: Sequence[Sequence[tf.SparseTensor]]) -> None:
-        """Holds a forward-only batch as it came: each table's features, rank-2 SparseTensors
-        with int64 ids. REQUIRES: takes_sparse_batches."""
-        self._put(self._sparse, [component for features in tables for feature in features
-                                 for component in (feature.indices, feature.values,
-                                                   feature.dense_shape)])
+    def put_raw_batch(self, kind: str, tables: Sequence[Sequence[Any]]) -> None:
+        """Holds a forward-only batch as it came: each table's features, all rank-2
+        SparseTensors (`kind` "sparse") or all RaggedTensors of one ragged dimension ("ragged"),
+        with int64 ids and row splits. REQUIRES: takes_raw_batches."""
+        self._put(self._raw[kind], [component for features in tables for feature in features
+                                    for component in _raw_components(kind, feature)])
 
     def _put(self, queue: tf.queue.FIFOQueue, components: list[tf.Tensor]) -> None:
         _checked(lambda: self._held() < self._capacity,
@@ -123,30 +150,21 @@ class ReplicaQueues:
 
     def _held(self) -> tf.Tensor:
         """The enqueued batches no dequeue has taken yet."""
-        if self._sparse is None:
-            return self._batches.size()
-        return self._batches.size() + self._sparse.size()
+        return functools.reduce(tf.add, [queue.size() for queue in self._raw.values()],
+                                self._batches.size())
 
-    def holds_sparse_batch(self) -> tf.Tensor:
-        """Whether the next batch to dequeue is a sparse one (bool scalar). REQUIRES:
-        takes_sparse_batches."""
-        return self._sparse.size() > 0
+    def holds_raw_batch(self, kind: str) -> tf.Tensor:
+        """Whether the next batch to dequeue is a raw one of `kind` (bool scalar). REQUIRES:
+        takes_raw_batches."""
+        return self._raw[kind].size() > 0
 
-    def take_sparse_batch(self) -> list[list[tf.SparseTensor]]:
-        """The batch `put_sparse_batch` held: each table's features. REQUIRES:
-        holds_sparse_batch()."""
-        components = iter(self._sparse.dequeue())
-        tables = []
-        for table in self._tables:
-            features = []
-            for _ in range(table.num_features):
-                indices, values, dense_shape = (next(components) for _ in _SPARSE_DTYPES)
-                indices.set_shape([None, 2])
-                values.set_shape([None])
-                dense_shape.set_shape([2])
-                features.append(tf.SparseTensor(indices, values, dense_shape))
-            tables.append(features)
-        return tables
+    def take_raw_batch(self, kind: str) -> list[list[Any]]:
+        """The batch `put_raw_batch` held: each table's features. REQUIRES:
+        holds_raw_batch(kind)."""
+        components = iter(self._raw[kind].dequeue())
+        return [[_raw_feature(kind, [next(components) for _ in _RAW_DTYPES[kind]])
+                 for _ in range(table.num_features)]
+                for table in self._tables]
 
     def take_batch(self) -> Batch:
         components = _checked(

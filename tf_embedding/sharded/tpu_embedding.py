@@ -276,11 +276,11 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
                 replica_inputs = [self._local(inp, replica) for inp in flat_inputs]
                 replica_weights = [self._local(weight, replica) for weight in flat_weights]
                 carrier = batch_paths.carrier(self, replica)
-                sparse = batch_paths.sparse_forward_batch(self, carrier, replica_inputs,
-                                                          replica_weights, training)
+                raw = batch_paths.raw_forward_batch(self, carrier, replica_inputs,
+                                                    replica_weights, training)
                 with tf.device(self._replica_devices[replica]):
-                    if sparse is not None:
-                        carrier.put_sparse_batch(sparse)
+                    if raw is not None:
+                        carrier.put_raw_batch(*raw)
                     else:
                         carrier.put_batch(self._convert(replica_inputs, replica_weights,
                                                         training))
