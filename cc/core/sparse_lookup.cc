@@ -55,11 +55,14 @@ bool CombineRaggedRows(const SparseLookups& lookups, uint64_t vocabulary, Combin
     // Non-decreasing splits within [0, nnz]: each difference and the first one fit unsigned
     // compares, which reject negative values too.
     uint64_t bad = static_cast<uint64_t>(first) > static_cast<uint64_t>(lookups.nnz);
+    // Unsigned differences: no overflow for any splits (bad ones fail the checks all the same).
     for (int64_t r = 0; r < chunk_rows; ++r) {
       bad |= splits[chunk + r + 1] < splits[chunk + r];
-      row_splits[r] = splits[chunk + r] - first;
+      row_splits[r] = static_cast<int64_t>(static_cast<uint64_t>(splits[chunk + r]) -
+                                           static_cast<uint64_t>(first));
     }
-    row_splits[chunk_rows] = splits[chunk + chunk_rows] - first;
+    row_splits[chunk_rows] = static_cast<int64_t>(
+        static_cast<uint64_t>(splits[chunk + chunk_rows]) - static_cast<uint64_t>(first));
     bad |= splits[chunk + chunk_rows] > lookups.nnz;
     if (bad != 0) return false;
     const int64_t* ids = lookups.ids + first;
@@ -99,29 +102,50 @@ bool CombineSparseRows(const SparseLookups& lookups, int64_t vocabulary_size, Co
   const int64_t* indices = lookups.indices;
   const uint64_t columns = lookups.columns, vocabulary = vocabulary_size;
   int64_t next = lookup_begin;
-  int64_t row_splits[kChunkRows + 1];
+  // One more than the chunk's row_splits: a lookup whose row is out of the chunk writes to the
+  // spare last entry (and fails the checks) instead of out of bounds.
+  int64_t row_splits[kChunkRows + 2];
   std::vector<float> gains;
   for (int64_t chunk = row_begin; chunk < row_end; chunk += kChunkRows) {
     const int64_t chunk_rows = std::min(kChunkRows, row_end - chunk);
-    // The chunk's lookups are the run from `next` whose rows are the chunk's, in order; their
-    // columns and ids are checked on the way, before any of their table rows is read. (Unsigned
-    // compares reject negative values too.)
+    const uint64_t span = chunk_rows;
+    // The chunk's lookups: from `next` to the first lookup of the next chunk's first row (by
+    // binary search, as if the rows were in order: the checks below fail if they are not), or
+    // to the range's end for its last chunk.
     const int64_t first = next;
+    const int64_t last =
+        chunk + chunk_rows == row_end
+            ? lookup_end
+            : std::max(first, first + FirstLookupOfRow(
+                                           SparseLookups{indices + 2 * first, nullptr,
+                                                         lookup_end - first, 0, 0},
+                                           chunk + chunk_rows));
+    // Branch-free checks of every lookup (rows within the chunk and non-decreasing, columns and
+    // ids in bounds; unsigned compares reject negative values too), each writing its position
+    // + 1 as its row's end: the last lookup of a row leaves the row's end there.
+    std::fill(row_splits, row_splits + chunk_rows + 2, 0);
     uint64_t bad = 0;
-    row_splits[0] = 0;
-    for (int64_t r = 0; r < chunk_rows; ++r) {
-      while (next < lookup_end && indices[2 * next] == chunk + r) {
-        bad |= (static_cast<uint64_t>(indices[2 * next + 1]) >= columns) |
-               (static_cast<uint64_t>(lookups.ids[next]) >= vocabulary);
-        ++next;
-      }
-      row_splits[r + 1] = next - first;
+    int64_t previous = chunk;
+    for (int64_t k = first; k < last; ++k) {
+      const int64_t row = indices[2 * k];
+      // Unsigned: no overflow for any row (a huge one is out of the chunk all the same).
+      const uint64_t local = static_cast<uint64_t>(row) - static_cast<uint64_t>(chunk);
+      bad |= (local >= span) | (row < previous) |
+             (static_cast<uint64_t>(indices[2 * k + 1]) >= columns) |
+             (static_cast<uint64_t>(lookups.ids[k]) >= vocabulary);
+      previous = row;
+      row_splits[std::min(local, span) + 1] = k - first + 1;
     }
     if (bad != 0) return false;
+    // Rows without lookups end where the row before them does.
+    for (int64_t r = 1; r <= chunk_rows; ++r) {
+      row_splits[r] = std::max(row_splits[r], row_splits[r - 1]);
+    }
+    next = last;
     CombineChunk(combiner, row_splits, chunk_rows, lookups.ids + first, table, dim, &gains,
                  activations + chunk * dim);
   }
-  // A lookup left over has a row outside the range or out of order.
+  // The last chunk took the range's remaining lookups; a range without rows must have none.
   return next == lookup_end;
 }
 

@@ -149,6 +149,20 @@ TFE_TEST(SomeRangeFailsOnEveryInvalidOrOutOfOrderFeature) {
   }
 }
 
+TFE_TEST(ARangeWithoutRowsFailsOnLookupsGivenToIt) {
+  // Rows out of order make the binary search give every lookup to the empty first range.
+  Feature feature;
+  feature.rows = 1;
+  feature.columns = 1;
+  feature.indices = {0, 0, -1, 0, -1, 0};
+  feature.ids = {0, 7, 7};
+  const SparseLookups lookups = feature.View(false);
+  std::vector<float> out(kDim);
+  const std::vector<float> table = RandomTable(4);
+  TFE_EXPECT(!CombineSparseRows(lookups, kVocabulary, Combiner::kSum, table.data(), kDim, 0, 0,
+                                0, FirstLookupOfRow(lookups, 0), out.data()));
+}
+
 TFE_TEST(SomeRangeFailsOnEveryInvalidRaggedFeature) {
   const std::vector<float> table = RandomTable(3);
   const Feature valid = RandomFeature(40, 11);

@@ -2,8 +2,9 @@
 // inputs, with and without weights, sequences, pruning, every combiner), as TfeFeaturesToCsr
 // runs it. Properties beyond memory safety: a conversion that succeeds gives a batch that
 // ValidateCsrBatch accepts for the table, with the row counts it announced; and a pooled rank-2
-// sparse feature looked up straight from its indices (CombineSparseRows, TfeFeaturesLookup's
-// path) either reports the input invalid or gives the converted batch's activations bit for bit.
+// sparse or ragged feature looked up straight from its indices or row splits (CombineSparseRows,
+// TfeFeaturesLookup's path) either reports the input invalid or, only when the conversion
+// succeeds, gives the converted batch's activations bit for bit.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -78,17 +79,31 @@ FeatureTensors ConsumeTensors(FuzzedDataProvider& in, const FeatureSpec& spec,
   return t;
 }
 
-// The direct lookup of a lone pooled rank-2 sparse feature without weights, in two ranges of
-// rows split where the kernel would split them, against the converted batch's lookup.
+// The direct lookup of a lone pooled rank-2 sparse or ragged feature without weights, as the
+// kernel reads it, in two ranges of rows split where the kernel would split them: invalid
+// whenever the conversion failed (`batch` null), else the converted batch's lookup bit for bit.
 void CheckDirectLookup(const TableSpec& table, const FeatureSpec& spec, const FeatureTensors& t,
-                       const CsrBatch& batch, const std::vector<float>& table_rows) {
-  if (spec.kind != InputKind::kSparse || spec.has_weights || !t.ids.is_int64() ||
-      t.dense_shape.size != 2 || t.row_info_shape.size() != 2 || t.row_info_shape[1] != 2 ||
-      spec.max_sequence_length > 0 || spec.prune_invalid) {
+                       const CsrBatch* batch, const std::vector<float>& table_rows) {
+  const bool sparse = spec.kind == InputKind::kSparse;
+  FeatureLayout layout;
+  if ((!sparse && spec.kind != InputKind::kRagged) || spec.has_weights || !t.ids.is_int64() ||
+      (sparse && t.dense_shape.size != 2) || spec.prune_invalid ||
+      // The op's specs have max_sequence_length >= 0 (ParseFeatureSpecs); 0 for pooled ones.
+      spec.max_sequence_length != 0 ||
+      !FeatureLayoutOf(table.name, spec, t, &layout).ok() || layout.sequence ||
+      layout.num_rows > kMaxOutputRows) {
     return;
   }
-  SparseLookups lookups{t.row_info.data, t.ids.int64_data(), t.ids.size(), t.dense_shape[0],
-                        t.dense_shape[1]};
+  SparseLookups lookups;
+  lookups.ids = t.ids.int64_data();
+  lookups.nnz = t.ids.size();
+  lookups.rows = layout.num_rows;
+  if (sparse) {
+    lookups.indices = t.row_info.data;
+    lookups.columns = t.dense_shape[1];
+  } else {
+    lookups.row_splits = t.row_info.data;
+  }
   const int64_t middle = lookups.rows / 2;
   std::vector<float> direct(lookups.rows * kDim, -1.0f);
   const bool valid =
@@ -98,8 +113,9 @@ void CheckDirectLookup(const TableSpec& table, const FeatureSpec& spec, const Fe
                         middle, lookups.rows, FirstLookupOfRow(lookups, middle), lookups.nnz,
                         direct.data());
   if (!valid) return;  // The kernel then converts the feature, as here.
-  std::vector<float> converted(batch.num_rows() * kDim);
-  CombineRows(batch, table_rows.data(), kDim, 0, batch.num_rows(), converted.data());
+  FUZZ_CHECK(batch != nullptr);
+  std::vector<float> converted(batch->num_rows() * kDim);
+  CombineRows(*batch, table_rows.data(), kDim, 0, batch->num_rows(), converted.data());
   FUZZ_CHECK(SameFloats(direct.data(), converted.data(), lookups.rows * kDim));
 }
 
@@ -132,8 +148,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   if (declared_rows > kMaxOutputRows) return 0;
+  std::vector<float> table_rows;
+  const bool direct_checked =
+      num_features == 1 && table.vocabulary_size > 0 && table.vocabulary_size <= 64;
+  if (direct_checked) {
+    table_rows.resize(table.vocabulary_size * kDim);
+    for (size_t i = 0; i < table_rows.size(); ++i) table_rows[i] = static_cast<float>(i % 7) - 3;
+  }
   CsrBuilder builder(table);
-  if (!builder.AddFeatures(specs, tensors).ok()) return 0;
+  if (!builder.AddFeatures(specs, tensors).ok()) {
+    if (direct_checked) CheckDirectLookup(table, specs[0], tensors[0], nullptr, table_rows);
+    return 0;
+  }
   std::vector<int64_t> row_splits(builder.num_rows() + 1);
   std::vector<int64_t> ids(builder.num_lookups());
   std::vector<float> gains(builder.num_lookups());
@@ -147,10 +173,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int64_t count : builder.feature_row_counts()) rows += count;
   FUZZ_CHECK(rows == builder.num_rows());
 
-  if (num_features == 1 && table.vocabulary_size > 0 && table.vocabulary_size <= 64) {
-    std::vector<float> table_rows(table.vocabulary_size * kDim);
-    for (size_t i = 0; i < table_rows.size(); ++i) table_rows[i] = static_cast<float>(i % 7) - 3;
-    CheckDirectLookup(table, specs[0], tensors[0], batch, table_rows);
-  }
+  if (direct_checked) CheckDirectLookup(table, specs[0], tensors[0], &batch, table_rows);
   return 0;
 }
