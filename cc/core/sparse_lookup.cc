@@ -78,6 +78,27 @@ bool CombineRaggedRows(const SparseLookups& lookups, uint64_t vocabulary, Combin
 
 }  // namespace
 
+bool AsSparseLookups(const std::string& table_name, const FeatureSpec& spec,
+                     const FeatureTensors& t, FeatureLayout* layout, SparseLookups* lookups) {
+  const bool sparse = spec.kind == InputKind::kSparse;
+  if ((!sparse && spec.kind != InputKind::kRagged) || spec.has_weights || !t.ids.is_int64() ||
+      spec.max_sequence_length != 0 || (sparse && t.dense_shape.size != 2) ||
+      !FeatureLayoutOf(table_name, spec, t, layout).ok() || layout->sequence) {
+    return false;
+  }
+  *lookups = SparseLookups();
+  lookups->ids = t.ids.int64_data();
+  lookups->nnz = t.ids.size();
+  lookups->rows = layout->num_rows;
+  if (sparse) {
+    lookups->indices = t.row_info.data;
+    lookups->columns = t.dense_shape[1];
+  } else {
+    lookups->row_splits = t.row_info.data;
+  }
+  return true;
+}
+
 int64_t FirstLookupOfRow(const SparseLookups& lookups, int64_t row) {
   if (lookups.row_splits != nullptr) return lookups.row_splits[row];
   int64_t low = 0, high = lookups.nnz;

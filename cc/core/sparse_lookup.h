@@ -6,6 +6,7 @@
 #define TF_EMBEDDING_CC_CORE_SPARSE_LOOKUP_H_
 
 #include <cstdint>
+#include <string>
 
 #include "cc/core/csr_conversion.h"
 
@@ -22,6 +23,13 @@ struct SparseLookups {
   int64_t columns = 0;  // sparse: dense_shape[1]
   const int64_t* row_splits = nullptr;  // ragged: [rows + 1]
 };
+
+// The feature as SparseLookups, with its output rows in *layout, if TfeFeaturesLookup may combine
+// it directly: a pooled (max_sequence_length 0) rank-2 sparse or ragged feature without weights,
+// with int64 ids, whose tensors' sizes pass FeatureLayoutOf. Else false (the conversion then
+// checks it).
+bool AsSparseLookups(const std::string& table_name, const FeatureSpec& spec,
+                     const FeatureTensors& t, FeatureLayout* layout, SparseLookups* lookups);
 
 // The first lookup of `row` or of a later row (by binary search for a sparse feature):
 // meaningful when the lookups are in row order, which CombineSparseRows checks. Ragged features:

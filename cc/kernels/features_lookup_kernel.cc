@@ -67,34 +67,20 @@ class FeaturesLookupOp : public OpKernel {
   }
 
  private:
-  // The features as SparseLookups if every one is a pooled rank-2 sparse or ragged feature
-  // without weights, with int64 ids and consistent shapes; else false (the conversion then
-  // checks them).
+  // The features as SparseLookups if every one may be combined directly (AsSparseLookups) and
+  // their rows stack within the limit; else false (the conversion then checks them).
   bool DirectLookups(const std::vector<FeatureTensors>& tensors,
                      std::vector<SparseLookups>* lookups) const {
     int64_t rows = 0;
     for (size_t f = 0; f < features_.size(); ++f) {
       const FeatureSpec& spec = features_[f];
-      const FeatureTensors& t = tensors[f];
       FeatureLayout layout;
-      const bool sparse = spec.kind == InputKind::kSparse;
-      if ((!sparse && spec.kind != InputKind::kRagged) || spec.has_weights ||
-          !t.ids.is_int64() || (sparse && t.dense_shape.size != 2) ||
-          !FeatureLayoutOf(table_.name, spec, t, &layout).ok() || layout.sequence ||
+      SparseLookups feature;
+      if (!AsSparseLookups(table_.name, spec, tensors[f], &layout, &feature) ||
           !CheckStackedRows(table_.name, spec, rows, layout.num_rows).ok()) {
         return false;
       }
       rows += layout.num_rows;
-      SparseLookups feature;
-      feature.ids = t.ids.int64_data();
-      feature.nnz = t.ids.size();
-      feature.rows = layout.num_rows;
-      if (sparse) {
-        feature.indices = t.row_info.data;
-        feature.columns = t.dense_shape[1];
-      } else {
-        feature.row_splits = t.row_info.data;
-      }
       lookups->push_back(feature);
     }
     return true;

@@ -84,25 +84,13 @@ FeatureTensors ConsumeTensors(FuzzedDataProvider& in, const FeatureSpec& spec,
 // whenever the conversion failed (`batch` null), else the converted batch's lookup bit for bit.
 void CheckDirectLookup(const TableSpec& table, const FeatureSpec& spec, const FeatureTensors& t,
                        const CsrBatch* batch, const std::vector<float>& table_rows) {
-  const bool sparse = spec.kind == InputKind::kSparse;
   FeatureLayout layout;
-  if ((!sparse && spec.kind != InputKind::kRagged) || spec.has_weights || !t.ids.is_int64() ||
-      (sparse && t.dense_shape.size != 2) || spec.prune_invalid ||
-      // The op's specs have max_sequence_length >= 0 (ParseFeatureSpecs); 0 for pooled ones.
-      spec.max_sequence_length != 0 ||
-      !FeatureLayoutOf(table.name, spec, t, &layout).ok() || layout.sequence ||
+  SparseLookups lookups;
+  // (The op's specs have max_sequence_length >= 0, which AsSparseLookups takes as pooled only
+  // when 0.)
+  if (!AsSparseLookups(table.name, spec, t, &layout, &lookups) ||
       layout.num_rows > kMaxOutputRows) {
     return;
-  }
-  SparseLookups lookups;
-  lookups.ids = t.ids.int64_data();
-  lookups.nnz = t.ids.size();
-  lookups.rows = layout.num_rows;
-  if (sparse) {
-    lookups.indices = t.row_info.data;
-    lookups.columns = t.dense_shape[1];
-  } else {
-    lookups.row_splits = t.row_info.data;
   }
   const int64_t middle = lookups.rows / 2;
   std::vector<float> direct(lookups.rows * kDim, -1.0f);
