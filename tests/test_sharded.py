@@ -706,6 +706,9 @@ def test_raw_inference_batches_are_looked_up_unconverted_with_the_same_bits(in_f
         assert "TfeFeaturesToCsr" not in custom_ops(step, small_features(kind), False)
         assert "TfeFeaturesToCsr" in custom_ops(step, mixed, False)
         assert "TfeFeaturesToCsr" in custom_ops(step, small_features(kind), True)
+        # A dequeue traced after its enqueue in the same function takes that batch's queue
+        # directly: no tf.cond with the raw batches' lookups in the training step.
+        assert "TfeFeaturesLookup" not in custom_ops(step, small_features(kind), True)
 
 
 @pytest.mark.parametrize("kind", ["sparse", "ragged"])

@@ -80,6 +80,11 @@ def dequeue_outputs(engine: Any, replica: int, partial: bool) -> list[tf.Tensor]
         return _batch_outputs(engine, batch_carrier, partial,
                               _batch_of_calling_function(engine, replica))
     if takes_raw_batches(engine, batch_carrier):
+        kind = batch_carrier.take_kind_put_in_this_graph()
+        if kind == "converted":
+            return _batch_outputs(engine, batch_carrier, partial)
+        if kind is not None:
+            return _raw_batch_outputs(engine, batch_carrier, kind, partial)
         return _unless_raw(batch_carrier,
                            lambda kind: _raw_batch_outputs(engine, batch_carrier, kind, partial),
                            lambda: _batch_outputs(engine, batch_carrier, partial))

@@ -12,6 +12,7 @@ eagerly, an assertion (`InvalidArgumentError` when the step runs) inside a `tf.f
 """
 
 import functools
+import weakref
 from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 
 import tensorflow as tf
@@ -125,6 +126,24 @@ class ReplicaQueues:
                 kind: tf.queue.FIFOQueue(1, list(dtypes) * num_features)
                 for kind, dtypes in _RAW_DTYPES.items()}
 
+        # The kind of batch ("converted", or a raw kind) each traced graph last put here and no
+        # dequeue of that graph has taken yet: without pipelining the queues hold one batch, so
+        # a dequeue traced after an enqueue in the same graph takes that batch, and needs no
+        # tf.cond on which queue holds it.
+        self._put_in_graph: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def _note_put(self, kind: str) -> None:
+        if not tf.executing_eagerly():
+            self._put_in_graph[tf.compat.v1.get_default_graph()] = kind
+
+    def take_kind_put_in_this_graph(self) -> str | None:
+        """The kind of the batch an enqueue traced in the current graph put, if no dequeue of
+        this graph has taken it yet (None otherwise, or when executing eagerly); forgets it.
+        REQUIRES: takes_raw_batches."""
+        if tf.executing_eagerly():
+            return None
+        return self._put_in_graph.pop(tf.compat.v1.get_default_graph(), None)
+
     @property
     def takes_raw_batches(self) -> bool:
         """Whether `put_raw_batch` may be used (no pipelining)."""
@@ -133,6 +152,7 @@ class ReplicaQueues:
     def put_batch(self, batch: Batch) -> None:
         components = _flatten(batch.tables) + list(batch.rows or []) + [batch.training]
         self._put(self._batches, components)
+        self._note_put("converted")
 
     def put_raw_batch(self, kind: str, tables: Sequence[Sequence[Any]]) -> None:
         """Holds a forward-only batch as it came: each table's features, all rank-2
@@ -140,6 +160,7 @@ class ReplicaQueues:
         with int64 ids and row splits. REQUIRES: takes_raw_batches."""
         self._put(self._raw[kind], [component for features in tables for feature in features
                                     for component in _raw_components(kind, feature)])
+        self._note_put(kind)
 
     def _put(self, queue: tf.queue.FIFOQueue, components: list[tf.Tensor]) -> None:
         _checked(lambda: self._held() < self._capacity,
