@@ -14,6 +14,19 @@ namespace {
 // read back those of the whole batch.
 constexpr int64_t kChunkRows = 64;
 
+// The first of the sparse lookups [low, high) whose row is `row` or later, by binary search.
+int64_t FirstSparseLookupOfRow(const int64_t* indices, int64_t low, int64_t high, int64_t row) {
+  while (low < high) {
+    const int64_t middle = low + (high - low) / 2;
+    if (indices[2 * middle] < row) {
+      low = middle + 1;
+    } else {
+      high = middle;
+    }
+  }
+  return low;
+}
+
 // Combines one chunk of rows, [chunk, chunk + chunk_rows), whose lookups (checked) are ids[0,
 // row_splits[chunk_rows]) with chunk-local row_splits.
 void CombineChunk(Combiner combiner, const int64_t* row_splits, int64_t chunk_rows,
@@ -52,10 +65,10 @@ bool CombineRaggedRows(const SparseLookups& lookups, uint64_t vocabulary, Combin
   for (int64_t chunk = row_begin; chunk < row_end; chunk += kChunkRows) {
     const int64_t chunk_rows = std::min(kChunkRows, row_end - chunk);
     const int64_t first = splits[chunk];
-    // Non-decreasing splits within [0, nnz]: each difference and the first one fit unsigned
-    // compares, which reject negative values too.
+    // Non-decreasing splits within [0, nnz] (the unsigned compare rejects a negative first
+    // one too); the local splits are unsigned differences, which cannot overflow whatever the
+    // splits (bad ones fail the checks all the same).
     uint64_t bad = static_cast<uint64_t>(first) > static_cast<uint64_t>(lookups.nnz);
-    // Unsigned differences: no overflow for any splits (bad ones fail the checks all the same).
     for (int64_t r = 0; r < chunk_rows; ++r) {
       bad |= splits[chunk + r + 1] < splits[chunk + r];
       row_splits[r] = static_cast<int64_t>(static_cast<uint64_t>(splits[chunk + r]) -
@@ -101,16 +114,7 @@ bool AsSparseLookups(const std::string& table_name, const FeatureSpec& spec,
 
 int64_t FirstLookupOfRow(const SparseLookups& lookups, int64_t row) {
   if (lookups.row_splits != nullptr) return lookups.row_splits[row];
-  int64_t low = 0, high = lookups.nnz;
-  while (low < high) {
-    const int64_t middle = low + (high - low) / 2;
-    if (lookups.indices[2 * middle] < row) {
-      low = middle + 1;
-    } else {
-      high = middle;
-    }
-  }
-  return low;
+  return FirstSparseLookupOfRow(lookups.indices, 0, lookups.nnz, row);
 }
 
 bool CombineSparseRows(const SparseLookups& lookups, int64_t vocabulary_size, Combiner combiner,
@@ -137,10 +141,7 @@ bool CombineSparseRows(const SparseLookups& lookups, int64_t vocabulary_size, Co
     const int64_t last =
         chunk + chunk_rows == row_end
             ? lookup_end
-            : std::max(first, first + FirstLookupOfRow(
-                                           SparseLookups{indices + 2 * first, nullptr,
-                                                         lookup_end - first, 0, 0},
-                                           chunk + chunk_rows));
+            : FirstSparseLookupOfRow(indices, first, lookup_end, chunk + chunk_rows);
     // Branch-free checks of every lookup (rows within the chunk and non-decreasing, columns and
     // ids in bounds; unsigned compares reject negative values too), each writing its position
     // + 1 as its row's end: the last lookup of a row leaves the row's end there.

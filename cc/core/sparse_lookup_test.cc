@@ -112,21 +112,33 @@ bool CombineInRanges(const Feature& feature, bool ragged, Combiner combiner,
 TFE_TEST(SameBitsAsConvertingAndLookingUpForEveryCombinerAndSplit) {
   const std::vector<float> table = RandomTable(1);
   for (const bool ragged : {false, true}) {
-  for (const Combiner combiner : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
-    for (const int64_t rows : {0, 1, 7, 64, 65, 300}) {
-      const Feature feature = RandomFeature(rows, static_cast<uint32_t>(rows) + 3);
-      const std::vector<float> expected = ConvertedLookup(feature, combiner, table, ragged);
-      // Whole, then in three ranges of odd sizes (a range may start inside a run of empty rows).
-      for (const int64_t split : {int64_t{0}, rows / 3 + 1}) {
-        std::vector<float> out(rows * kDim, std::nanf(""));
-        const int64_t first = std::min(split, rows), second = std::min(2 * split + 5, rows);
-        TFE_EXPECT(CombineInRanges(feature, ragged, combiner, table, {0, first, second, rows},
-                                   &out));
-        TFE_EXPECT(out.empty() ||
-                   std::memcmp(out.data(), expected.data(), out.size() * sizeof(float)) == 0);
+    for (const Combiner combiner : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
+      for (const int64_t rows : {0, 1, 7, 64, 65, 300}) {
+        const Feature feature = RandomFeature(rows, static_cast<uint32_t>(rows) + 3);
+        const std::vector<float> expected = ConvertedLookup(feature, combiner, table, ragged);
+        // Whole, then in three ranges of odd sizes (a range may start inside a run of empty rows).
+        for (const int64_t split : {int64_t{0}, rows / 3 + 1}) {
+          std::vector<float> out(rows * kDim, std::nanf(""));
+          const int64_t first = std::min(split, rows), second = std::min(2 * split + 5, rows);
+          TFE_EXPECT(CombineInRanges(feature, ragged, combiner, table, {0, first, second, rows},
+                                     &out));
+          TFE_EXPECT(out.empty() ||
+                     std::memcmp(out.data(), expected.data(), out.size() * sizeof(float)) == 0);
+        }
       }
     }
   }
+}
+
+// Every one of `cases` fails some range, however the rows are split in two.
+void ExpectEveryCaseFails(const std::vector<Feature>& cases, bool ragged,
+                          const std::vector<float>& table) {
+  for (const Feature& feature : cases) {
+    for (const int64_t split : {int64_t{1}, int64_t{13}, int64_t{20}, int64_t{39}}) {
+      std::vector<float> out(feature.rows * kDim);
+      TFE_EXPECT(!CombineInRanges(feature, ragged, Combiner::kSum, table,
+                                  {0, split, feature.rows}, &out));
+    }
   }
 }
 
@@ -140,13 +152,7 @@ TFE_TEST(SomeRangeFailsOnEveryInvalidOrOutOfOrderFeature) {
   cases[2].indices[2 * 5 + 1] = valid.columns;    // column out of bounds
   std::swap(cases[3].indices[2 * 2], cases[3].indices[2 * (nnz - 3)]);  // out of order
   cases[4].indices[2 * (nnz / 2)] = 0;            // out of order: a row back to 0
-  for (const Feature& feature : cases) {
-    for (const int64_t split : {int64_t{1}, int64_t{13}, int64_t{20}, int64_t{39}}) {
-      std::vector<float> out(valid.rows * kDim);
-      TFE_EXPECT(!CombineInRanges(feature, false, Combiner::kSum, table,
-                                  {0, split, valid.rows}, &out));
-    }
-  }
+  ExpectEveryCaseFails(cases, /*ragged=*/false, table);
 }
 
 TFE_TEST(ARangeWithoutRowsFailsOnLookupsGivenToIt) {
@@ -174,13 +180,7 @@ TFE_TEST(SomeRangeFailsOnEveryInvalidRaggedFeature) {
   cases[3].row_splits[valid.rows] = nnz - 1;      // does not end at nnz
   cases[4].row_splits[20] = cases[4].row_splits[19] - 1;  // decreasing
   cases[5].row_splits[10] = nnz + 5;              // beyond the ids (then decreasing)
-  for (const Feature& feature : cases) {
-    for (const int64_t split : {int64_t{1}, int64_t{13}, int64_t{20}, int64_t{39}}) {
-      std::vector<float> out(valid.rows * kDim);
-      TFE_EXPECT(!CombineInRanges(feature, true, Combiner::kSum, table, {0, split, valid.rows},
-                                  &out));
-    }
-  }
+  ExpectEveryCaseFails(cases, /*ragged=*/true, table);
 }
 
 }  // namespace

@@ -2,8 +2,9 @@
 // no update follows. Pooled rank-2 sparse features without weights, valid and in row order (what
 // tf.sparse ops and tf.data give), and pooled ragged features without weights are combined
 // straight from their indices or row splits (core: sparse_lookup.h), each range of rows checking
-// its lookups right before combining them, on the intra-op pool; any other input, or one that fails those checks, is converted (CsrBuilder, with
-// its errors) and its batch looked up. Both give the bits of the two ops.
+// its lookups right before combining them, on the intra-op pool; any other input, or one that
+// fails those checks, is converted (CsrBuilder, with its errors) and its batch looked up. Both
+// give the bits of the two ops.
 #include <atomic>
 #include <string>
 #include <vector>
