@@ -180,10 +180,6 @@ class Context:
                  for t in range(w.tables)]
                 for b in range(self.num_batches)]
 
-    def sparse_batch(self, i: int) -> list[tf.SparseTensor]:
-        """Batch `i % num_batches`: one SparseTensor [batch, ids_per_sample] per table."""
-        return self._sparse_batches[i % self.num_batches]
-
     @functools.cached_property
     def _ragged_batches(self) -> list[list[tf.RaggedTensor]]:
         w = self.workload
@@ -492,7 +488,7 @@ def _register_sharded_variants() -> None:
             variant(name, phase, f"{description}, {kind_name} inputs",
                     # Dense features hold one id per sample: not the default workload.
                     default=kind != "dense",
-                    **({"target": 4.0} if (phase, kind) == ("train", "sparse") else {}))(
+                    target=4.0 if (phase, kind) == ("train", "sparse") else None)(
                         functools.partial(setup, kind=kind, jit_compile=False))
             variant(f"{name}-xla", phase, f"the {name} step compiled whole by XLA "
                     "(tf.function(jit_compile=True))", default=kind == "sparse")(
@@ -511,7 +507,7 @@ def _part_call(ctx: Context) -> Setup:
     def call(features):
         return [tf.size(feature.values) for feature in features]
 
-    return Setup(lambda i: call(ctx.sparse_batch(i)), 0)
+    return Setup(lambda i: call(ctx.batch(i)), 0)
 
 
 @variant("keras-train", "train",
@@ -619,7 +615,7 @@ def _fit_setup(ctx: Context, embedding: Any, tables: Sequence[Any], variables: S
     names = [f"feature_{t}" for t in range(ctx.workload.tables)]
     # Built eagerly by a forward call (which trains nothing), so model_bytes counts the Keras
     # optimizer's slots and the timed steps are the only ones applied (the checksums agree).
-    model(dict(zip(names, ctx.sparse_batch(0))))
+    model(dict(zip(names, ctx.batch(0))))
     model.optimizer.build(model.trainable_variables)
     # One train_on_batch per call, from Python: not looped by --steps-per-call.
     one_step = copy.copy(ctx)
@@ -799,12 +795,12 @@ def _serving_export_setup(ctx: Context, jit_compile: bool) -> Setup:
          part_of="ours-train")
 def _part_csr(ctx: Context) -> Setup:
     convert = tf.function(ctx.csr)
-    return Setup(lambda i: convert(ctx.sparse_batch(i)), 0)
+    return Setup(lambda i: convert(ctx.batch(i)), 0)
 
 
 def _precomputed_csr(ctx: Context) -> list[list[inputs.CsrBatch]]:
     """Every batch converted once, outside the timing."""
-    return [ctx.csr(ctx.sparse_batch(b)) for b in range(ctx.num_batches)]
+    return [ctx.csr(ctx.batch(b)) for b in range(ctx.num_batches)]
 
 
 @variant("ours-train:lookup", "part", "ops.embedding_lookup of every table on converted batches",

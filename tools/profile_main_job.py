@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Iterator
 
 # Op categories, first match wins: (category, pattern on "scope/op:OpType").
 CATEGORIES = (
@@ -60,8 +61,8 @@ def _profile_later(logdir: str, start: float, seconds: float) -> threading.Threa
     return thread
 
 
-def _events(logdir: str):
-    """(plane, line, event name, duration in ms) of every event the profiler recorded."""
+def _events(logdir: str) -> Iterator[tuple[str, str, float]]:
+    """(thread line, event name, duration in ms) of every event the profiler recorded."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
     path = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0]
     space = xplane_pb2.XSpace()
@@ -70,7 +71,7 @@ def _events(logdir: str):
     for plane in space.planes:
         for line in plane.lines:
             for event in line.events:
-                yield (plane.name, line.name, plane.event_metadata[event.metadata_id].name,
+                yield (line.name, plane.event_metadata[event.metadata_id].name,
                        event.duration_ps / 1e9)
 
 
@@ -79,7 +80,7 @@ def report(logdir: str, wall_ms: float) -> str:
     python = collections.Counter()
     ops = collections.Counter()
     steps = 0
-    for _, line, name, ms in _events(logdir):
+    for line, name, ms in _events(logdir):
         if line == "python":
             if name == "train_step":
                 python["train_step call"] += ms

@@ -12,7 +12,6 @@
   in that function, so that only tensors enter the compiled one (the TPU's program shape).
 """
 
-import functools
 from typing import Any, Callable, TypeVar
 
 import tensorflow as tf
@@ -92,14 +91,14 @@ def dequeue_outputs(engine: Any, replica: int, partial: bool) -> list[tf.Tensor]
 
 
 def _unless_raw(queue: queues.ReplicaQueues, raw: Callable[[str], T],
-                converted: Callable[[], T]) -> T:
-    """`raw(kind)` if `queue`'s next batch is a raw one of that kind, else `converted()`: a
-    tf.cond per raw kind."""
-    result = converted
-    for kind in queues.RAW_KINDS:
-        result = functools.partial(tf.cond, queue.holds_raw_batch(kind),
-                                   functools.partial(raw, kind), result)
-    return result()
+                converted: Callable[[], T], kinds: tuple[str, ...] = queues.RAW_KINDS) -> T:
+    """`raw(kind)` if `queue`'s next batch is a raw one of one of `kinds`, else `converted()`:
+    a tf.cond per raw kind, each in the one before's false branch."""
+    if not kinds:
+        return converted()
+    kind = kinds[0]
+    return tf.cond(queue.holds_raw_batch(kind), lambda: raw(kind),
+                   lambda: _unless_raw(queue, raw, converted, kinds[1:]))
 
 
 def _batch_outputs(engine: Any, batch_carrier: Carrier, partial: bool,

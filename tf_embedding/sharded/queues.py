@@ -6,9 +6,10 @@ On a TPU these three calls talk through the embedding engine, so they may sit in
 plus looked-up rows when pipelining), the pending queue (a training batch's lookups, kept for
 `apply_gradients`) and, without pipelining, the raw queues: a forward-only batch of rank-2
 `SparseTensor`s or of `RaggedTensor`s as it came, which `dequeue` converts and looks up in one op
-(no update needs its converted batch). Calling them out of order would leave a queue op blocked forever, so
-every queue op is preceded by a size check that fails instead: a `RuntimeError` when executing
-eagerly, an assertion (`InvalidArgumentError` when the step runs) inside a `tf.function`.
+(no update needs its converted batch). Calling them out of order would leave a queue op blocked
+forever, so every queue op is preceded by a size check that fails instead: a `RuntimeError` when
+executing eagerly, an assertion (`InvalidArgumentError` when the step runs) inside a
+`tf.function`.
 """
 
 import functools
