@@ -712,6 +712,26 @@ def test_raw_inference_batches_are_looked_up_unconverted_with_the_same_bits(in_f
 
 
 @pytest.mark.parametrize("kind", ["sparse", "ragged"])
+def test_a_bad_id_in_a_raw_inference_batch_fails_naming_table_and_feature(kind):
+    """The direct lookup of a raw batch rejects an id out of range, and the step fails with the
+    conversion's message."""
+    emb = small_embedding()
+    emb.build(per_replica_batch_size=2)
+
+    @tf.function
+    def forward(features):
+        emb.enqueue(features, training=False)
+        return emb.dequeue()
+
+    rows = tf.ragged.constant([[0, 6], [5]], dtype=tf.int64)
+    feature = rows if kind == "ragged" else rows.to_sparse()
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"Table 't', feature 'a': id 6 at lookup 1 is out of range for "
+                             r"vocabulary size 6"):
+        forward({"a": feature, "b": feature})
+
+
+@pytest.mark.parametrize("kind", ["sparse", "ragged"])
 def test_raw_inference_batches_share_the_queue_capacity(kind):
     emb = small_embedding()
     emb.enqueue(small_features(kind), training=False)
