@@ -7,7 +7,6 @@ Each subcommand imports what it needs when it runs: `--help` loads no TensorFlow
 import argparse
 import dataclasses
 import json
-import os
 import sys
 from typing import Any, Sequence
 
@@ -137,17 +136,25 @@ def parse(argv: Sequence[str]) -> tuple[str, Any, spec_lib.DataSpec | None]:
 
 
 def _train(options: options_lib.TrainOptions, spec: spec_lib.DataSpec) -> int:
+    from tf_embedding import chief
     from tf_embedding.job import cluster, training
+    execution = cluster.execution_for(options, sys.stdout)
     try:
-        result = training.train(options, spec,
-                                execution=cluster.execution_for(options, sys.stdout))
+        result = training.train(options, spec, execution=execution)
     except cluster.TaskLostError as e:
         print(f"tf-embedding: error: {e}", file=sys.stderr)
-        sys.stdout.flush()
-        sys.stderr.flush()
         # Exiting normally, TF's eager context would log a line for each function it cannot
         # remove from the lost task (a dozen or more), after the message above.
-        os._exit(1)  # pylint: disable=protected-access
+        chief.exit_chief(1)
+    status = _report(result)
+    if isinstance(execution, cluster.ClusterExecution):
+        # After a lost worker, TF's coordinator would hang the exit (tf_embedding.chief).
+        chief.exit_chief(status)
+    return status
+
+
+def _report(result: dict[str, Any] | None) -> int:
+    """Prints a finished training's evaluation and export; its exit status."""
     if result is None:
         return 0
     print(f"evaluation on {result['examples']} held-out examples:")
