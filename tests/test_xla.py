@@ -5,6 +5,10 @@ XLA. (The ops' XLA kernels meet every optimizer option in test_optimizer_ops.py 
 test_sparse_apply_rows_ops.py, the conversion every input kind in test_replicated.py.)
 """
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -189,3 +193,52 @@ def test_an_eager_enqueue_before_a_compiled_dequeue_is_named_as_the_call_to_move
 def test_profiling_is_refused_inside_xla(tmp_path):
     with pytest.raises(ValueError, match="profile_data_directory writes its files from the host"):
         train("sgd", "ragged", jit_compile=True, profile_data_directory=str(tmp_path))
+
+
+# A TPU-shaped step (enqueue outside, dequeue and apply_gradients compiled) over batches whose
+# id counts vary: run in a process of its own, as XLA_FLAGS are read once per process. Prints
+# each batch's id count, then whether the compiled run's tables equal the uncompiled run's.
+_VARYING_BATCHES = """
+import numpy as np, tensorflow as tf, tf_embedding
+table = tf.tpu.experimental.embedding.TableConfig(
+    1000, 8, combiner="mean",
+    initializer=lambda shape, dtype=tf.float32: tf.random.stateless_uniform(shape, [1, 2]))
+features = {"f": tf.tpu.experimental.embedding.FeatureConfig(table=table, name="f")}
+rng = np.random.default_rng(0)
+# 64 rows of 1-5 ids (about 190 ids), then of 4-8 ids (about 380): two buckets, 256 and 512.
+batches = [rng.integers(low, low + 5, 64) for low in [1] * 10 + [4] * 10]
+batches = [tf.RaggedTensor.from_row_lengths(rng.integers(0, 1000, n.sum()), n) for n in batches]
+tables = []
+for jit_compile in (True, False):
+    emb = tf_embedding.TPUEmbedding(features, tf_embedding.Adagrad(0.1))
+    def dequeue_and_apply():
+        with tf.GradientTape() as tape:
+            activations = emb.dequeue()
+            tape.watch(activations)
+            loss = tf.reduce_sum(tf.square(activations["f"]))
+        emb.apply_gradients(tape.gradient(loss, activations))
+    inner = tf.function(dequeue_and_apply, jit_compile=jit_compile)
+    @tf.function
+    def step(ids):
+        emb.enqueue({"f": ids}, training=True)
+        inner()
+    for ids in batches:
+        step(ids)
+    tables.append(tf.convert_to_tensor(emb.embedding_tables[table]).numpy())
+print(" ".join(str(int(tf.size(ids.values))) for ids in batches))
+print("same tables" if np.array_equal(*tables) else "DIFFERENT TABLES")
+"""
+
+
+def test_batches_of_varying_id_counts_compile_once_per_power_of_two(tmp_path):
+    result = subprocess.run([sys.executable, "-c", _VARYING_BATCHES], capture_output=True,
+                            text=True, timeout=300,
+                            env={**os.environ, "XLA_FLAGS": f"--xla_dump_to={tmp_path}"})
+    assert result.returncode == 0, result.stderr[-5000:]
+    counts, verdict = result.stdout.split("\n")[-3:-1]
+    buckets = {1 << (int(count) - 1).bit_length() for count in counts.split()}
+    assert len(set(counts.split())) > len(buckets) == 2
+    compiles = [name for name in os.listdir(tmp_path)
+                if name.endswith(".before_optimizations.txt")]
+    assert len(compiles) == len(buckets), compiles
+    assert verdict == "same tables"

@@ -155,10 +155,39 @@ def _batch_of_calling_function(engine: Any, replica: int) -> queues.Batch:
         queue = engine._queues[replica]
         with tf.device(engine._replica_devices[replica]):
             if not takes_raw_batches(engine, queue):
-                return queue.take_batch()
-            return _unless_raw(queue,
-                               lambda kind: queues.Batch(
-                                   engine._convert_tables(
-                                       engine._table_inputs(queue.take_raw_batch(kind))),
-                                   None, tf.constant(False)),
-                               queue.take_batch)
+                return _bucketed(queue.take_batch())
+            return _bucketed(_unless_raw(
+                queue,
+                lambda kind: queues.Batch(
+                    engine._convert_tables(engine._table_inputs(queue.take_raw_batch(kind))),
+                    None, tf.constant(False)),
+                queue.take_batch))
+
+
+def _bucketed(batch: queues.Batch) -> queues.Batch:
+    """`batch` with each table's lookups padded to the next power of two, for a compiled
+    function to take: XLA compiles once per shape of its inputs, so a batch whose lookup count
+    changes from step to step compiles once per bucket instead of once per count. The padding
+    (id 0, gain 0) lies after `row_splits[-1]`, where the compiled lookup, gradient and apply
+    never read (docs/xla.md). Tables whose lookups are deduplicated (`inverse`; several blocks,
+    which a compiled function refuses) are left as they are."""
+    tables = []
+    for table in batch.tables:
+        if table.inverse is not None:
+            tables.append(table)
+            continue
+        count = tf.size(table.gains, out_type=tf.int64)
+        padding = [[0, _next_power_of_two(count) - count]]
+        tables.append(table._replace(unique_ids=tf.pad(table.unique_ids, padding),
+                                     gains=tf.pad(table.gains, padding)))
+    return batch._replace(tables=tables)
+
+
+def _next_power_of_two(count: tf.Tensor) -> tf.Tensor:
+    """The least power of two >= `count` (int64 scalar; 1 for 0): every bit below the highest
+    of `count - 1` set, plus one."""
+    bits = tf.maximum(count, 1) - 1
+    for shift in (1, 2, 4, 8, 16, 32):
+        bits = tf.bitwise.bitwise_or(bits, tf.bitwise.right_shift(bits, tf.constant(shift,
+                                                                                   tf.int64)))
+    return bits + 1
