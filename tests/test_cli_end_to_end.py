@@ -86,8 +86,11 @@ def runs(tmp_path_factory):
     assert cli.main(keras_common + ["--stop-at-step", str(STOP_AT)]) == 0
     keras_stopped = tf.train.latest_checkpoint(os.path.join(keras_resumed, "checkpoints"))
     assert cli.main(keras_common + ["--resume"]) == 0
+    compiled = str(root / "compiled")
+    assert cli.main(common + [compiled, "--jit-compile"]) == 0
     return {"config": str(config), "straight": straight, "resumed": resumed,
             "replicated": replicated, "keras": keras, "keras_resumed": keras_resumed,
+            "compiled": compiled,
             "root": root, "stopped": stopped, "straight_modules": modules,
             "keras_output": keras_output, "keras_stopped": keras_stopped}
 
@@ -115,13 +118,36 @@ def test_resumed_run_matches_the_straight_run(runs):
     assert metrics[0]["steps"] == CONFIG["steps"]
 
 
-@pytest.mark.parametrize("run", ["straight", "replicated", "keras"])
+@pytest.mark.parametrize("run", ["straight", "replicated", "keras", "compiled"])
 def test_evaluation_is_close_to_bayes(runs, run):
     metrics = json.load(open(os.path.join(runs[run], "metrics.json")))
     assert metrics["examples"] == CONFIG["eval_examples"]
     assert metrics["auc"] > 0.7
     assert metrics["bayes_auc"] - metrics["auc"] < 0.03
     assert metrics["log_loss"] < metrics["bayes_log_loss"] + 0.03
+
+
+def test_a_compiled_run_trains_what_the_uncompiled_run_trains(runs):
+    """The embedding ops compile to the uncompiled kernels; XLA rounds the dense model's
+    float math its own way, so the runs agree closely, not bit for bit."""
+    got, want = (checkpoint_values(runs[k]) for k in ("compiled", "straight"))
+    assert got.keys() == want.keys()
+    for table in CONFIG["tables"]:
+        key = f"embedding/{table['name']}/.ATTRIBUTES/VARIABLE_VALUE"
+        np.testing.assert_allclose(got[key], want[key], atol=2e-3, err_msg=key)
+    metrics = [json.load(open(os.path.join(runs[k], "metrics.json")))
+               for k in ("compiled", "straight")]
+    assert abs(metrics[0]["auc"] - metrics[1]["auc"]) < 0.002
+    assert metrics[0]["steps"] == CONFIG["steps"]
+
+
+@pytest.mark.parametrize("api", ["replicated", "keras", "keras-rs"])
+def test_jit_compile_is_refused_where_every_batch_would_compile_again(api, tmp_path, capsys):
+    assert cli.main(["train", "--model-dir", str(tmp_path), "--embedding-api", api,
+                     "--jit-compile"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"tf-embedding: error: --jit-compile with --embedding-api {api}: ")
+    assert "compiles again for every id count. Use --embedding-api sharded." in error
 
 
 def test_both_embedding_apis_train_alike(runs):

@@ -75,30 +75,31 @@ def test_bad_tf_config_is_a_clear_error(text, error, message):
     assert message in str(raised.value)
 
 
-@pytest.mark.parametrize("api, reason", [
-    ("keras", "Keras 3's model.fit, which has no parameter-server support"),
-    ("keras-rs", "Keras 3's model.fit, which has no parameter-server support"),
-    ("replicated", "keeps every table in one variable")])
-def test_other_embedding_apis_are_refused_on_a_cluster(api, reason, monkeypatch, capsys,
-                                                       tmp_path):
+@pytest.mark.parametrize("flags, reason", [
+    (("--embedding-api", "keras"), "Keras 3's model.fit, which has no parameter-server support"),
+    (("--embedding-api", "keras-rs"),
+     "Keras 3's model.fit, which has no parameter-server support"),
+    (("--embedding-api", "replicated"), "keeps every table in one variable"),
+    (("--jit-compile",), "a compiled step reads the variables of its own device only")])
+def test_what_cannot_train_on_a_cluster_is_refused(flags, reason, monkeypatch, capsys,
+                                                    tmp_path):
+    start = f"{' '.join(flags)} cannot train on a cluster: "
     # Refused before connecting (nothing listens at CLUSTER's addresses) ...
     with pytest.raises(ValueError) as raised:
-        cluster.execution_for(options("--embedding-api", api), sys.stdout,
+        cluster.execution_for(options(*flags), sys.stdout,
                               {"TF_CONFIG": local_cluster.tf_config(CLUSTER, "chief", 0)})
-    assert str(raised.value).startswith(f"--embedding-api {api} cannot train on a cluster: ")
+    assert str(raised.value).startswith(start)
     assert reason in str(raised.value)
-    assert "Use --embedding-api sharded (the default)" in str(raised.value)
+    assert "in one process (tf-embedding train without TF_CONFIG)." in str(raised.value)
     # ... and by both commands, with status 2, before any task starts.
     monkeypatch.setenv("TF_CONFIG", local_cluster.tf_config(CLUSTER, "chief", 0))
-    assert cli.main(["train", "--model-dir", str(tmp_path / "train"),
-                     "--embedding-api", api]) == 2
+    assert cli.main(["train", "--model-dir", str(tmp_path / "train"), *flags]) == 2
     monkeypatch.delenv("TF_CONFIG")
     assert cli.main(["cluster", "--num-ps", "2", "--model-dir", str(tmp_path / "cluster"),
-                     "--embedding-api", api]) == 2
+                     *flags]) == 2
     errors = capsys.readouterr().err.splitlines()
-    assert len(errors) == 2 and all(
-        line.startswith(f"tf-embedding: error: --embedding-api {api} cannot train on a cluster")
-        for line in errors), errors
+    assert len(errors) == 2 and all(line.startswith(f"tf-embedding: error: {start}")
+                                    for line in errors), errors
     assert not os.listdir(tmp_path)
 
 

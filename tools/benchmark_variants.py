@@ -589,12 +589,12 @@ def _keras_layer_train_setup(ctx: Context, jit_compile: bool) -> Setup:
     return ctx.train_setup(train, tables, [*tables, *accumulators])
 
 
-def _fit_setup(ctx: Context, embedding: Any, tables: Sequence[Any], variables: Sequence[Any]
-               ) -> Setup:
+def _fit_setup(ctx: Context, embedding: Any, tables: Sequence[Any], variables: Sequence[Any],
+               jit_compile: bool = False) -> Setup:
     """A Keras 3 model of `embedding` (one feature per table, fed `{"feature_t": SparseTensor}`)
-    whose loss is `ctx.loss` of its activations, compiled with the Keras Adagrad, and a step
-    that is one `model.train_on_batch` call: one compiled `train_step` per call, as `model.fit`
-    runs with its default `steps_per_execution=1`."""
+    whose loss is `ctx.loss` of its activations, compiled with the Keras Adagrad (and
+    `jit_compile`), and a step that is one `model.train_on_batch` call: one compiled
+    `train_step` per call, as `model.fit` runs with its default `steps_per_execution=1`."""
 
     class Model(keras.Model):  # pylint: disable=abstract-method
 
@@ -611,7 +611,7 @@ def _fit_setup(ctx: Context, embedding: Any, tables: Sequence[Any], variables: S
             return ctx.loss(y_pred)
 
     model = Model()
-    model.compile(optimizer=_keras_adagrad())
+    model.compile(optimizer=_keras_adagrad(), jit_compile=jit_compile)
     names = [f"feature_{t}" for t in range(ctx.workload.tables)]
     # Built eagerly by a forward call (which trains nothing), so model_bytes counts the Keras
     # optimizer's slots and the timed steps are the only ones applied (the checksums agree).
@@ -675,6 +675,16 @@ def _keras_rs_cpu_fit(ctx: Context) -> Setup:
 @variant("keras-layer-fit", "train",
          "model.train_on_batch of tf_embedding.keras.TPUEmbedding (fused Adagrad)")
 def _keras_layer_fit(ctx: Context) -> Setup:
+    return _keras_layer_fit_setup(ctx, jit_compile=False)
+
+
+@variant("keras-layer-fit-xla", "train",
+         "keras-layer-fit with the model compiled with jit_compile=True (model.fit's XLA step)")
+def _keras_layer_fit_xla(ctx: Context) -> Setup:
+    return _keras_layer_fit_setup(ctx, jit_compile=True)
+
+
+def _keras_layer_fit_setup(ctx: Context, jit_compile: bool) -> Setup:
     layer, tables, accumulators = _keras_layer(ctx)
 
     class ByName(keras.layers.Layer):  # pylint: disable=abstract-method
@@ -687,7 +697,7 @@ def _keras_layer_fit(ctx: Context) -> Setup:
         def call(self, features):
             return self.layer([features[f"feature_{t}"] for t in range(ctx.workload.tables)])
 
-    return _fit_setup(ctx, ByName(), tables, [*tables, *accumulators])
+    return _fit_setup(ctx, ByName(), tables, [*tables, *accumulators], jit_compile=jit_compile)
 
 
 @variant("tfrs-train", "train",

@@ -22,7 +22,7 @@ import tensorflow as tf
 from tf_embedding import server
 from tf_embedding.job import training
 from tf_embedding.job.data import common
-from tf_embedding.job.options import TrainOptions, check_cluster_api
+from tf_embedding.job.options import TrainOptions, check_cluster_training
 
 CHIEF_RUNNER = server.Runner(
     "tf-embedding train", ("chief",),
@@ -130,7 +130,8 @@ def execution_for(options: TrainOptions, stream: TextIO,
 
     Raises:
       ValueError: TF_CONFIG is malformed (`server.ConfigError`), names another task than the
-        chief, a cluster without ps or worker tasks, or --embedding-api is not sharded.
+        chief, a cluster without ps or worker tasks, --embedding-api is not sharded, or
+        --jit-compile is given.
     """
     task = server.parse_optional_tf_config(environ.get("TF_CONFIG"), CHIEF_RUNNER)
     if task is None:
@@ -141,7 +142,7 @@ def execution_for(options: TrainOptions, stream: TextIO,
             f"TF_CONFIG names a cluster without {' or '.join(missing)} tasks: tf-embedding train "
             "trains on a parameter-server cluster (a chief, ps and worker tasks) or, without "
             "TF_CONFIG, in one process.")
-    check_cluster_api(options.embedding_api)
+    check_cluster_training(options)
     stream.write(f"training as the chief ({task.address}) of {len(task.cluster['ps'])} ps and "
                  f"{len(task.cluster['worker'])} worker task(s)\n")
     return ClusterExecution(task, options.model_dir)

@@ -65,7 +65,15 @@ class ShardedTraining(EmbeddingTraining):
 
     def lookup(self, ids: dict[str, Any], weights: dict[str, Any],
                training: bool) -> dict[str, tf.Tensor]:
+        self.enqueue(ids, weights, training)
+        return self.dequeue()
+
+    def enqueue(self, ids: dict[str, Any], weights: dict[str, Any], training: bool) -> None:
+        """The first half of `lookup`: for a compiled step, run in its caller."""
         self.embedding.enqueue(ids, weights, training=training)
+
+    def dequeue(self) -> dict[str, tf.Tensor]:
+        """The second half of `lookup`: the activations of the batch `enqueue` took."""
         return self.embedding.dequeue(partial=True)
 
     def sources(self, activations: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:

@@ -68,6 +68,9 @@ class TrainOptions(DataOptions):
     progress: str = option("auto", "progress display: a carriage-return bar, one line per "
                                     "10% of the run, or none; auto picks bar on a terminal",
                            ("auto", "bar", "lines", "none"))
+    jit_compile: bool = option(False, "compile each training step with XLA (sharded API "
+                                      "only): dequeue, the model and both optimizers in one "
+                                      "compiled function, enqueue in its caller as on a TPU")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -75,6 +78,20 @@ class TrainOptions(DataOptions):
                   eval_examples=0, stop_at_step=0)
         mlp_sizes(self.bottom_mlp)
         mlp_sizes(self.top_mlp)
+        if self.jit_compile and self.embedding_api in _NOT_COMPILED:
+            raise ValueError(f"--jit-compile with --embedding-api {self.embedding_api}: "
+                             f"{_NOT_COMPILED[self.embedding_api]}, which XLA then compiles "
+                             "again for every id count. Use --embedding-api sharded.")
+
+
+# Why the other --embedding-api values do not take --jit-compile: each takes the batch's ragged
+# ids into the compiled step (measured for keras: 253 compiles in 300 steps, until LLVM ran out
+# of memory), where the sharded API enqueues them outside it (docs/xla.md, "Shapes").
+_NOT_COMPILED = {
+    "replicated": "the replicated TPUEmbeddingV0 takes the batch's ids into the compiled step",
+    "keras": "Keras' model.fit passes the batch's ids into its compiled train step",
+    "keras-rs": "Keras' model.fit passes the batch's ids into its compiled train step",
+}
 
 
 @dataclasses.dataclass
@@ -87,7 +104,7 @@ class ClusterOptions(TrainOptions):
     def __post_init__(self) -> None:
         super().__post_init__()
         _at_least(self, num_ps=1, max_restarts=0)
-        check_cluster_api(self.embedding_api)
+        check_cluster_training(self)
 
 
 # Why the other --embedding-api values cannot train on a parameter-server cluster.
@@ -102,14 +119,20 @@ _NOT_ON_A_CLUSTER = {
 }
 
 
-def check_cluster_api(embedding_api: str) -> None:
-    """Raises ValueError unless `embedding_api` trains on a parameter-server cluster."""
-    if embedding_api in _NOT_ON_A_CLUSTER:
+def check_cluster_training(options: TrainOptions) -> None:
+    """Raises ValueError unless `options` can train on a parameter-server cluster: the
+    sharded API, uncompiled."""
+    if options.embedding_api in _NOT_ON_A_CLUSTER:
         raise ValueError(
-            f"--embedding-api {embedding_api} cannot train on a cluster: "
-            f"{_NOT_ON_A_CLUSTER[embedding_api]}. Use --embedding-api sharded (the default), "
-            "whose tables are split over the ps tasks, or train in one process "
+            f"--embedding-api {options.embedding_api} cannot train on a cluster: "
+            f"{_NOT_ON_A_CLUSTER[options.embedding_api]}. Use --embedding-api sharded (the "
+            "default), whose tables are split over the ps tasks, or train in one process "
             "(tf-embedding train without TF_CONFIG).")
+    if options.jit_compile:
+        raise ValueError(
+            "--jit-compile cannot train on a cluster: a compiled step reads the variables of "
+            "its own device only, and the tables are on the ps tasks. Train without "
+            "--jit-compile, or in one process (tf-embedding train without TF_CONFIG).")
 
 
 @dataclasses.dataclass

@@ -29,7 +29,8 @@ from tf_embedding.job.options import TrainOptions, mlp_sizes
 
 # Options that steer a run without changing what it computes: a resumed run may change them.
 _RUN_CONTROL = ("resume", "stop_at_step", "steps", "progress", "checkpoint_every",
-                "keep_checkpoints", "export_dir", "eval_examples", "eval_input", "config")
+                "keep_checkpoints", "export_dir", "eval_examples", "eval_input", "config",
+                "jit_compile")
 
 class Execution:
     """Where the custom loop's steps and the evaluation run: in this process, under the default
@@ -78,6 +79,8 @@ def build_model(options: TrainOptions, spec: DataSpec) -> model_lib.RankingModel
 
 # The batch entries a KerasRankingModel takes; the label is the target of `model.fit`.
 _KERAS_INPUTS = ("dense", "ids", "weights", "malformed")
+# The parts of a batch the sharded API's enqueue takes (ragged, their sizes vary by batch).
+_ID_KEYS = ("ids", "weights")
 
 
 class KerasRankingModel(keras.Model):
@@ -210,16 +213,22 @@ class _Checkpoints:
             self._run.manager.save(checkpoint_number=step)
 
 
-def _replica_step(run: _Run, spec: DataSpec) -> Callable[[common.Batch], None]:
+def _replica_step(run: _Run, spec: DataSpec,
+                  enqueued: bool = False) -> Callable[[common.Batch], None]:
     """One replica's training step of the custom loop: lookup, dense forward and backward,
-    both optimizers, the step and the metrics."""
+    both optimizers, the step and the metrics. If `enqueued`, the caller enqueued the batch's
+    ids (the sharded API's `enqueue`) and the step only dequeues, so that its `batch` needs no
+    ids."""
     embedding, model, optimizer = run.embedding, run.model, run.optimizer
 
     def replica_step(batch: common.Batch) -> None:
         labels = batch["label"]
         with tf.GradientTape() as tape:
-            activations = embedding.lookup(batch["ids"], lookup_weights(spec, batch),
-                                           training=True)
+            if enqueued:
+                activations = embedding.dequeue()
+            else:
+                activations = embedding.lookup(batch["ids"], lookup_weights(spec, batch),
+                                               training=True)
             # Dequeued activations come from a queue, not from variables the tape watches.
             sources = embedding.sources(activations)
             tape.watch(sources)
@@ -240,13 +249,26 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
          last_step: int, stream: TextIO, execution: Execution) -> bool:
     """Trains from the current step to last_step in the custom loop, checkpointing on the way
     and at the end; returns False when interrupted (Ctrl-C) before last_step."""
-    replica_step = _replica_step(run, spec)
+    if options.jit_compile:
+        # The TPU's program shape: the ids are enqueued here and enter the compiled step
+        # converted, padded to a power of two, so it compiles once per bucket (docs/xla.md);
+        # everything else of the step is compiled.
+        compiled_step = tf.function(_replica_step(run, spec, enqueued=True), jit_compile=True,
+                                    autograph=False)
 
-    @tf.function(input_signature=[dataset.element_spec], autograph=False)
-    def train_step(batch: common.Batch) -> None:
-        # Under a parameter-server strategy the whole step, enqueue to apply_gradients, is one
-        # replica function of one scheduled function (docs/parameter_server.md).
-        execution.strategy.run(replica_step, args=(batch,))
+        @tf.function(input_signature=[dataset.element_spec], autograph=False)
+        def train_step(batch: common.Batch) -> None:
+            run.embedding.enqueue(batch["ids"], lookup_weights(spec, batch), training=True)
+            execution.strategy.run(compiled_step, args=(
+                {key: value for key, value in batch.items() if key not in _ID_KEYS},))
+    else:
+        replica_step = _replica_step(run, spec)
+
+        @tf.function(input_signature=[dataset.element_spec], autograph=False)
+        def train_step(batch: common.Batch) -> None:
+            # Under a parameter-server strategy the whole step, enqueue to apply_gradients, is
+            # one replica function of one scheduled function (docs/parameter_server.md).
+            execution.strategy.run(replica_step, args=(batch,))
 
     checkpoints = _Checkpoints(run, options.checkpoint_every)
     progress = Progress(options.progress, checkpoints.first_step, last_step, stream)
