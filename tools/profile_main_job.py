@@ -33,7 +33,7 @@ CATEGORIES = (
     ("embedding", re.compile(r"(^|/)(enqueue|dequeue|apply_gradients|embedding)[^/]*/|:Tfe|"
                              r"Queue|:Assert")),
     ("dense optimizer", re.compile(r"(^|/)(adam|adagrad|sgd|optimizer)[^/]*/", re.I)),
-    ("metrics", re.compile(r"(^|/)(metrics|auc|mean)[^/]*/", re.I)),
+    ("metrics", re.compile(r"(^|/)(running_metrics|metrics|auc|mean)[^/]*/", re.I)),
     ("dense model", re.compile(r"(^|/)(ranking_model|gradient_tape|gradients)[^/]*/|"
                                r"MatMul|BiasAdd|Relu|Sigmoid", re.I)),
 )

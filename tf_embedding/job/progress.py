@@ -25,6 +25,7 @@ class RunningMetrics(tf.Module):
         self.loss_sum = tf.Variable(tf.constant(0.0, tf.float64), trainable=False)
         self.weight = tf.Variable(tf.constant(0.0, tf.float64), trainable=False)
 
+    @tf.Module.with_name_scope  # its ops under "running_metrics/", for profiles
     def update(self, labels: tf.Tensor, probabilities: tf.Tensor, loss: tf.Tensor) -> None:
         bucket = tf.cast(tf.minimum(probabilities * self._bins, self._bins - 1), tf.int32)
         labels = tf.cast(labels, tf.float64)
