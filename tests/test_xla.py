@@ -133,6 +133,38 @@ def test_tpu_shaped_forward_steps_compile_the_inner_function(kind):
 
 
 @pytest.mark.parametrize("kind", ["ragged", "sparse"])
+def test_tpu_shaped_forward_steps_of_unweighted_features_compile_the_inner_function(kind):
+    """Without weights a forward batch waits unconverted in a raw queue (the uncompiled
+    dequeue's fast path); the compiled dequeue's caller converts it from there."""
+    table = tf.tpu.experimental.embedding.TableConfig(
+        100, 4, combiner="mean",
+        initializer=lambda shape, dtype=tf.float32: tf.random.stateless_uniform(shape, [3, 4]))
+    emb = tf_embedding.TPUEmbedding(
+        {"f": tf.tpu.experimental.embedding.FeatureConfig(table=table, name="f")},
+        OPTIMIZERS["sgd"]())
+    compiled = tf.function(emb.dequeue, jit_compile=True)
+
+    @tf.function
+    def compiled_forward(ids):
+        emb.enqueue({"f": ids}, training=False)
+        return compiled()
+
+    @tf.function
+    def forward(ids):
+        emb.enqueue({"f": ids}, training=False)
+        return emb.dequeue()
+
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        lengths = rng.integers(1, 4, 8)
+        ids = tf.RaggedTensor.from_row_lengths(rng.integers(0, 100, lengths.sum()), lengths)
+        if kind == "sparse":
+            ids = ids.to_sparse()
+        np.testing.assert_allclose(compiled_forward(ids)["f"], forward(ids)["f"],
+                                   **XLA_TOLERANCE)
+
+
+@pytest.mark.parametrize("kind", ["ragged", "sparse"])
 @pytest.mark.parametrize("fault, message", [
     ("id", r"Table 'video', feature 'watched': id 13 at lookup \d+ is out of range for "
            "vocabulary size 13"),

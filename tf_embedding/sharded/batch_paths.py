@@ -154,14 +154,23 @@ def _batch_of_calling_function(engine: Any, replica: int) -> queues.Batch:
             return _batch_of_calling_function(engine, replica)
         queue = engine._queues[replica]
         with tf.device(engine._replica_devices[replica]):
-            if not takes_raw_batches(engine, queue):
+            # Not `takes_raw_batches(engine, ...)`: this graph is in the compiled function's
+            # XLA context now, but a raw batch may wait, put by an enqueue outside it.
+            if not queue.takes_raw_batches:
                 return _bucketed(queue.take_batch())
-            return _bucketed(_unless_raw(
-                queue,
-                lambda kind: queues.Batch(
+
+            def converted_raw_batch(kind: str) -> queues.Batch:
+                return queues.Batch(
                     engine._convert_tables(engine._table_inputs(queue.take_raw_batch(kind))),
-                    None, tf.constant(False)),
-                queue.take_batch))
+                    None, tf.constant(False))
+
+            # As in dequeue_outputs: the caller's own enqueue says which queue holds its batch.
+            kind = queue.take_kind_put_in_this_graph()
+            if kind == "converted":
+                return _bucketed(queue.take_batch())
+            if kind is not None:
+                return _bucketed(converted_raw_batch(kind))
+            return _bucketed(_unless_raw(queue, converted_raw_batch, queue.take_batch))
 
 
 def _bucketed(batch: queues.Batch) -> queues.Batch:
