@@ -79,15 +79,24 @@ def dequeue_outputs(engine: Any, replica: int, partial: bool) -> list[tf.Tensor]
         return _batch_outputs(engine, batch_carrier, partial,
                               _batch_of_calling_function(engine, replica))
     if takes_raw_batches(engine, batch_carrier):
-        kind = batch_carrier.take_kind_put_in_this_graph()
-        if kind == "converted":
-            return _batch_outputs(engine, batch_carrier, partial)
-        if kind is not None:
-            return _raw_batch_outputs(engine, batch_carrier, kind, partial)
-        return _unless_raw(batch_carrier,
-                           lambda kind: _raw_batch_outputs(engine, batch_carrier, kind, partial),
-                           lambda: _batch_outputs(engine, batch_carrier, partial))
+        return _from_next_batch(
+            batch_carrier,
+            lambda kind: _raw_batch_outputs(engine, batch_carrier, kind, partial),
+            lambda: _batch_outputs(engine, batch_carrier, partial))
     return _batch_outputs(engine, batch_carrier, partial)
+
+
+def _from_next_batch(queue: queues.ReplicaQueues, raw: Callable[[str], T],
+                     converted: Callable[[], T]) -> T:
+    """`raw(kind)` or `converted()`, by the kind of `queue`'s next batch: the one an enqueue
+    traced in this graph put, known while tracing, else asked at run time (`_unless_raw`).
+    REQUIRES: queue.takes_raw_batches."""
+    kind = queue.take_kind_put_in_this_graph()
+    if kind == "converted":
+        return converted()
+    if kind is not None:
+        return raw(kind)
+    return _unless_raw(queue, raw, converted)
 
 
 def _unless_raw(queue: queues.ReplicaQueues, raw: Callable[[str], T],
@@ -159,18 +168,12 @@ def _batch_of_calling_function(engine: Any, replica: int) -> queues.Batch:
             if not queue.takes_raw_batches:
                 return _bucketed(queue.take_batch())
 
-            def converted_raw_batch(kind: str) -> queues.Batch:
-                return queues.Batch(
+            return _bucketed(_from_next_batch(
+                queue,
+                lambda kind: queues.Batch(
                     engine._convert_tables(engine._table_inputs(queue.take_raw_batch(kind))),
-                    None, tf.constant(False))
-
-            # As in dequeue_outputs: the caller's own enqueue says which queue holds its batch.
-            kind = queue.take_kind_put_in_this_graph()
-            if kind == "converted":
-                return _bucketed(queue.take_batch())
-            if kind is not None:
-                return _bucketed(converted_raw_batch(kind))
-            return _bucketed(_unless_raw(queue, converted_raw_batch, queue.take_batch))
+                    None, tf.constant(False)),
+                queue.take_batch))
 
 
 def _bucketed(batch: queues.Batch) -> queues.Batch:
