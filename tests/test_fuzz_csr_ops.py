@@ -147,7 +147,7 @@ def check_batch(batch, features, combiner):
 
 
 def raw_arguments(features, ids, combiner):
-    """The inputs and attrs TfeFeaturesToCsr and TfeFeaturesLookup share."""
+    """The inputs and attrs of TfeFeaturesToCsr (`lookup_arguments`: TfeFeaturesLookup's)."""
     return dict(
         ids=ids,
         row_info=[tf.constant(f["row_info"], tf.int64) for f in features],
@@ -182,6 +182,25 @@ def test_features_to_csr_never_crashes(ops, kind, data, combiner, extra_ids):
     check_batch(batch, features, combiner)
 
 
+def lookup_arguments(tables_arguments, table):
+    """TfeFeaturesLookup's arguments for tables of `tables_arguments` (each TfeFeaturesToCsr's
+    arguments of one table's features), all read from the variable `table`."""
+    table_attrs = {"table_name": "table_names", "combiner": "combiners",
+                   "vocabulary_size": "vocabulary_sizes"}
+    feature_keys = [key for key in tables_arguments[0] if key not in table_attrs]
+    arguments = {key: [value for one in tables_arguments for value in one[key]]
+                 for key in feature_keys}
+    arguments.update({plural: [one[key] for one in tables_arguments]
+                      for key, plural in table_attrs.items()})
+    return dict(arguments, tables=[table.handle] * len(tables_arguments),
+                table_feature_counts=[len(one["ids"]) for one in tables_arguments])
+
+
+# The messages of the conversion's checks of its attrs (ParseFeatureSpecs).
+ATTR_ERRORS = ("unknown input kind", "max_sequence_length must be >= 0",
+               "but its input is dense")
+
+
 def kernel_message(error: tf.errors.InvalidArgumentError) -> str:
     """The kernel's message, without the names of the op and its function around it."""
     return error.message.split("}} ")[-1].split(" [Op:")[0]
@@ -193,29 +212,45 @@ def fuzz_table():
 
 
 # Sparse or ragged features first, so that the direct path (pooled rank-2 sparse or ragged
-# features without weights, all of them) is reached often.
+# features without weights, all of them) is reached often. Several tables read the same variable,
+# which the op locks once.
 @FUZZ
-@given(data=st.data(), combiner=st.sampled_from(["sum", "mean", "sqrtn"]),
-       broken=st.booleans())
-def test_features_lookup_is_conversion_then_lookup(ops, fuzz_table, data, combiner, broken):
-    """TfeFeaturesLookup: the error of TfeFeaturesToCsr, or the bits of its batch looked up."""
+@given(data=st.data(), num_tables=st.integers(1, 3))
+def test_features_lookup_is_conversion_then_lookup(ops, fuzz_table, data, num_tables):
+    """TfeFeaturesLookup of several tables: the error of the first table whose TfeFeaturesToCsr
+    fails, or each table's batch looked up, bit for bit."""
     direct_kinds = ["sparse", "ragged"]
-    features = ([data.draw(feature(data.draw(st.sampled_from(direct_kinds)), broken=broken))] +
-                data.draw(st.lists(feature(data.draw(st.sampled_from(direct_kinds * 2 + KINDS))),
-                                   max_size=2)))
-    arguments = raw_arguments(features, [tf.constant(f["ids"]) for f in features], combiner)
-    try:
-        batch = ops.tfe_features_to_csr(**arguments)
-    except tf.errors.InvalidArgumentError as error:
+    tables_arguments, batches, errors = [], [], []
+    for t in range(num_tables):
+        broken = data.draw(st.booleans())
+        features = (
+            [data.draw(feature(data.draw(st.sampled_from(direct_kinds)), broken=broken))] +
+            data.draw(st.lists(feature(data.draw(st.sampled_from(direct_kinds * 2 + KINDS))),
+                               max_size=2)))
+        combiner = data.draw(st.sampled_from(["sum", "mean", "sqrtn"]))
+        arguments = raw_arguments(features, [tf.constant(f["ids"]) for f in features], combiner)
+        arguments["table_name"] = f"fuzz{t}"
+        tables_arguments.append(arguments)
+        try:
+            batches.append(ops.tfe_features_to_csr(**arguments))
+        except tf.errors.InvalidArgumentError as raised:
+            errors.append(raised)
+    # Bad attrs fail when the kernel is built, before any table's data is read.
+    attr_errors = [e for e in errors if any(text in e.message for text in ATTR_ERRORS)]
+    error = (attr_errors or errors or [None])[0]
+    if error is not None:
         with pytest.raises(tf.errors.InvalidArgumentError) as raised:
-            ops.tfe_features_lookup(table=fuzz_table.handle, **arguments)
+            ops.tfe_features_lookup(**lookup_arguments(tables_arguments, fuzz_table))
         assert kernel_message(raised.value) == kernel_message(error)
         return
-    activations, row_counts = ops.tfe_features_lookup(table=fuzz_table.handle, **arguments)
-    expected = ops.tfe_embedding_lookup(table=fuzz_table.handle, row_splits=batch.row_splits,
-                                        ids=batch.csr_ids, gains=batch.gains)
-    np.testing.assert_array_equal(activations.numpy(), expected.numpy())
-    np.testing.assert_array_equal(row_counts.numpy(), batch.feature_row_counts.numpy())
+    activations, row_counts = ops.tfe_features_lookup(
+        **lookup_arguments(tables_arguments, fuzz_table))
+    for batch, table_activations, table_row_counts in zip(batches, activations, row_counts):
+        expected = ops.tfe_embedding_lookup(table=fuzz_table.handle, row_splits=batch.row_splits,
+                                            ids=batch.csr_ids, gains=batch.gains)
+        np.testing.assert_array_equal(table_activations.numpy(), expected.numpy())
+        np.testing.assert_array_equal(table_row_counts.numpy(),
+                                      batch.feature_row_counts.numpy())
 
 
 @FUZZ

@@ -368,7 +368,7 @@ def test_features_lookup_rejects_bad_table_variable(value, message):
     feature = inputs.FeatureInput(
         "f", tf.SparseTensor([[0, 0]], tf.constant([1], tf.int64), [1, 1]))
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
-        inputs.features_lookup(table, "video", 4, "sum", [feature])
+        inputs.features_lookup([inputs.LookedUpTable(table, "video", 4, "sum")], [[feature]])
 
 
 def test_dense_lookup_rejects_non_matrix_table():

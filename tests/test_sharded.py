@@ -16,7 +16,7 @@ from tensorflow.python.distribute import sharded_variable
 
 import tf_embedding
 
-from graph_helpers import custom_ops
+from graph_helpers import custom_op_counts, custom_ops
 from references import combined_gains, reference_step
 from sharded_helpers import FEATURES, GLOBAL_BATCH, MAX_SEQUENCE_LENGTH, STRATEGIES, TABLES
 from sharded_helpers import feature_config, feature_kind, initial_table, make_samples
@@ -709,6 +709,31 @@ def test_raw_inference_batches_are_looked_up_unconverted_with_the_same_bits(in_f
         # A dequeue traced after its enqueue in the same function takes that batch's queue
         # directly: no tf.cond with the raw batches' lookups in the training step.
         assert "TfeFeaturesLookup" not in custom_ops(step, small_features(kind), True)
+
+
+def test_an_inference_batch_of_several_tables_is_looked_up_in_one_op():
+    """Every table's features of a raw inference batch in one TfeFeaturesLookup, whose threads
+    share all the tables' rows; each table's activations as the training path gives them."""
+    configs = [tf_embedding.TableConfig(vocabulary_size=50 + t, dim=3 + t, combiner=combiner,
+                                        name=f"t{t}")
+               for t, combiner in enumerate(["sum", "mean", "sqrtn"])]
+    features = {f"f{t}": tf_embedding.FeatureConfig(table) for t, table in enumerate(configs)}
+    emb = tf_embedding.TPUEmbedding(features, tf_embedding.SGD(0.1))
+    emb.build(per_replica_batch_size=4)
+    rng = np.random.default_rng(3)
+    batch = {name: tf.ragged.constant([rng.integers(0, 50, size=n) for n in (3, 0, 1, 5)],
+                                      dtype=tf.int64).to_sparse() for name in features}
+
+    @tf.function
+    def step(features, training):
+        emb.enqueue(features, training=training)
+        return emb.dequeue()
+
+    assert custom_op_counts(step, batch, False)["TfeFeaturesLookup"] == 1
+    inference, training = step(batch, False), step(batch, True)
+    emb.apply_gradients(gradients_like(training))
+    for name in features:
+        np.testing.assert_array_equal(inference[name].numpy(), training[name].numpy())
 
 
 @pytest.mark.parametrize("kind", ["sparse", "ragged"])

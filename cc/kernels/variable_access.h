@@ -1,5 +1,5 @@
-// Resource-variable access for the lookup and apply kernels: lookup + checks, exclusive locking
-// of several variables, and TF's copy-on-write rule before an in-place update. Only exported
+// Resource-variable access for the lookup and apply kernels: lookup + checks, locking several
+// variables in order, and TF's copy-on-write rule before an in-place update. Only exported
 // TensorFlow symbols are used: training_op_helpers.h copies with functor::DenseUpdate, which
 // libtensorflow_framework does not export.
 #ifndef TF_EMBEDDING_CC_KERNELS_VARIABLE_ACCESS_H_
@@ -48,22 +48,30 @@ inline void AdviseHugePages(tensorflow::Var* var) {
   AdviseHugePages(t.tensor_data().data(), t.TotalBytes());
 }
 
-// Holds the exclusive locks of several distinct variables. They are taken in increasing mutex
-// address, the order Var::mu() prescribes, so this op cannot deadlock against TensorFlow's own
-// training ops (which lock in that order too) nor against itself.
-class ExclusiveVariableLocks {
+// Holds the locks (`Lock`: tensorflow::mutex_lock, exclusive, or tf_shared_lock) of several
+// variables, each mutex once. They are taken in increasing mutex address, the order Var::mu()
+// prescribes, so an op holding them cannot deadlock against TensorFlow's own training ops (which
+// lock in that order too) nor against another op that locks several.
+template <typename Lock>
+class VariableLocksInOrder {
  public:
-  explicit ExclusiveVariableLocks(std::vector<tensorflow::Var*> vars) {
-    std::sort(vars.begin(), vars.end(), [](tensorflow::Var* a, tensorflow::Var* b) {
+  explicit VariableLocksInOrder(std::vector<tensorflow::Var*> vars) {
+    const auto by_mutex = [](tensorflow::Var* a, tensorflow::Var* b) {
       return std::less<>()(a->mu(), b->mu());
-    });
+    };
+    std::sort(vars.begin(), vars.end(), by_mutex);
     locks_.reserve(vars.size());
-    for (tensorflow::Var* var : vars) locks_.emplace_back(*var->mu());
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (i == 0 || vars[i]->mu() != vars[i - 1]->mu()) locks_.emplace_back(*vars[i]->mu());
+    }
   }
 
  private:
-  std::vector<tensorflow::mutex_lock> locks_;
+  std::vector<Lock> locks_;
 };
+
+using ExclusiveVariableLocks = VariableLocksInOrder<tensorflow::mutex_lock>;
+using SharedVariableLocks = VariableLocksInOrder<tensorflow::tf_shared_lock>;
 
 // TF's copy-on-write rule for in-place updates: a ReadVariableOp result (or any other tensor)
 // may alias the variable's buffer; if so, give the variable a private copy first so the update

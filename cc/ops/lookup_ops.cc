@@ -1,4 +1,6 @@
 // Lookup-combine ops and the table gradient (docs/internals.md).
+#include <vector>
+
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -58,13 +60,14 @@ REGISTER_OP("TfeEmbeddingLookupDense")
     .Doc("TfeEmbeddingLookup on a table tensor.");
 
 REGISTER_OP("TfeFeaturesLookup")
-    .Input("table: resource")
+    .Input("tables: M * resource")
     .Input("ids: Tids")
     .Input("row_info: N * int64")
     .Input("dense_shapes: N * int64")
     .Input("weights: N * float")
-    .Output("activations: float")
-    .Output("feature_row_counts: int64")
+    .Output("activations: M * float")
+    .Output("feature_row_counts: M * int64")
+    .Attr("M: int >= 1")
     .Attr("N: int >= 1")
     .Attr("Tids: list({int32, int64}) >= 1")
     .Attr("input_kinds: list(string)")
@@ -72,24 +75,34 @@ REGISTER_OP("TfeFeaturesLookup")
     .Attr("max_sequence_lengths: list(int)")
     .Attr("prune_invalid: list(bool)")
     .Attr("feature_names: list(string)")
-    .Attr("combiner: string")
-    .Attr("vocabulary_size: int >= 1")
-    .Attr("table_name: string")
+    .Attr("table_names: list(string)")
+    .Attr("combiners: list(string)")
+    .Attr("vocabulary_sizes: list(int)")
+    .Attr("table_feature_counts: list(int)")
     .SetShapeFn([](InferenceContext* c) {
-      int64_t num_features = 0;
-      TF_RETURN_IF_ERROR(c->GetAttr("N", &num_features));
-      const auto* handle_data = c->input_handle_shapes_and_types(0);
-      const bool known = handle_data != nullptr && handle_data->size() == 1;
-      c->set_output(0, c->Matrix(InferenceContext::kUnknownDim,
-                                 known ? MatrixDim(c, (*handle_data)[0].shape)
-                                       : c->UnknownDim()));
-      c->set_output(1, c->Vector(num_features));
+      int64_t num_tables = 0;
+      std::vector<int64_t> table_feature_counts;
+      TF_RETURN_IF_ERROR(c->GetAttr("M", &num_tables));
+      TF_RETURN_IF_ERROR(c->GetAttr("table_feature_counts", &table_feature_counts));
+      for (int64_t t = 0; t < num_tables; ++t) {
+        const auto* handle_data = c->input_handle_shapes_and_types(t);
+        const bool known = handle_data != nullptr && handle_data->size() == 1;
+        c->set_output(t, c->Matrix(InferenceContext::kUnknownDim,
+                                   known ? MatrixDim(c, (*handle_data)[0].shape)
+                                         : c->UnknownDim()));
+        c->set_output(num_tables + t,
+                      c->Vector(t < static_cast<int64_t>(table_feature_counts.size())
+                                    ? table_feature_counts[t]
+                                    : InferenceContext::kUnknownDim));
+      }
       return absl::OkStatus();
     })
     .Doc(R"doc(
-TfeFeaturesToCsr's features (same inputs after the table, same attrs) looked up in the table as
-TfeEmbeddingLookup does: the activations of the stacked batch and each feature's row count, the
-same bits as the two ops, for lookups that no update follows (no gradient).
+For each of M tables, TfeFeaturesToCsr of its features (the per-feature inputs and attrs list
+every table's features, table by table, table_feature_counts[t] of them for table t) looked up in
+it as TfeEmbeddingLookup does: the activations of its stacked batch and each of its features' row
+count, the same bits as the two ops, in one op whose threads share the rows of every table. For
+lookups that no update follows (no gradient).
 )doc");
 
 REGISTER_OP("TfeEmbeddingGradient")

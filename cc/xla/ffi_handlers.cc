@@ -9,12 +9,10 @@
 // pool: the uncompiled kernels' threads.
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -26,6 +24,7 @@
 #include "cc/core/gradient_aggregation.h"
 #include "cc/core/huge_pages.h"
 #include "cc/core/optimizers.h"
+#include "cc/core/claiming_sharder.h"
 #include "cc/core/parallel_steps.h"
 #include "cc/kernels/gradient_groups_pool.h"
 #include "cc/ops/sparse_apply_op_names.h"
@@ -48,62 +47,12 @@ ffi::Error ToFfiError(const Status& status) {
   return ffi::Error::InvalidArgument(status.message());
 }
 
-// Shards of about this cost (in multiply-adds) are worth a task; tensorflow::Shard, which the
-// TF kernels use, has the same threshold.
-constexpr int64_t kMinCostPerShard = 10000;
-// Shards per thread: a few, so that uneven shards even out, as Eigen's block sizing does.
-constexpr int64_t kShardsPerThread = 4;
-
-// The shards of one PoolSharder call. Every thread that runs shards (the caller, and the pool
-// tasks it scheduled) claims them one at a time until none is left.
-struct PoolShards {
-  std::atomic<int64_t> next{0};
-  std::atomic<int64_t> finished{0};
-  int64_t count = 0;
-  int64_t units = 0;
-  int64_t block = 0;
-  const ShardFunction* function = nullptr;
-  std::mutex mu;
-  std::condition_variable all_finished;
-
-  void Run() {
-    for (int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
-      (*function)(i * block, std::min(units, (i + 1) * block));
-      if (finished.fetch_add(1) + 1 == count) {
-        std::lock_guard<std::mutex> lock(mu);
-        all_finished.notify_all();
-      }
-    }
-  }
-};
-
-// A Sharder on XLA's intra-op pool. The caller runs shards too and waits only for shards that
-// other threads have started: XLA runs independent custom calls (one per table) on the same
-// pool, and a caller that blocked until its queued tasks ran could wait for pool threads that
-// are all blocked the same way. A task that starts after every shard was claimed does nothing
-// (it holds the shared state, not the caller's stack).
+// A Sharder on XLA's intra-op pool, a task per pool thread beside the caller (ClaimingSharder):
+// XLA runs independent custom calls (one per table) on the same pool, and a caller that blocked
+// until its queued tasks ran could wait for pool threads that are all blocked the same way.
 Sharder PoolSharder(ffi::ThreadPool& pool) {
-  return [&pool](int64_t units, int64_t cost_per_unit, const ShardFunction& function) {
-    const int64_t threads = std::max<int64_t>(pool.num_threads(), 1);
-    const int64_t by_cost = units * std::max<int64_t>(cost_per_unit, 1) / kMinCostPerShard;
-    const int64_t count =
-        std::max<int64_t>(1, std::min({units, threads * kShardsPerThread, by_cost}));
-    if (count <= 1 || threads <= 1) {
-      if (units > 0) function(0, units);
-      return;
-    }
-    auto shards = std::make_shared<PoolShards>();
-    shards->block = (units + count - 1) / count;
-    shards->count = (units + shards->block - 1) / shards->block;
-    shards->units = units;
-    shards->function = &function;
-    for (int64_t t = 0; t < std::min(threads, shards->count - 1); ++t) {
-      pool.Schedule([shards] { shards->Run(); });
-    }
-    shards->Run();
-    std::unique_lock<std::mutex> lock(shards->mu);
-    shards->all_finished.wait(lock, [&] { return shards->finished.load() == shards->count; });
-  };
+  return ClaimingSharder(pool.num_threads(),
+                         [&pool](std::function<void()> task) { pool.Schedule(std::move(task)); });
 }
 
 template <typename T>

@@ -127,25 +127,56 @@ def features_to_csr(table_name: str, vocabulary_size: int, combiner: str,
         **_conversion_arguments(table_name, vocabulary_size, combiner, features)))
 
 
-def features_lookup(table_variable: Any, table_name: str, vocabulary_size: int, combiner: str,
-                    features: Sequence[FeatureInput]) -> Tuple[tf.Tensor, tf.Tensor]:
-    """The activations of `features_to_csr`'s batch looked up in `table_variable` (a float
-    [vocabulary_size, dim] variable, read in place), in one op: (float [R, dim], int64
-    feature_row_counts). The same bits as converting, then `ops.embedding_lookup`; faster for
-    rank-2 sparse features without weights, which it reads without building the batch. Not
-    differentiable: for lookups that no update follows."""
-    # As ops.embedding_lookup does: the op reads the variable through its handle, so record the
-    # access (tf.function then tracks the variable as captured).
-    resource_variable_ops.variable_accessed(table_variable)
-    return _loader.load_ops().tfe_features_lookup(
-        table=table_variable.handle,
-        **_conversion_arguments(table_name, vocabulary_size, combiner, features))
+class LookedUpTable(NamedTuple):
+    """A table that `features_lookup` reads: its float [vocabulary_size, dim] variable, read in
+    place, and the table's config."""
+
+    variable: Any
+    name: str
+    vocabulary_size: int
+    combiner: str
+
+
+def features_lookup(tables: Sequence[LookedUpTable],
+                    table_features: Sequence[Sequence[FeatureInput]]
+                    ) -> List[Tuple[tf.Tensor, tf.Tensor]]:
+    """For each table, the activations of `features_to_csr`'s batch of its features looked up
+    in it: (float [R, dim], int64 feature_row_counts), in one op for every table, whose threads
+    share the rows of all of them. The same bits as converting, then `ops.embedding_lookup`;
+    faster for pooled rank-2 sparse and ragged features without weights, which it reads without
+    building the batch. Not differentiable: for lookups that no update follows."""
+    if len(tables) != len(table_features):
+        raise ValueError(f"features_lookup got {len(tables)} tables but features for "
+                         f"{len(table_features)}.")
+    if not tables:
+        return []
+    arguments = [_feature_arguments(table.name, features)
+                 for table, features in zip(tables, table_features)]
+    for table in tables:
+        # As ops.embedding_lookup does: the op reads the variable through its handle, so record
+        # the access (tf.function then tracks the variable as captured).
+        resource_variable_ops.variable_accessed(table.variable)
+    outputs = _loader.load_ops().tfe_features_lookup(
+        tables=[table.variable.handle for table in tables],
+        **{key: [value for table_arguments in arguments for value in table_arguments[key]]
+           for key in arguments[0]},
+        table_names=[table.name for table in tables],
+        combiners=[table.combiner for table in tables],
+        vocabulary_sizes=[table.vocabulary_size for table in tables],
+        table_feature_counts=[len(features) for features in table_features])
+    return list(zip(outputs.activations, outputs.feature_row_counts))
 
 
 def _conversion_arguments(table_name: str, vocabulary_size: int, combiner: str,
                           features: Sequence[FeatureInput]) -> dict[str, Any]:
-    """The inputs and attrs of the conversion of one table's features (TfeFeaturesToCsr's, which
-    TfeFeaturesLookup shares)."""
+    """The inputs and attrs of TfeFeaturesToCsr for one table's features."""
+    return dict(_feature_arguments(table_name, features), combiner=combiner,
+                vocabulary_size=vocabulary_size, table_name=table_name)
+
+
+def _feature_arguments(table_name: str, features: Sequence[FeatureInput]) -> dict[str, list]:
+    """The per-feature inputs and attrs of the conversion of one table's features (lists, one
+    entry per feature), which TfeFeaturesToCsr and TfeFeaturesLookup share."""
     if not features:
         raise ValueError(f"Table {table_name}: features_to_csr needs at least one feature.")
     inputs = [_op_inputs(feature) for feature in features]
@@ -158,10 +189,7 @@ def _conversion_arguments(table_name: str, vocabulary_size: int, combiner: str,
         has_weights=[f.weight is not None for f in features],
         max_sequence_lengths=[f.max_sequence_length for f in features],
         prune_invalid=[f.prune_invalid for f in features],
-        feature_names=[f.name for f in features],
-        combiner=combiner,
-        vocabulary_size=vocabulary_size,
-        table_name=table_name)
+        feature_names=[f.name for f in features])
 
 
 def dedup(ids: tf.Tensor, num_shards: int, table_name: str = "") -> DedupResult:

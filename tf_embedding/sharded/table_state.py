@@ -117,16 +117,11 @@ class TableState:
         """Whether `lookup_features` may be used: one block, read as it is (no quantization)."""
         return self.is_single_block and self.config.quantization_config is None
 
-    def lookup_features(self, feature_inputs: Sequence[inputs_lib.FeatureInput]
-                        ) -> tuple[tf.Tensor, tf.Tensor]:
-        """One replica's features of this table -> (its [R, dim] activations, each feature's row
-        count), in one op on the block's device: `convert` + `lookup`'s bits, for a batch that no
-        update follows. REQUIRES: looks_up_features_directly."""
-        table = self.config
-        (block,), (device,) = list(self.variables["parameters"]), self.layout.devices
-        with tf.device(device):
-            return inputs_lib.features_lookup(block, table.name, table.vocabulary_size,
-                                              table.combiner, feature_inputs)
+    def looked_up_table(self) -> inputs_lib.LookedUpTable:
+        """The table as `lookup_features` reads it. REQUIRES: looks_up_features_directly."""
+        (block,) = list(self.variables["parameters"])
+        return inputs_lib.LookedUpTable(block, self.config.name, self.config.vocabulary_size,
+                                        self.config.combiner)
 
     def _check_compilable(self) -> None:
         """Raises ValueError if XLA cannot compile this table's steps."""
@@ -217,6 +212,28 @@ class TableState:
             with tf.device(device):
                 apply(optimizer, blocks["parameters"][block], slots, updates, learning_rate,
                       table_name=self.name)
+
+
+def lookup_features(tables: Sequence[TableState],
+                    table_inputs: Sequence[Sequence[inputs_lib.FeatureInput]]
+                    ) -> list[tuple[tf.Tensor, tf.Tensor]]:
+    """One replica's features of each table -> (its [R, dim] activations, each feature's row
+    count): `TableState.convert` + `lookup`'s bits, for a batch that no update follows, in one op
+    per device holding tables (one op for all, on one device), so that its threads share every
+    table's rows. REQUIRES: every table looks_up_features_directly."""
+    positions_by_device: dict[str | None, list[int]] = {}
+    for position, state in enumerate(tables):
+        (device,) = state.layout.devices
+        positions_by_device.setdefault(device, []).append(position)
+    results: list[Any] = [None] * len(tables)
+    for device, positions in positions_by_device.items():
+        with tf.device(device):
+            looked_up = inputs_lib.features_lookup(
+                [tables[position].looked_up_table() for position in positions],
+                [table_inputs[position] for position in positions])
+        for position, result in zip(positions, looked_up):
+            results[position] = result
+    return results
 
 
 def apply_updates(strategy: tf.distribute.Strategy, tables: Sequence[TableState],

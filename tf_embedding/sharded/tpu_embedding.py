@@ -497,4 +497,4 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         converted and looked up in one op, for `table_inputs` as `_convert_tables` takes them.
         Not differentiable: convert the same inputs (`_convert_tables`) to update. REQUIRES:
         `_looks_up_features_directly()`."""
-        return [state.lookup_features(inputs) for state, inputs in zip(self._tables, table_inputs)]
+        return table_state.lookup_features(self._tables, table_inputs)
