@@ -165,6 +165,50 @@ def test_tpu_shaped_forward_steps_of_unweighted_features_compile_the_inner_funct
 
 
 @pytest.mark.parametrize("kind", ["ragged", "sparse"])
+def test_a_compiled_forward_step_looks_up_every_table_in_one_custom_call(kind):
+    """enqueue(training=False) + dequeue compiled whole: the unweighted batch waits unconverted
+    in the function's hand-off and every table's features are looked up in one custom call, with
+    the uncompiled step's bits; a bad id fails it as it fails the uncompiled step."""
+    configs = [tf.tpu.experimental.embedding.TableConfig(
+        60 + t, 3 + t, combiner=combiner, name=f"t{t}",
+        initializer=lambda shape, dtype=tf.float32, t=t: tf.random.stateless_uniform(shape,
+                                                                                     [t, 1]))
+        for t, combiner in enumerate(["sum", "mean", "sqrtn"])]
+    emb = tf_embedding.TPUEmbedding(
+        {f"f{t}": tf.tpu.experimental.embedding.FeatureConfig(table=table, name=f"f{t}")
+         for t, table in enumerate(configs)}, OPTIMIZERS["sgd"]())
+
+    def forward(features):
+        emb.enqueue(features, training=False)
+        return emb.dequeue()
+
+    compiled, uncompiled = tf.function(forward, jit_compile=True), tf.function(forward)
+    rng = np.random.default_rng(8)
+
+    def batch(bad_id=False):
+        features = {}
+        for t in range(3):
+            ids = tf.RaggedTensor.from_row_lengths(rng.integers(0, 60, 20), [3, 0, 5, 2, 6, 4])
+            if bad_id and t == 1:
+                ids = tf.concat([ids[:2], tf.ragged.constant([[61]], tf.int64), ids[3:]], 0)
+            features[f"f{t}"] = ids.to_sparse() if kind == "sparse" else ids
+        return features
+
+    for _ in range(2):
+        features = batch()
+        got, want = compiled(features), uncompiled(features)
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    hlo = compiled.experimental_get_compiler_ir(features)(stage="hlo")
+    assert hlo.count('custom_call_target="tf_embedding_features_lookup"') == 1
+    assert "tf_embedding_features_to_csr" not in hlo
+    message = r"Table 't1', feature 'f1': id 61 at lookup \d+ is out of range"
+    for step in (compiled, uncompiled):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            step(batch(bad_id=True))
+
+
+@pytest.mark.parametrize("kind", ["ragged", "sparse"])
 @pytest.mark.parametrize("fault, message", [
     ("id", r"Table 'video', feature 'watched': id 13 at lookup \d+ is out of range for "
            "vocabulary size 13"),

@@ -6,6 +6,7 @@
 
 #include "cc/core/claiming_sharder.h"
 #include "cc/core/csr_batch.h"
+#include "cc/core/errors.h"
 #include "cc/core/lookup.h"
 #include "cc/core/sparse_lookup.h"
 
@@ -126,6 +127,12 @@ Status ConvertAndLookUp(const TableFeatures& table, size_t index, TableState* st
 }
 
 }  // namespace
+
+Status CheckTableHoldsVocabulary(const TableSpec& table, int64_t rows) {
+  if (rows >= table.vocabulary_size) return Status();
+  return TableError(table.name, "the table has ", rows, " rows but vocabulary_size is ",
+                    table.vocabulary_size);
+}
 
 Status LookUpTablesFeatures(const std::vector<TableFeatures>& tables,
                             const LookupOutputs& outputs, int64_t threads, const Sharder& shard) {

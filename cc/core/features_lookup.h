@@ -28,6 +28,9 @@ struct TableFeatures {
   int64_t dim = 0;
 };
 
+// Checks that a table of `rows` rows holds the vocabulary its ids are checked against.
+Status CheckTableHoldsVocabulary(const TableSpec& table, int64_t rows);
+
 // Gives the buffers of table `table`'s outputs once its row count is known: activations
 // [rows, dim] and its features' row counts [features]. It is asked again, for the same rows, when
 // a table combined directly fails its checks and is converted: it must then give the same

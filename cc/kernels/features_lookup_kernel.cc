@@ -77,12 +77,7 @@ class FeaturesLookupOp : public OpKernel {
     const std::string& name = table->spec->name;
     TF_RETURN_IF_ERROR(CheckFloatMatrixVariable(var, TableContext(name) + "table"));
     const Tensor& data = *var->tensor();
-    // Ids are checked against vocabulary_size, so the table must hold that many rows.
-    if (data.dim_size(0) < table->spec->vocabulary_size) {
-      return ToAbslStatus(TableError(name, "the table has ", data.dim_size(0),
-                                     " rows but vocabulary_size is ",
-                                     table->spec->vocabulary_size));
-    }
+    TF_RETURN_IF_ERROR(ToAbslStatus(CheckTableHoldsVocabulary(*table->spec, data.dim_size(0))));
     AdviseHugePages(var);
     table->table = data.flat<float>().data();
     table->dim = data.dim_size(1);

@@ -83,23 +83,30 @@ xla::XlaOp FfiCall(xla::XlaBuilder* builder, const char* target,
 FfiAttributes CsrConversionAttributes(const TableSpec& table,
                                       const std::vector<FeatureSpec>& features) {
   FfiAttributes attributes;
-  attributes.Add("table_name", table.name);
-  attributes.Add("vocabulary_size", table.vocabulary_size);
-  attributes.Add("combiner", static_cast<int64_t>(table.combiner));
+  AddCsrConversionAttributes(table, features, "", &attributes);
+  return attributes;
+}
+
+void AddCsrConversionAttributes(const TableSpec& table, const std::vector<FeatureSpec>& features,
+                                const std::string& prefix, FfiAttributes* attributes) {
+  attributes->Add(prefix + "table_name", table.name);
+  attributes->Add(prefix + "vocabulary_size", table.vocabulary_size);
+  attributes->Add(prefix + "combiner", static_cast<int64_t>(table.combiner));
   std::vector<int64_t> kinds, has_weights, max_sequence_lengths, prune_invalid;
   for (size_t f = 0; f < features.size(); ++f) {
     const FeatureSpec& feature = features[f];
-    attributes.Add("feature_name_" + std::to_string(f), feature.name);
+    attributes->Add(prefix + "feature_name_" + std::to_string(f), feature.name);
     kinds.push_back(static_cast<int64_t>(feature.kind));
     has_weights.push_back(feature.has_weights);
     max_sequence_lengths.push_back(feature.max_sequence_length);
     prune_invalid.push_back(feature.prune_invalid);
   }
-  attributes.Add("input_kinds", kinds);
-  attributes.Add("has_weights", has_weights);
-  attributes.Add("max_sequence_lengths", max_sequence_lengths);
-  attributes.Add("prune_invalid", prune_invalid);
-  return attributes;
+  attributes->Add(prefix + "input_kinds", kinds);
+  attributes->Add(prefix + "has_weights", has_weights);
+  attributes->Add(prefix + "max_sequence_lengths", max_sequence_lengths);
+  attributes->Add(prefix + "prune_invalid", prune_invalid);
 }
+
+std::string TablePrefix(int64_t table) { return "t" + std::to_string(table) + "_"; }
 
 }  // namespace tf_embedding

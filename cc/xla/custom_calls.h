@@ -24,6 +24,7 @@ namespace tf_embedding {
 inline constexpr char kLookupTarget[] = "tf_embedding_lookup";
 inline constexpr char kGradientTarget[] = "tf_embedding_gradient";
 inline constexpr char kFeaturesToCsrTarget[] = "tf_embedding_features_to_csr";
+inline constexpr char kFeaturesLookupTarget[] = "tf_embedding_features_lookup";
 // The sparse-apply handler of the op `op_name` (TfeSparseApply<Rule>[Rows]).
 std::string SparseApplyTarget(const std::string& op_name);
 
@@ -61,6 +62,13 @@ void AddHyperparameters(const Params& params, FfiAttributes* attributes) {
 // The attributes of TfeFeaturesToCsr's handler: the table and feature specs.
 FfiAttributes CsrConversionAttributes(const TableSpec& table,
                                       const std::vector<FeatureSpec>& features);
+// Adds them to *attributes, each name prefixed with `prefix`.
+void AddCsrConversionAttributes(const TableSpec& table, const std::vector<FeatureSpec>& features,
+                                const std::string& prefix, FfiAttributes* attributes);
+
+// The attribute prefix of table t of TfeFeaturesLookup's handler, whose attributes are
+// num_tables and each table's CsrConversionAttributes under its prefix.
+std::string TablePrefix(int64_t table);
 
 }  // namespace tf_embedding
 

@@ -14,6 +14,7 @@
 #include "cc/core/csr_batch.h"
 #include "cc/core/csr_conversion.h"
 #include "cc/core/errors.h"
+#include "cc/core/features_lookup.h"
 #include "cc/core/optimizers.h"
 #include "cc/kernels/csr_conversion_attrs.h"
 #include "cc/kernels/shape_checks.h"
@@ -358,6 +359,51 @@ class SparseApplyOp : public XlaOpKernel {
   Rule rule_;
 };
 
+// Reads the inputs of features [first, first + specs.size()) of the list inputs ids, row_info,
+// dense_shapes and weights (the features of `table`), and checks their shapes as the TF kernel
+// does (FeatureLayoutOf, CheckStackedRows); only a sparse feature's dense_shape is read, as a
+// value known when compiling.
+absl::Status ReadFeatures(XlaOpKernelContext* ctx, const TableSpec& table,
+                          const std::vector<FeatureSpec>& specs, int first,
+                          std::vector<XlaFeatureInput>* features) {
+  std::vector<xla::XlaOp> ids, row_info, weights;
+  std::vector<TensorShape> ids_shapes, row_info_shapes, weights_shapes;
+  TF_RETURN_IF_ERROR(ctx->InputList("ids", &ids, &ids_shapes));
+  TF_RETURN_IF_ERROR(ctx->InputList("row_info", &row_info, &row_info_shapes));
+  TF_RETURN_IF_ERROR(ctx->InputList("weights", &weights, &weights_shapes));
+  int start = 0, stop = 0;
+  TF_RETURN_IF_ERROR(ctx->op_kernel().InputRange("dense_shapes", &start, &stop));
+  int64_t num_rows = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const FeatureSpec& spec = specs[i];
+    const int f = first + static_cast<int>(i);
+    XlaFeatureInput input;
+    input.num_ids = ids_shapes[f].num_elements();
+    input.ids = xla::ConvertElementType(xla::Reshape(ids[f], {input.num_ids}), xla::S64);
+    input.row_info = row_info[f];
+    input.row_info_size = row_info_shapes[f].num_elements();
+    const int64_t num_weights = weights_shapes[f].num_elements();
+    input.weights = xla::Reshape(weights[f], {num_weights});
+    if (spec.kind == InputKind::kSparse) {
+      TF_RETURN_IF_ERROR(ctx->ConstantInputReshapedToIntVector(start + f, &input.dense_shape));
+    }
+    // Only sizes, the shape of row_info and dense_shape's values are read.
+    FeatureTensors tensors;
+    tensors.ids = IdSpan(static_cast<const int64_t*>(nullptr), input.num_ids);
+    tensors.row_info = {nullptr, input.row_info_size};
+    for (int64_t d : row_info_shapes[f].dim_sizes()) tensors.row_info_shape.push_back(d);
+    tensors.dense_shape = {input.dense_shape.data(),
+                           static_cast<int64_t>(input.dense_shape.size())};
+    tensors.weights = {nullptr, num_weights};
+    TF_RETURN_IF_ERROR(ToAbslStatus(FeatureLayoutOf(table.name, spec, tensors, &input.layout)));
+    TF_RETURN_IF_ERROR(
+        ToAbslStatus(CheckStackedRows(table.name, spec, num_rows, input.layout.num_rows)));
+    num_rows += input.layout.num_rows;
+    features->push_back(std::move(input));
+  }
+  return absl::OkStatus();
+}
+
 // TfeFeaturesToCsr.
 class FeaturesToCsrOp : public XlaOpKernel {
  public:
@@ -368,7 +414,7 @@ class FeaturesToCsrOp : public XlaOpKernel {
 
   void Compile(XlaOpKernelContext* ctx) override {
     std::vector<XlaFeatureInput> features;
-    OP_REQUIRES_OK(ctx, ReadFeatures(ctx, &features));
+    OP_REQUIRES_OK(ctx, ReadFeatures(ctx, table_, specs_, 0, &features));
     if (on_cpu_) {
       ConvertInHandler(ctx, features);
       return;
@@ -408,51 +454,89 @@ class FeaturesToCsrOp : public XlaOpKernel {
     ctx->SetOutput(3, xla::ConstantR1<int64_t>(ctx->builder(), row_counts));
   }
 
-  // Reads each feature's inputs and checks their shapes as the TF kernel does (FeatureLayoutOf,
-  // CheckStackedRows); only a sparse feature's dense_shape is read as a value.
-  absl::Status ReadFeatures(XlaOpKernelContext* ctx,
-                            std::vector<XlaFeatureInput>* features) const {
-    std::vector<xla::XlaOp> ids, row_info, weights;
-    std::vector<TensorShape> ids_shapes, row_info_shapes, weights_shapes;
-    TF_RETURN_IF_ERROR(ctx->InputList("ids", &ids, &ids_shapes));
-    TF_RETURN_IF_ERROR(ctx->InputList("row_info", &row_info, &row_info_shapes));
-    TF_RETURN_IF_ERROR(ctx->InputList("weights", &weights, &weights_shapes));
-    const int num_features = static_cast<int>(specs_.size());
-    int64_t num_rows = 0;
-    for (int f = 0; f < num_features; ++f) {
-      const FeatureSpec& spec = specs_[f];
-      XlaFeatureInput input;
-      input.num_ids = ids_shapes[f].num_elements();
-      input.ids = xla::ConvertElementType(xla::Reshape(ids[f], {input.num_ids}), xla::S64);
-      input.row_info = row_info[f];
-      input.row_info_size = row_info_shapes[f].num_elements();
-      const int64_t num_weights = weights_shapes[f].num_elements();
-      input.weights = xla::Reshape(weights[f], {num_weights});
-      if (spec.kind == InputKind::kSparse) {
-        // The inputs are ids, row_info, dense_shapes, weights: N each.
-        TF_RETURN_IF_ERROR(
-            ctx->ConstantInputReshapedToIntVector(2 * num_features + f, &input.dense_shape));
-      }
-      // Only sizes, the shape of row_info and dense_shape's values are read.
-      FeatureTensors tensors;
-      tensors.ids = IdSpan(static_cast<const int64_t*>(nullptr), input.num_ids);
-      tensors.row_info = {nullptr, input.row_info_size};
-      for (int64_t d : row_info_shapes[f].dim_sizes()) tensors.row_info_shape.push_back(d);
-      tensors.dense_shape = {input.dense_shape.data(),
-                             static_cast<int64_t>(input.dense_shape.size())};
-      tensors.weights = {nullptr, num_weights};
-      TF_RETURN_IF_ERROR(ToAbslStatus(FeatureLayoutOf(table_.name, spec, tensors, &input.layout)));
-      TF_RETURN_IF_ERROR(
-          ToAbslStatus(CheckStackedRows(table_.name, spec, num_rows, input.layout.num_rows)));
-      num_rows += input.layout.num_rows;
-      features->push_back(std::move(input));
-    }
-    return absl::OkStatus();
-  }
-
   const bool on_cpu_;
   TableSpec table_;
   std::vector<FeatureSpec> specs_;
+};
+
+// TfeFeaturesLookup: on CPUs one custom call for every table, which runs the TF kernel's code
+// (LookUpTablesFeatures); on GPUs each table's conversion and lookup as XLA operations. The row
+// counts are known when compiling.
+class FeaturesLookupOp : public XlaOpKernel {
+ public:
+  explicit FeaturesLookupOp(OpKernelConstruction* ctx)
+      : XlaOpKernel(ctx), on_cpu_(CompilesForCpu(ctx)) {
+    OP_REQUIRES_OK(ctx, ReadTablesLookupAttrs(ctx, &tables_, &features_));
+  }
+
+  void Compile(XlaOpKernelContext* ctx) override {
+    const int num_tables = static_cast<int>(tables_.size());
+    std::vector<xla::XlaOp> tables(num_tables);
+    std::vector<TensorShape> table_shapes(num_tables);
+    std::vector<std::vector<XlaFeatureInput>> features(num_tables);
+    int first = 0;
+    for (int t = 0; t < num_tables; ++t) {
+      const std::string what = TableContext(tables_[t].name) + "table";
+      OP_REQUIRES_OK(ctx, ReadFloatVariable(ctx, t, what, &table_shapes[t], &tables[t]));
+      OP_REQUIRES_OK(ctx, CheckMatrixVariableShape(what, table_shapes[t]));
+      OP_REQUIRES_OK(ctx, ToAbslStatus(CheckTableHoldsVocabulary(tables_[t],
+                                                                 table_shapes[t].dim_size(0))));
+      OP_REQUIRES_OK(ctx, ReadFeatures(ctx, tables_[t], features_[t], first, &features[t]));
+      first += static_cast<int>(features_[t].size());
+    }
+    std::vector<int64_t> num_rows(num_tables, 0);
+    for (int t = 0; t < num_tables; ++t) {
+      std::vector<int64_t> row_counts;
+      for (const XlaFeatureInput& feature : features[t]) {
+        row_counts.push_back(feature.layout.num_rows);
+        num_rows[t] += feature.layout.num_rows;
+      }
+      ctx->SetOutput(num_tables + t, xla::ConstantR1<int64_t>(ctx->builder(), row_counts));
+    }
+    if (on_cpu_) {
+      LookUpInHandler(ctx, tables, table_shapes, num_rows);
+      return;
+    }
+    for (int t = 0; t < num_tables; ++t) {
+      const XlaCsrBatch batch = ConvertFeatures(ctx->builder(), tables_[t], features_[t],
+                                                features[t]);
+      int64_t num_ids = 0;
+      for (const XlaFeatureInput& feature : features[t]) num_ids += feature.num_ids;
+      ctx->SetOutput(t, CombineLookups(tables[t], table_shapes[t].dim_size(0),
+                                       table_shapes[t].dim_size(1), batch.ids, batch.gains,
+                                       num_ids, RowOfLookups(batch.row_splits, num_rows[t],
+                                                             num_ids),
+                                       num_rows[t]));
+    }
+  }
+
+ private:
+  // One custom call: operands the tables, then the list inputs ids, row_info, dense_shapes and
+  // weights in op order; results each table's activations.
+  void LookUpInHandler(XlaOpKernelContext* ctx, const std::vector<xla::XlaOp>& tables,
+                       const std::vector<TensorShape>& table_shapes,
+                       const std::vector<int64_t>& num_rows) const {
+    std::vector<xla::XlaOp> operands = tables;
+    for (int input = static_cast<int>(tables.size()); input < ctx->num_inputs(); ++input) {
+      operands.push_back(ctx->Input(input));
+    }
+    std::vector<xla::Shape> shapes;
+    FfiAttributes attributes;
+    attributes.Add("num_tables", static_cast<int64_t>(tables.size()));
+    for (size_t t = 0; t < tables.size(); ++t) {
+      shapes.push_back(FloatShape({num_rows[t], table_shapes[t].dim_size(1)}));
+      AddCsrConversionAttributes(tables_[t], features_[t], TablePrefix(t), &attributes);
+    }
+    const xla::XlaOp call = FfiCall(ctx->builder(), kFeaturesLookupTarget, operands,
+                                    xla::ShapeUtil::MakeTupleShape(shapes), attributes);
+    for (size_t t = 0; t < tables.size(); ++t) {
+      ctx->SetOutput(t, xla::GetTupleElement(call, t));
+    }
+  }
+
+  const bool on_cpu_;
+  std::vector<TableSpec> tables_;
+  std::vector<std::vector<FeatureSpec>> features_;
 };
 
 [[maybe_unused]] const bool kRegistered = [] {
@@ -470,6 +554,10 @@ class FeaturesToCsrOp : public XlaOpKernel {
                      /*compile_time_constant_inputs=*/{"dense_shapes"},
                      /*type_constraints=*/{{"Tids", {tensorflow::DT_INT32, tensorflow::DT_INT64}}}},
                     CreateXlaKernel<FeaturesToCsrOp>);
+  RegisterXlaKernel({"TfeFeaturesLookup",
+                     /*compile_time_constant_inputs=*/{"dense_shapes"},
+                     /*type_constraints=*/{{"Tids", {tensorflow::DT_INT32, tensorflow::DT_INT64}}}},
+                    CreateXlaKernel<FeaturesLookupOp>);
   return true;
 }();
 

@@ -66,10 +66,10 @@ def _raw_kind(inp: Any) -> str | None:
 
 def takes_raw_batches(engine: Any, batch_carrier: Carrier) -> bool:
     """Whether forward-only batches may wait in `batch_carrier` unconverted, for `dequeue` to
-    convert and look up in one op: engine queues without pipelining (not inside XLA, not under
-    ParameterServerStrategy), and the engine `_looks_up_features_directly`."""
-    return (isinstance(batch_carrier, queues.ReplicaQueues) and batch_carrier.takes_raw_batches
-            and engine._looks_up_features_directly())
+    convert and look up in one op: engine queues without pipelining, or a compiled function's
+    hand-off, and the engine `_looks_up_features_directly` (not under ParameterServerStrategy,
+    whose functions hand off their batches too)."""
+    return batch_carrier.takes_raw_batches and engine._looks_up_features_directly()
 
 
 def dequeue_outputs(engine: Any, replica: int, partial: bool) -> list[tf.Tensor]:
@@ -86,11 +86,10 @@ def dequeue_outputs(engine: Any, replica: int, partial: bool) -> list[tf.Tensor]
     return _batch_outputs(engine, batch_carrier, partial)
 
 
-def _from_next_batch(queue: queues.ReplicaQueues, raw: Callable[[str], T],
-                     converted: Callable[[], T]) -> T:
+def _from_next_batch(queue: Carrier, raw: Callable[[str], T], converted: Callable[[], T]) -> T:
     """`raw(kind)` or `converted()`, by the kind of `queue`'s next batch: the one an enqueue
-    traced in this graph put, known while tracing, else asked at run time (`_unless_raw`).
-    REQUIRES: queue.takes_raw_batches."""
+    traced in this graph put, known while tracing, else asked at run time (`_unless_raw`; a
+    hand-off always knows). REQUIRES: queue.takes_raw_batches."""
     kind = queue.take_kind_put_in_this_graph()
     if kind == "converted":
         return converted()
@@ -128,7 +127,7 @@ def _batch_outputs(engine: Any, batch_carrier: Carrier, partial: bool,
     return outputs
 
 
-def _raw_batch_outputs(engine: Any, batch_carrier: queues.ReplicaQueues, kind: str,
+def _raw_batch_outputs(engine: Any, batch_carrier: Carrier, kind: str,
                        partial: bool) -> list[tf.Tensor]:
     """The flat activations of the next raw batch of `kind` (`raw_forward_batch`), each
     table's features converted and looked up in one op."""
@@ -158,8 +157,10 @@ def _batch_of_calling_function(engine: Any, replica: int) -> queues.Batch:
         # the caller is compiled itself is known from its own caller.
         caller = getattr(outer, "outer_graph", None)
         if caller is not None and ops.compiling_with_xla(caller):
-            if engine._compiled_handoff.holds_batch():
-                return engine._compiled_handoff.take_batch()
+            compiled = engine._compiled_handoff
+            if compiled.holds_batch():
+                return _from_next_batch(compiled, lambda kind: _converted_raw_batch(
+                    engine, compiled.take_raw_batch(kind)), compiled.take_batch)
             return _batch_of_calling_function(engine, replica)
         queue = engine._queues[replica]
         with tf.device(engine._replica_devices[replica]):
@@ -169,11 +170,14 @@ def _batch_of_calling_function(engine: Any, replica: int) -> queues.Batch:
                 return _bucketed(queue.take_batch())
 
             return _bucketed(_from_next_batch(
-                queue,
-                lambda kind: queues.Batch(
-                    engine._convert_tables(engine._table_inputs(queue.take_raw_batch(kind))),
-                    None, tf.constant(False)),
+                queue, lambda kind: _converted_raw_batch(engine, queue.take_raw_batch(kind)),
                 queue.take_batch))
+
+
+def _converted_raw_batch(engine: Any, tables: list[list[Any]]) -> queues.Batch:
+    """A raw batch's tables converted, as enqueue converts a forward-only batch."""
+    return queues.Batch(engine._convert_tables(engine._table_inputs(tables)), None,
+                        tf.constant(False))
 
 
 def _bucketed(batch: queues.Batch) -> queues.Batch:

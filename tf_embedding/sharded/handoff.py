@@ -22,6 +22,8 @@ class _FunctionState:
     """What one traced function holds between the calls of its step."""
 
     batch: queues.Batch | None = None
+    # A forward-only batch as it came (`put_raw_batch`): its kind and each table's features.
+    raw: tuple[str, list[list[Any]]] | None = None
     # A dequeued training batch's lookups, and its training flag when only known at run time.
     pending: list[queues.TableBatch] | None = None
     pending_training: tf.Tensor | None = None
@@ -42,16 +44,44 @@ class FunctionHandoff:
             raise RuntimeError(f"{method}() was called eagerly. {self._rule}")
         return self._states.setdefault(tf.compat.v1.get_default_graph(), _FunctionState())
 
-    def put_batch(self, batch: queues.Batch) -> None:
+    # Raw batches are held as tensors of the traced function, so any kind may wait.
+    takes_raw_batches = True
+
+    def _state_to_put(self) -> _FunctionState:
         state = self._state("enqueue")
-        if state.batch is not None:
+        if state.batch is not None or state.raw is not None:
             raise RuntimeError("enqueue() called twice in one function without a dequeue() "
                                f"between them. {self._rule}")
-        state.batch = batch
+        return state
+
+    def put_batch(self, batch: queues.Batch) -> None:
+        self._state_to_put().batch = batch
+
+    def put_raw_batch(self, kind: str, tables: list[list[Any]]) -> None:
+        """Holds a forward-only batch as it came, as `queues.ReplicaQueues.put_raw_batch`."""
+        self._state_to_put().raw = (kind, tables)
 
     def holds_batch(self) -> bool:
-        """Whether the function being traced has a batch no dequeue() took yet."""
-        return not tf.executing_eagerly() and self._state("dequeue").batch is not None
+        """Whether the function being traced has a batch (converted or raw) no dequeue() took
+        yet."""
+        if tf.executing_eagerly():
+            return False
+        state = self._state("dequeue")
+        return state.batch is not None or state.raw is not None
+
+    def take_kind_put_in_this_graph(self) -> str:
+        """The kind of the batch this function holds: a raw kind, or "converted" (also when it
+        holds none, for `take_batch` to raise)."""
+        raw = self._state("dequeue").raw
+        return "converted" if raw is None else raw[0]
+
+    def take_raw_batch(self, kind: str) -> list[list[Any]]:
+        """The raw batch of `kind` this function holds. REQUIRES: take_kind_put_in_this_graph()
+        is `kind`."""
+        state = self._state("dequeue")
+        assert state.raw is not None and state.raw[0] == kind
+        tables, state.raw = state.raw[1], None
+        return tables
 
     def take_batch(self) -> queues.Batch:
         state = self._state("dequeue")

@@ -29,7 +29,6 @@ from tensorflow.python.distribute import sharded_variable
 from tensorflow.python.util import nest
 
 from tf_embedding.feature_inputs import rules as features_lib
-from tf_embedding import ops
 from tf_embedding.feature_inputs import conversion as inputs_lib
 from tf_embedding import embedding_base
 from tf_embedding.sharded import batch_paths
@@ -484,11 +483,9 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
 
     def _looks_up_features_directly(self) -> bool:
         """Whether `_lookup_features` may look this replica's batch up (the Keras layer's path):
-        not inside XLA (TfeFeaturesLookup has no XLA kernel), no parameter-server tasks, no
-        lookup profile to record (it observes converted batches), and every table one block
-        read as it is."""
-        return (not ops.compiling_with_xla() and not self._parameter_servers
-                and self._profiler is None
+        no parameter-server tasks, no lookup profile to record (it observes converted batches),
+        and every table one block read as it is."""
+        return (not self._parameter_servers and self._profiler is None
                 and all(state.looks_up_features_directly for state in self._tables))
 
     def _lookup_features(self, table_inputs: list[list[Any]]
