@@ -318,3 +318,56 @@ def test_batches_of_varying_id_counts_compile_once_per_power_of_two(tmp_path):
                 if name.endswith(".before_optimizations.txt")]
     assert len(compiles) == len(buckets), compiles
     assert verdict == "same tables"
+
+
+# Steps compiled whole (enqueue inside) over batches of one shape and different ids, in a process
+# of its own (XLA_FLAGS): a forward step and a training step, each of sparse, ragged and
+# weighted sparse features, of two tables (so splits of each table's features are compiled),
+# in the order given by MODES, then the activations' sum of the last forward step.
+_SAME_SHAPED_BATCHES = """
+import sys, numpy as np, tensorflow as tf, tf_embedding
+tables = [tf.tpu.experimental.embedding.TableConfig(200, 4, combiner=c, name=f"t{i}")
+          for i, c in enumerate(["sum", "mean"])]
+features = {f"f{i}": tf.tpu.experimental.embedding.FeatureConfig(table=tables[i % 2], name=f"f{i}")
+            for i in range(3)}
+emb = tf_embedding.TPUEmbedding(features, tf_embedding.SGD(0.1))
+emb.build(per_replica_batch_size=16)
+rng = np.random.default_rng(0)
+mode = sys.argv[1]
+@tf.function(jit_compile=True)
+def step(features, weights):
+    emb.enqueue(features, weights, training=mode == "train")
+    if mode != "train":
+        return emb.dequeue()
+    with tf.GradientTape() as tape:
+        activations = emb.dequeue()
+        tape.watch(activations)
+        loss = tf.add_n([tf.reduce_sum(a) for a in tf.nest.flatten(activations)])
+    emb.apply_gradients(tape.gradient(loss, activations))
+    return activations
+for _ in range(4):
+    lengths = np.full(16, 3)
+    ids = {name: tf.RaggedTensor.from_row_lengths(rng.integers(0, 200, 48), lengths)
+           for name in features}
+    weights = {name: None for name in features}
+    if sys.argv[2] != "ragged":
+        ids = {name: value.to_sparse() for name, value in ids.items()}
+    if sys.argv[2] == "weighted":
+        weights = {name: tf.SparseTensor(value.indices, rng.uniform(size=48).astype(np.float32),
+                                         value.dense_shape) for name, value in ids.items()}
+    step(ids, weights)
+"""
+
+
+@pytest.mark.parametrize("mode", ["forward", "train"])
+@pytest.mark.parametrize("kind", ["sparse", "ragged", "weighted"])
+def test_steps_compiled_whole_compile_once_for_batches_of_one_shape(tmp_path, mode, kind):
+    """The ids are not baked into the compiled program: each features' row counts, which size
+    the split of a table's activations, come from the inputs' shapes inside XLA."""
+    result = subprocess.run([sys.executable, "-c", _SAME_SHAPED_BATCHES, mode, kind],
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "XLA_FLAGS": f"--xla_dump_to={tmp_path}"})
+    assert result.returncode == 0, result.stderr[-5000:]
+    compiles = [name for name in os.listdir(tmp_path)
+                if name.endswith(".before_optimizations.txt")]
+    assert len(compiles) == 1, compiles

@@ -17,6 +17,7 @@ from tensorflow.python.framework import auto_control_deps_utils
 from tensorflow.python.ops import resource_variable_ops
 
 from tf_embedding import _loader
+from tf_embedding import ops
 
 auto_control_deps_utils.register_read_only_resource_op("TfeFeaturesLookup")
 tf.no_gradient("TfeFeaturesLookup")
@@ -123,8 +124,19 @@ def _op_inputs(feature: FeatureInput) -> _OpInputs:
 def features_to_csr(table_name: str, vocabulary_size: int, combiner: str,
                     features: Sequence[FeatureInput]) -> CsrBatch:
     """Validates the features of one table and stacks them, in order, into one CSR batch."""
-    return CsrBatch(*_loader.load_ops().tfe_features_to_csr(
+    batch = CsrBatch(*_loader.load_ops().tfe_features_to_csr(
         **_conversion_arguments(table_name, vocabulary_size, combiner, features)))
+    return batch._replace(feature_row_counts=_row_counts(batch.feature_row_counts, features))
+
+
+def _row_counts(op_row_counts: tf.Tensor, features: Sequence[FeatureInput]) -> tf.Tensor:
+    """A conversion op's feature_row_counts; inside XLA the same counts from the features'
+    shapes alone. XLA needs the sizes of a split (each feature's activations) when compiling,
+    and TensorFlow would make every input of the op that computes them a compile-time constant:
+    the ids (and the tables) would be baked into the program, compiled again for every batch."""
+    if not ops.compiling_with_xla():
+        return op_row_counts
+    return tf.stack([tf.reduce_prod(activation_shape(feature, 1)[:-1]) for feature in features])
 
 
 class LookedUpTable(NamedTuple):
@@ -164,7 +176,8 @@ def features_lookup(tables: Sequence[LookedUpTable],
         combiners=[table.combiner for table in tables],
         vocabulary_sizes=[table.vocabulary_size for table in tables],
         table_feature_counts=[len(features) for features in table_features])
-    return list(zip(outputs.activations, outputs.feature_row_counts))
+    return [(activations, _row_counts(row_counts, features)) for activations, row_counts, features
+            in zip(outputs.activations, outputs.feature_row_counts, table_features)]
 
 
 def _conversion_arguments(table_name: str, vocabulary_size: int, combiner: str,
