@@ -17,7 +17,7 @@ import tf_embedding
 
 from references import XLA_TOLERANCE
 from sharded_helpers import FEATURES, GLOBAL_BATCH, MAX_SEQUENCE_LENGTH, TABLES, feature_config
-from sharded_helpers import make_samples, make_strategy, to_inputs, variable_values
+from sharded_helpers import make_samples, to_inputs, variable_values
 
 F = np.float32
 NUM_STEPS = 3
