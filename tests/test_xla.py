@@ -266,6 +266,30 @@ def test_an_eager_enqueue_before_a_compiled_dequeue_is_named_as_the_call_to_move
     assert set(emb.dequeue()) == set(FEATURES)
 
 
+def test_apply_gradients_of_a_run_time_training_flag_is_refused_inside_xla():
+    """XLA drops the run-time check that the batch was enqueued with training=True, which would
+    let a training=False batch update the tables: such a compiled step is refused when traced,
+    and updates nothing."""
+    emb = tf_embedding.TPUEmbedding(feature_config(), OPTIMIZERS["sgd"]())
+    emb.build(per_replica_batch_size=GLOBAL_BATCH)
+    before = variable_values(emb)
+
+    @tf.function(jit_compile=True)
+    def step(features, weights, training):
+        emb.enqueue(features, weights, training=training)
+        with tf.GradientTape() as tape:
+            activations = emb.dequeue()
+            tape.watch(activations)
+            loss = tf.add_n([tf.reduce_sum(a) for a in tf.nest.flatten(activations)])
+        emb.apply_gradients(tape.gradient(loss, activations))
+
+    with pytest.raises(ValueError, match=r"training flag known only at run time.*Python bool"):
+        step(*to_inputs(make_samples(1, seed=4)[0], "ragged"), tf.constant(False))
+    for table, slots in before.items():
+        for slot, value in slots.items():
+            np.testing.assert_array_equal(variable_values(emb)[table][slot], value)
+
+
 def test_profiling_is_refused_inside_xla(tmp_path):
     with pytest.raises(ValueError, match="profile_data_directory writes its files from the host"):
         train("sgd", "ragged", jit_compile=True, profile_data_directory=str(tmp_path))

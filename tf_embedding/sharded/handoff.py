@@ -14,6 +14,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tf_embedding import ops
 from tf_embedding.sharded import queues
 
 
@@ -115,6 +116,14 @@ class FunctionHandoff:
         state.pending = state.pending_training = None
         if training is None:
             return tables
+        # Only a flag of this compiled function: a TPU-shaped step's flag comes with the batch
+        # its caller enqueued (docs/xla.md, "Run-time errors").
+        if ops.compiling_with_xla() and training.graph is tf.compat.v1.get_default_graph():
+            raise ValueError(
+                "apply_gradients() in a tf.function(jit_compile=True) of a batch enqueued with a "
+                "training flag known only at run time: XLA drops the check that it is a "
+                "training batch, so a training=False batch would update the tables. Pass "
+                "enqueue() a Python bool (or a constant) for training in a compiled function.")
         # `training` was a tensor: the check can only run with the step.
         with tf.control_dependencies([tf.debugging.Assert(training, [
                 "apply_gradients() called for a batch enqueued with training=False."])]):
