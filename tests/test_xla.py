@@ -5,6 +5,7 @@ XLA. (The ops' XLA kernels meet every optimizer option in test_optimizer_ops.py 
 test_sparse_apply_rows_ops.py, the conversion every input kind in test_replicated.py.)
 """
 
+import functools
 import os
 import subprocess
 import sys
@@ -208,6 +209,23 @@ def test_a_compiled_forward_step_looks_up_every_table_in_one_custom_call(kind):
             step(batch(bad_id=True))
 
 
+def train_on_summed_activations(emb, features, weights, training=True):
+    """enqueue + dequeue + apply_gradients of one batch, the activations' sum as the loss."""
+    emb.enqueue(features, weights, training=training)
+    with tf.GradientTape() as tape:
+        activations = emb.dequeue()
+        tape.watch(activations)
+        loss = tf.add_n([tf.reduce_sum(a) for a in tf.nest.flatten(activations)])
+    emb.apply_gradients(tape.gradient(loss, activations))
+
+
+def assert_unchanged(emb, before):
+    """Every table and slot of `emb` still holds `before` (variable_values)."""
+    for table, slots in before.items():
+        for slot, value in slots.items():
+            np.testing.assert_array_equal(variable_values(emb)[table][slot], value)
+
+
 @pytest.mark.parametrize("kind", ["ragged", "sparse"])
 @pytest.mark.parametrize("fault, message", [
     ("id", r"Table 'video', feature 'watched': id 13 at lookup \d+ is out of range for "
@@ -224,22 +242,13 @@ def test_bad_data_fails_the_compiled_step_as_it_fails_the_uncompiled_one(kind, f
     else:
         learning_rate.assign(float("nan"))
 
-    def step(features, weights):
-        emb.enqueue(features, weights, training=True)
-        with tf.GradientTape() as tape:
-            activations = emb.dequeue()
-            tape.watch(activations)
-            loss = tf.add_n([tf.reduce_sum(a) for a in tf.nest.flatten(activations)])
-        emb.apply_gradients(tape.gradient(loss, activations))
-
     before = variable_values(emb)
     for jit_compile in (True, False):
         with pytest.raises(tf.errors.InvalidArgumentError, match=message):
-            tf.function(step, jit_compile=jit_compile)(*to_inputs(samples, kind))
+            tf.function(functools.partial(train_on_summed_activations, emb),
+                        jit_compile=jit_compile)(*to_inputs(samples, kind))
     # A failed step updates nothing.
-    for table, slots in before.items():
-        for slot, value in slots.items():
-            np.testing.assert_array_equal(variable_values(emb)[table][slot], value)
+    assert_unchanged(emb, before)
 
 
 @pytest.mark.parametrize("table_devices", [["/cpu:0", "/cpu:0"], ["/cpu:0", "/cpu:1"]])
@@ -273,21 +282,10 @@ def test_apply_gradients_of_a_run_time_training_flag_is_refused_inside_xla():
     emb = tf_embedding.TPUEmbedding(feature_config(), OPTIMIZERS["sgd"]())
     emb.build(per_replica_batch_size=GLOBAL_BATCH)
     before = variable_values(emb)
-
-    @tf.function(jit_compile=True)
-    def step(features, weights, training):
-        emb.enqueue(features, weights, training=training)
-        with tf.GradientTape() as tape:
-            activations = emb.dequeue()
-            tape.watch(activations)
-            loss = tf.add_n([tf.reduce_sum(a) for a in tf.nest.flatten(activations)])
-        emb.apply_gradients(tape.gradient(loss, activations))
-
+    step = tf.function(functools.partial(train_on_summed_activations, emb), jit_compile=True)
     with pytest.raises(ValueError, match=r"training flag known only at run time.*Python bool"):
         step(*to_inputs(make_samples(1, seed=4)[0], "ragged"), tf.constant(False))
-    for table, slots in before.items():
-        for slot, value in slots.items():
-            np.testing.assert_array_equal(variable_values(emb)[table][slot], value)
+    assert_unchanged(emb, before)
 
 
 def test_profiling_is_refused_inside_xla(tmp_path):
