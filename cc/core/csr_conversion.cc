@@ -365,7 +365,7 @@ Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) 
 }
 
 Status CsrBuilder::AddFeatures(const std::vector<FeatureSpec>& specs,
-                               const std::vector<FeatureTensors>& tensors) {
+                               const FeatureTensors* tensors) {
   for (size_t f = 0; f < specs.size(); ++f) TFE_RETURN_IF_ERROR(AddFeature(specs[f], tensors[f]));
   return Status();
 }

@@ -133,10 +133,9 @@ class CsrBuilder {
   explicit CsrBuilder(TableSpec table) : table_(std::move(table)) {}
 
   Status AddFeature(const FeatureSpec& spec, const FeatureTensors& tensors);
-  // AddFeature of specs[f] with tensors[f] for every feature in order (the sizes must match);
-  // returns the first error.
-  Status AddFeatures(const std::vector<FeatureSpec>& specs,
-                     const std::vector<FeatureTensors>& tensors);
+  // AddFeature of specs[f] with tensors[f] for every feature in order (`tensors` holds one per
+  // spec); returns the first error.
+  Status AddFeatures(const std::vector<FeatureSpec>& specs, const FeatureTensors* tensors);
 
   int64_t num_rows() const { return num_rows_; }
   int64_t num_lookups() const { return num_lookups_; }

@@ -108,9 +108,7 @@ void LookUpDirectly(const std::vector<TableFeatures>& tables,
 Status ConvertAndLookUp(const TableFeatures& table, size_t index, TableState* state,
                         const LookupOutputs& outputs, const Sharder& shard) {
   CsrBuilder builder(*table.spec);
-  for (size_t f = 0; f < table.features->size(); ++f) {
-    TFE_RETURN_IF_ERROR(builder.AddFeature((*table.features)[f], table.tensors[f]));
-  }
+  TFE_RETURN_IF_ERROR(builder.AddFeatures(*table.features, table.tensors));
   std::vector<int64_t> row_splits(builder.num_rows() + 1), ids(builder.num_lookups());
   std::vector<float> gains(builder.num_lookups());
   builder.Build(row_splits.data(), ids.data(), gains.data());

@@ -38,7 +38,7 @@ class FeaturesToCsrOp : public OpKernel {
     std::vector<FeatureTensors> tensors;
     OP_REQUIRES_OK(ctx, ReadFeatureTensors(ctx, features_.size(), &tensors));
     CsrBuilder builder(table_);
-    OP_REQUIRES_OK(ctx, ToAbslStatus(builder.AddFeatures(features_, tensors)));
+    OP_REQUIRES_OK(ctx, ToAbslStatus(builder.AddFeatures(features_, tensors.data())));
 
     Tensor *row_splits = nullptr, *csr_ids = nullptr, *gains = nullptr, *row_counts = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({builder.num_rows() + 1}),

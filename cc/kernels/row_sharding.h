@@ -1,5 +1,5 @@
 // How the TF kernels split work over the intra-op thread pool (the Sharder of
-// cc/core/parallel_steps.h), and the lookup kernels' split of their output rows.
+// cc/core/parallel_steps.h).
 #ifndef TF_EMBEDDING_CC_KERNELS_ROW_SHARDING_H_
 #define TF_EMBEDDING_CC_KERNELS_ROW_SHARDING_H_
 
@@ -17,16 +17,6 @@ inline Sharder IntraOpSharder(tensorflow::OpKernelContext* ctx) {
   return [workers](int64_t units, int64_t cost_per_unit, const ShardFunction& function) {
     tensorflow::Shard(workers->num_threads, workers->workers, units, cost_per_unit, function);
   };
-}
-
-// Calls combine(begin, end) on disjoint ranges covering output rows [0, rows), on the intra-op
-// pool, for `lookups` lookups of `dim`-wide table rows.
-template <typename Combine>
-void ShardOutputRows(tensorflow::OpKernelContext* ctx, int64_t rows, int64_t lookups,
-                     int64_t dim, Combine&& combine) {
-  const auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
-  tensorflow::Shard(workers->num_threads, workers->workers, rows,
-                    LookupRowCost(rows, lookups, dim), combine);
 }
 
 }  // namespace tf_embedding

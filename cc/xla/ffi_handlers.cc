@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "cc/core/claiming_sharder.h"
 #include "cc/core/csr_batch.h"
 #include "cc/core/csr_conversion.h"
 #include "cc/core/errors.h"
@@ -25,7 +26,6 @@
 #include "cc/core/gradient_aggregation.h"
 #include "cc/core/huge_pages.h"
 #include "cc/core/optimizers.h"
-#include "cc/core/claiming_sharder.h"
 #include "cc/core/parallel_steps.h"
 #include "cc/kernels/gradient_groups_pool.h"
 #include "cc/ops/sparse_apply_op_names.h"
@@ -383,7 +383,7 @@ ffi::Error FeaturesToCsr(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> ro
     }
   }
   CsrBuilder builder(table);
-  Status status = builder.AddFeatures(specs, tensors);
+  Status status = builder.AddFeatures(specs, tensors.data());
   const int64_t capacity = Size(*ids);
   if (status.ok() && (Size(*row_splits) != builder.num_rows() + 1 || Size(*gains) != capacity ||
                       builder.num_lookups() > capacity)) {

@@ -144,7 +144,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t i = 0; i < table_rows.size(); ++i) table_rows[i] = static_cast<float>(i % 7) - 3;
   }
   CsrBuilder builder(table);
-  if (!builder.AddFeatures(specs, tensors).ok()) {
+  if (!builder.AddFeatures(specs, tensors.data()).ok()) {
     if (direct_checked) CheckDirectLookup(table, specs[0], tensors[0], nullptr, table_rows);
     return 0;
   }
