@@ -371,6 +371,32 @@ def test_features_lookup_rejects_bad_table_variable(value, message):
         inputs.features_lookup([inputs.LookedUpTable(table, "video", 4, "sum")], [[feature]])
 
 
+def _features_lookup_of_two_features(**table_attrs):
+    """TfeFeaturesLookup of two sparse features of table 'video' with `table_attrs`."""
+    table = tf.Variable(np.zeros([4, 2], np.float32))
+    feature = tf.SparseTensor([[0, 0]], tf.constant([1], tf.int64), [1, 1])
+    attrs = dict(table_names=["video"], combiners=["sum"], vocabulary_sizes=[4],
+                 table_feature_counts=[2])
+    attrs.update(table_attrs)
+    return _loader.load_ops().tfe_features_lookup(
+        tables=[table.handle], ids=[feature.values] * 2, row_info=[feature.indices] * 2,
+        dense_shapes=[feature.dense_shape] * 2, weights=[tf.zeros([0])] * 2,
+        input_kinds=["sparse"] * 2, has_weights=[False] * 2, max_sequence_lengths=[0] * 2,
+        prune_invalid=[False] * 2, feature_names=["a", "b"], **attrs)
+
+
+# The op's table attrs must describe its tables and features (the Python wrapper builds them).
+@pytest.mark.parametrize("table_attrs, message", [
+    (dict(table_names=["video", "user"]), "attr table_names has 2 entries but there are 1 tables"),
+    (dict(table_feature_counts=[3]),
+     "Table 'video': table_feature_counts gives it 3 features from feature 0 of 2"),
+    (dict(table_feature_counts=[1]), "table_feature_counts sum to 1 but there are 2 features"),
+])
+def test_features_lookup_rejects_table_attrs_that_do_not_fit(table_attrs, message):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        _features_lookup_of_two_features(**table_attrs)
+
+
 def test_dense_lookup_rejects_non_matrix_table():
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match=r"Table 'video': table must be a matrix, got shape \[4,2,1\]"):
