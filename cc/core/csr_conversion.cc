@@ -436,4 +436,12 @@ void ApplyCombinerToRow(Combiner combiner, float* begin, float* end) {
   }
 }
 
+float UnitWeightGain(Combiner combiner, int64_t ids) {
+  if (combiner == Combiner::kSum) return 1.0f;
+  using Rule = CombinerRule<ScalarMath>;
+  // Each id's term is 1 under both rules (1 and 1^2), and a double sums up to 2^53 ones exactly.
+  const double sum_of_terms = static_cast<double>(ids);
+  return static_cast<float>(Rule::Gain(1.0, Rule::Denominator(combiner, sum_of_terms)));
+}
+
 }  // namespace tf_embedding

@@ -68,6 +68,10 @@ enum class InputKind { kDense, kSparse, kRagged };
 // combiner's rule (cc/core/combiner_rule.h).
 void ApplyCombinerToRow(Combiner combiner, float* begin, float* end);
 
+// The gain ApplyCombinerToRow gives every id of a row of `ids` ids (>= 1) whose weights are all
+// 1, bit for bit.
+float UnitWeightGain(Combiner combiner, int64_t ids);
+
 struct TableSpec {
   std::string name;
   int64_t vocabulary_size = 0;

@@ -1,6 +1,8 @@
-// Times two copies of cc/core's hot loops (the fused lookup's combine, the gradient's grouping by
-// id, the Adagrad row update) on the benchmark's ids, in one process, alternating the copies step
-// by step, so both see the same minute of a machine whose memory speed drifts. Built and run by
+// Times two copies of cc/core's hot loops on the benchmark's ids, in one process, alternating the
+// copies step by step, so both see the same minute of a machine whose memory speed drifts: first
+// forward steps alone (every table's feature, as a SparseTensor then as a RaggedTensor, combined
+// straight from its indices or row splits, as a forward step does), then training steps (the fused lookup's combine, the gradient's grouping
+// by id, the Adagrad row update). Built and run by
 // tools/core_ab/run.sh, which says what the copies are.
 //
 //   core_ab IDS.npy VOCAB DIM STEPS
@@ -22,6 +24,8 @@
 
 #include "tools/core_ab/phases.h"
 
+extern "C" double RunForward_tfe_base(const Step* step, int ragged);
+extern "C" double RunForward_tfe_work(const Step* step, int ragged);
 extern "C" PhaseSeconds RunPhases_tfe_base(const Step* step);
 extern "C" PhaseSeconds RunPhases_tfe_work(const Step* step);
 
@@ -88,8 +92,12 @@ int main(int argc, char** argv) {
     if (id < 0 || id >= vocab) Fail("an id is outside [0, VOCAB)");
   }
 
-  std::vector<int64_t> row_splits(rows + 1);
+  std::vector<int64_t> row_splits(rows + 1), indices(2 * rows * per_row);
   for (int64_t r = 0; r <= rows; ++r) row_splits[r] = r * per_row;
+  for (int64_t k = 0; k < rows * per_row; ++k) {
+    indices[2 * k] = k / per_row;
+    indices[2 * k + 1] = k % per_row;
+  }
   const std::vector<float> gains(rows * per_row, 1.0f);
   std::vector<float*> table_data, accumulators;
   for (int64_t t = 0; t < tables; ++t) {
@@ -98,17 +106,36 @@ int main(int argc, char** argv) {
   }
   std::vector<float> activations(tables * rows * dim);
 
-  PhaseSeconds (*const copies[2])(const Step*) = {RunPhases_tfe_base, RunPhases_tfe_work};
   const char* const names[2] = {"base", "work"};
+  // Step i on batch i (cycled); each step runs both copies, in alternating order.
+  const auto step_of = [&](int i) {
+    return Step{tables, rows, per_row, dim, vocab,
+                ids.data() + (i % batches) * tables * rows * per_row, row_splits.data(),
+                indices.data(), gains.data(), table_data.data(), accumulators.data(),
+                activations.data(), 0.01f};
+  };
+  const auto copy_of = [](int i, int turn) { return (i % 2 == 0) ? turn : 1 - turn; };
+
+  double (*const forwards[2])(const Step*, int) = {RunForward_tfe_base, RunForward_tfe_work};
+  std::vector<double> forward[2][2];  // [ragged][copy]
+  for (int i = 0; i < kWarmupSteps + steps; ++i) {
+    for (int ragged = 0; ragged < 2; ++ragged) {
+      for (int turn = 0; turn < 2; ++turn) {
+        const int copy = copy_of(i, turn);
+        const Step step = step_of(i);
+        const double seconds = forwards[copy](&step, ragged);
+        if (seconds < 0) Fail(std::string(names[copy]) + ": the forward failed");
+        if (i >= kWarmupSteps) forward[ragged][copy].push_back(seconds);
+      }
+    }
+  }
+
+  PhaseSeconds (*const copies[2])(const Step*) = {RunPhases_tfe_base, RunPhases_tfe_work};
   std::vector<double> lookup[2], group[2], update[2];
   for (int i = 0; i < kWarmupSteps + steps; ++i) {
     for (int turn = 0; turn < 2; ++turn) {
-      // Each step runs both copies, in alternating order, on the same batch of ids.
-      const int copy = (i % 2 == 0) ? turn : 1 - turn;
-      const Step step{tables, rows, per_row, dim,
-                      ids.data() + (i % batches) * tables * rows * per_row, row_splits.data(),
-                      gains.data(), table_data.data(), accumulators.data(), activations.data(),
-                      0.01f};
+      const int copy = copy_of(i, turn);
+      const Step step = step_of(i);
       const PhaseSeconds seconds = copies[copy](&step);
       if (seconds.lookup < 0) Fail(std::string(names[copy]) + ": the grouping failed");
       if (i < kWarmupSteps) continue;
@@ -118,11 +145,14 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("ms per step of %ld tables, median (fastest) of %d steps\n", tables, steps);
-  std::printf("%-5s %16s %16s %16s\n", "copy", "lookup", "group", "update");
+  std::printf("%-5s %16s %16s | %16s %16s %16s\n", "copy", "sparse forward", "ragged forward",
+              "lookup", "group", "update");
   for (int copy = 0; copy < 2; ++copy) {
-    std::printf("%-5s %8.2f (%5.2f) %8.2f (%5.2f) %8.2f (%5.2f)\n", names[copy],
-                MedianMs(lookup[copy]), FastestMs(lookup[copy]), MedianMs(group[copy]),
-                FastestMs(group[copy]), MedianMs(update[copy]), FastestMs(update[copy]));
+    std::printf("%-5s %8.2f (%5.2f) %8.2f (%5.2f) | %8.2f (%5.2f) %8.2f (%5.2f) %8.2f (%5.2f)\n",
+                names[copy], MedianMs(forward[0][copy]), FastestMs(forward[0][copy]),
+                MedianMs(forward[1][copy]), FastestMs(forward[1][copy]), MedianMs(lookup[copy]),
+                FastestMs(lookup[copy]), MedianMs(group[copy]), FastestMs(group[copy]),
+                MedianMs(update[copy]), FastestMs(update[copy]));
   }
   return 0;
 }

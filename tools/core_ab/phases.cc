@@ -7,6 +7,7 @@
 #include "cc/core/gradient_aggregation.h"
 #include "cc/core/lookup.h"
 #include "cc/core/row_updates.h"
+#include "cc/core/sparse_lookup.h"
 #include "cc/core/simd_dispatch.h"
 #include "tools/core_ab/phases.h"
 
@@ -52,4 +53,28 @@ extern "C" PhaseSeconds CORE_AB_CONCAT(RunPhases_, COPY)(const Step* step) {
     seconds.update += SecondsSince(start);
   }
   return seconds;
+}
+
+extern "C" double CORE_AB_CONCAT(RunForward_, COPY)(const Step* step, int ragged) {
+  using namespace COPY;  // NOLINT(build/namespaces): this copy's cc/core
+  const int64_t lookups = step->rows * step->ids_per_row;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t t = 0; t < step->tables; ++t) {
+    SparseLookups feature;
+    feature.ids = step->ids + t * lookups;
+    feature.nnz = lookups;
+    feature.rows = step->rows;
+    if (ragged != 0) {
+      feature.row_splits = step->row_splits;
+    } else {
+      feature.indices = step->indices;
+      feature.columns = step->ids_per_row;
+    }
+    if (!CombineSparseRows(feature, step->vocab, Combiner::kSum, step->tables_data[t],
+                           step->dim, 0, step->rows, 0, lookups,
+                           step->activations + t * step->rows * step->dim)) {
+      return -1;
+    }
+  }
+  return SecondsSince(start);
 }

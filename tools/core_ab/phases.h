@@ -1,5 +1,5 @@
-// What tools/core_ab/main.cc hands each copy's RunPhases_<copy> (phases.cc): one step of the
-// benchmark's workload, and the seconds each of cc/core's loops took on it.
+// What tools/core_ab/main.cc hands each copy's RunForward_<copy> and RunPhases_<copy>
+// (phases.cc): one step of the benchmark's workload, and the seconds cc/core's loops took on it.
 #ifndef TF_EMBEDDING_TOOLS_CORE_AB_PHASES_H_
 #define TF_EMBEDDING_TOOLS_CORE_AB_PHASES_H_
 
@@ -9,9 +9,10 @@ extern "C" {
 
 // Every table's samples are rows of `ids_per_row` lookups, the same row_splits and gains.
 struct Step {
-  int64_t tables, rows, ids_per_row, dim;
+  int64_t tables, rows, ids_per_row, dim, vocab;
   const int64_t* ids;         // [tables, rows * ids_per_row]
   const int64_t* row_splits;  // [rows + 1]
+  const int64_t* indices;     // [rows * ids_per_row, 2]: the ids as a SparseTensor's
   const float* gains;         // [rows * ids_per_row]
   float* const* tables_data;  // per table [vocab, dim]
   float* const* accumulators;  // per table [vocab, dim], Adagrad's slot
