@@ -44,8 +44,9 @@ int64_t FirstLookupOfRow(const SparseLookups& lookups, int64_t row);
 // Returns false if those lookups are not exactly the range's rows' in row order, or one has a
 // column or id out of bounds (dense_shape[1], vocabulary_size), or (ragged) the range's
 // row_splits decrease, leave [0, nnz], or do not start at 0 (the first range) or end at nnz (the
-// last), having read only table rows of checked lookups. Each row's lookups are checked as they
-// are found, right before they are combined, so the data is read from memory once.
+// last), having read only table rows of checked lookups. A sparse feature's rows are combined a
+// chunk at a time, each chunk's lookups checked as its rows are found; a ragged feature's row by
+// row, each row's checked first.
 // Called on ranges of a partition of the rows [0, lookups.rows), the first range's lookups from
 // 0, the last's to nnz, the others' bounds from FirstLookupOfRow: all returning true means the
 // whole feature is valid and in row order, so each range combined exactly its rows' lookups
