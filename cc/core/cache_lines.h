@@ -1,4 +1,4 @@
-// The cache-line arithmetic of the loops that prefetch table rows (lookup.cc, row_updates.h):
+// The cache-line arithmetic of the loops that prefetch table rows (combine_row.h, row_updates.h):
 // how many lines a row spans, and how many rows ahead keep a number of lines in flight.
 #ifndef TF_EMBEDDING_CC_CORE_CACHE_LINES_H_
 #define TF_EMBEDDING_CC_CORE_CACHE_LINES_H_

@@ -21,9 +21,9 @@ namespace tf_embedding {
 // tables are usually far larger than the caches and ids are random, so each row would otherwise
 // cost a full memory latency. The distance keeps 128 lines in flight, enough to cover it
 // (measured on 1M x 64 tables: 8 lookups ahead took 1.6x as long as 32). The ids it reads must
-// exist (below `end`). With `id_bound` given, they need not be checked yet: an id at or above it
-// (or negative) prefetches row id_bound - 1 instead, so every address it forms lies in the
-// table; without, they must be below the table's rows.
+// exist (below `end`). With `id_bound` (>= 1, at most the table's rows) given, they need not be
+// checked yet: an id at or above it (or negative) prefetches row id_bound - 1 instead, so every
+// address it forms lies in the table; without, they must be below the table's rows.
 template <int64_t kDim>
 class RowPrefetcher {
  public:
@@ -34,7 +34,7 @@ class RowPrefetcher {
         dim_(kDim > 0 ? kDim : dim),
         distance_(RowsAhead(/*lines_ahead=*/128, CacheLinesPerRow(dim_), /*min_rows=*/4)),
         end_(end),
-        last_id_(id_bound == 0 ? 0 : id_bound - 1) {}
+        last_id_(id_bound - 1) {}
 
   // Prefetches the rows of the first lookups, [begin, begin + distance), which no earlier
   // lookup prefetches, at once, so that their misses overlap instead of stalling the first rows

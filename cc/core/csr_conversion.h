@@ -68,8 +68,8 @@ enum class InputKind { kDense, kSparse, kRagged };
 // combiner's rule (cc/core/combiner_rule.h).
 void ApplyCombinerToRow(Combiner combiner, float* begin, float* end);
 
-// The gain ApplyCombinerToRow gives every id of a row of `ids` ids (>= 1) whose weights are all
-// 1, bit for bit.
+// The gain ApplyCombinerToRow gives every id of a row of `ids` ids whose weights are all 1, bit
+// for bit (a row without ids: 0 under mean and sqrtn, whose denominator is then 0).
 float UnitWeightGain(Combiner combiner, int64_t ids);
 
 struct TableSpec {

@@ -65,35 +65,17 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// The ISAs this CPU and build support, narrowest first.
-std::vector<SimdIsa> RunnableIsas() {
-  std::vector<SimdIsa> isas;
-  for (SimdIsa isa : {SimdIsa::kBaseline, SimdIsa::kAvx2, SimdIsa::kAvx512}) {
-    if (static_cast<int>(isa) <= static_cast<int>(SupportedSimdIsa())) isas.push_back(isa);
-  }
-  return isas;
-}
-
-const char* IsaName(SimdIsa isa) {
-  switch (isa) {
-    case SimdIsa::kBaseline: return "baseline";
-    case SimdIsa::kAvx2: return "avx2";
-    case SimdIsa::kAvx512: return "avx512";
-  }
-  return "?";
-}
-
 TFE_TEST(EveryIsaMatchesThePlainLoopBitForBit) {
   std::printf("ISAs compared:");
-  for (SimdIsa isa : RunnableIsas()) std::printf(" %s", IsaName(isa));
+  for (SimdIsa isa : testing::RunnableIsas()) std::printf(" %s", testing::IsaName(isa));
   std::printf("\n");
   // The kernel's specialised dimensions, and others on the generic loop.
   for (int64_t dim : {1, 5, 8, 16, 24, 32, 64, 100, 128}) {
     const Lookup lookup = RandomLookup(50, 300, dim, static_cast<uint32_t>(dim));
     const std::vector<float> expected = Reference(lookup, dim);
-    for (SimdIsa isa : RunnableIsas()) {
+    for (SimdIsa isa : testing::RunnableIsas()) {
       if (!TFE_EXPECT(SameBits(Combine(isa, lookup, dim, 0, 50), expected))) {
-        std::printf("  dim %ld, ISA %s\n", static_cast<long>(dim), IsaName(isa));
+        std::printf("  dim %ld, ISA %s\n", static_cast<long>(dim), testing::IsaName(isa));
       }
     }
   }
@@ -111,11 +93,11 @@ TFE_TEST(NullGainsAreGainsOfOne) {
     CsrBatch unit = lookup.csr.View();
     unit.gains = nullptr;
     unit.num_gains = 0;
-    for (SimdIsa isa : RunnableIsas()) {
+    for (SimdIsa isa : testing::RunnableIsas()) {
       std::vector<float> out(50 * dim, std::nanf(""));
       CombineRowsWithIsa(isa, unit, lookup.table.data(), dim, 0, 50, out.data());
       if (!TFE_EXPECT(SameBits(out, expected))) {
-        std::printf("  dim %ld, ISA %s\n", static_cast<long>(dim), IsaName(isa));
+        std::printf("  dim %ld, ISA %s\n", static_cast<long>(dim), testing::IsaName(isa));
       }
     }
   }

@@ -24,18 +24,23 @@ int64_t FirstSparseLookupOfRow(const int64_t* indices, int64_t low, int64_t high
 // Sparse features are checked and combined a chunk of rows at a time.
 constexpr int64_t kChunkRows = 64;
 
-// The gain of every lookup of a row of `lookups` lookups (they have no weights).
-template <bool kUnitGains>
-float RowGain(Combiner combiner, int64_t lookups) {
-  return kUnitGains ? 1.0f : UnitWeightGain(combiner, lookups);
-}
-
 // CombineSparseRows (isa_dispatch.h). A sparse feature's rows are checked and combined a chunk at
 // a time, a ragged feature's row by row; either way with one prefetcher over the whole range, so
 // the rows' fetches run on across chunks and rows. kUnitGains: the sum combiner, whose gains are
 // all 1.
 template <bool kUnitGains>
 struct CombineSparseRowsKernel {
+  // One row's lookups [begin, end), checked, into `out`, each with the gain its combiner gives
+  // a row of that many lookups without weights.
+  template <int64_t kDim>
+  __attribute__((always_inline)) static void CombineLookups(
+      Combiner combiner, const int64_t* ids, int64_t begin, int64_t end, const float* table,
+      int64_t dim, const RowPrefetcher<kDim>& prefetcher, float* out) {
+    const float gain = kUnitGains ? 1.0f : UnitWeightGain(combiner, end - begin);
+    CombineRow<kDim, kUnitGains>(ids, begin, end, [gain](int64_t) { return gain; }, table, dim,
+                                 prefetcher, out);
+  }
+
   template <int64_t kDim>
   __attribute__((always_inline)) static bool Run(const SparseLookups* lookups,
                                                  uint64_t vocabulary, Combiner combiner,
@@ -90,9 +95,8 @@ struct CombineSparseRowsKernel {
         // A row without lookups ends where the row before it does.
         const int64_t begin = row_ends[r], end = std::max(row_ends[r + 1], begin);
         row_ends[r + 1] = end;
-        const float gain = end > begin ? RowGain<kUnitGains>(combiner, end - begin) : 1.0f;
-        CombineRow<kDim, kUnitGains>(ids, begin, end, [gain](int64_t) { return gain; }, table,
-                                     d, prefetcher, activations + (chunk + r) * d);
+        CombineLookups<kDim>(combiner, ids, begin, end, table, d, prefetcher,
+                             activations + (chunk + r) * d);
       }
       next = last;
     }
@@ -131,9 +135,8 @@ struct CombineSparseRowsKernel {
         bad |= static_cast<uint64_t>(lookups.ids[k]) >= vocabulary;
       }
       if (bad != 0) return false;
-      const float gain = end > begin ? RowGain<kUnitGains>(combiner, end - begin) : 1.0f;
-      CombineRow<kDim, kUnitGains>(lookups.ids, begin, end, [gain](int64_t) { return gain; },
-                                   table, d, prefetcher, activations + r * d);
+      CombineLookups<kDim>(combiner, lookups.ids, begin, end, table, d, prefetcher,
+                           activations + r * d);
       begin = end;
     }
     return true;
@@ -171,15 +174,27 @@ int64_t FirstLookupOfRow(const SparseLookups& lookups, int64_t row) {
 bool CombineSparseRows(const SparseLookups& lookups, int64_t vocabulary_size, Combiner combiner,
                        const float* table, int64_t dim, int64_t row_begin, int64_t row_end,
                        int64_t lookup_begin, int64_t lookup_end, float* activations) {
+  return CombineSparseRowsWithIsa(SelectedSimdIsa(), lookups, vocabulary_size, combiner, table,
+                                  dim, row_begin, row_end, lookup_begin, lookup_end,
+                                  activations);
+}
+
+bool CombineSparseRowsWithIsa(SimdIsa isa, const SparseLookups& lookups,
+                              int64_t vocabulary_size, Combiner combiner, const float* table,
+                              int64_t dim, int64_t row_begin, int64_t row_end,
+                              int64_t lookup_begin, int64_t lookup_end, float* activations) {
+  // The checks need a vocabulary (the conversion reports its absence), and the prefetcher
+  // bounds the ids it has not checked yet by it.
+  if (vocabulary_size < 1) return false;
   const uint64_t vocabulary = vocabulary_size;
   if (combiner == Combiner::kSum) {
     return RunForIsaAndDim<CombineSparseRowsKernel<true>>(
-        SelectedSimdIsa(), dim, &lookups, vocabulary, combiner, table, dim, row_begin, row_end,
-        lookup_begin, lookup_end, activations);
+        isa, dim, &lookups, vocabulary, combiner, table, dim, row_begin, row_end, lookup_begin,
+        lookup_end, activations);
   }
   return RunForIsaAndDim<CombineSparseRowsKernel<false>>(
-      SelectedSimdIsa(), dim, &lookups, vocabulary, combiner, table, dim, row_begin, row_end,
-      lookup_begin, lookup_end, activations);
+      isa, dim, &lookups, vocabulary, combiner, table, dim, row_begin, row_end, lookup_begin,
+      lookup_end, activations);
 }
 
 }  // namespace tf_embedding

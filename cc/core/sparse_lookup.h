@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cc/core/csr_conversion.h"
+#include "cc/core/simd_dispatch.h"
 
 namespace tf_embedding {
 
@@ -53,9 +54,17 @@ int64_t FirstLookupOfRow(const SparseLookups& lookups, int64_t row);
 // (every lookup lies in some range's [lookup_begin, lookup_end), whatever the bounds; one lying
 // in two ranges' would have failed one of them, their rows being disjoint). Ranges are
 // independent, so callers may run them concurrently.
+// Runs the loop compiled for SelectedSimdIsa().
 bool CombineSparseRows(const SparseLookups& lookups, int64_t vocabulary_size, Combiner combiner,
                        const float* table, int64_t dim, int64_t row_begin, int64_t row_end,
                        int64_t lookup_begin, int64_t lookup_end, float* activations);
+
+// CombineSparseRows with the loop compiled for `isa`, which gives the same bits as every other
+// ISA. REQUIRES: isa is at most SupportedSimdIsa().
+bool CombineSparseRowsWithIsa(SimdIsa isa, const SparseLookups& lookups,
+                              int64_t vocabulary_size, Combiner combiner, const float* table,
+                              int64_t dim, int64_t row_begin, int64_t row_end,
+                              int64_t lookup_begin, int64_t lookup_end, float* activations);
 
 }  // namespace tf_embedding
 

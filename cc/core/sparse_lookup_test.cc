@@ -1,10 +1,12 @@
 // CombineSparseRows against converting the feature (CsrBuilder) and looking its batch up
-// (CombineRows): the same bits for every combiner and any split of the rows, and a failed check
-// for every invalid or out-of-order feature.
+// (CombineRows on the baseline ISA): the same bits for every combiner, any split of the rows,
+// every row width and every vector ISA, and a failed check for every invalid or out-of-order
+// feature.
 #include "cc/core/sparse_lookup.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <utility>
@@ -18,6 +20,7 @@ namespace tf_embedding {
 namespace {
 
 constexpr int64_t kVocabulary = 50;
+// The row width of the tests that do not vary it.
 constexpr int64_t kDim = 16;
 
 // One feature's lookups both ways: as a rank-2 SparseTensor (indices) and as a ragged feature
@@ -55,17 +58,17 @@ Feature RandomFeature(int64_t rows, uint32_t seed) {
   return feature;
 }
 
-std::vector<float> RandomTable(uint32_t seed) {
+std::vector<float> RandomTable(uint32_t seed, int64_t dim = kDim) {
   std::mt19937 random(seed);
   std::normal_distribution<float> normal;
-  std::vector<float> table(kVocabulary * kDim);
+  std::vector<float> table(kVocabulary * dim);
   for (float& value : table) value = normal(random);
   return table;
 }
 
 // The converted feature's batch looked up, the path TfeFeaturesToCsr + TfeEmbeddingLookup take.
 std::vector<float> ConvertedLookup(const Feature& feature, Combiner combiner,
-                                   const std::vector<float>& table, bool ragged) {
+                                   const std::vector<float>& table, int64_t dim, bool ragged) {
   CsrBuilder builder(TableSpec{"tbl", kVocabulary, combiner});
   FeatureTensors tensors;
   tensors.ids = IdSpan(feature.ids.data(), static_cast<int64_t>(feature.ids.size()));
@@ -87,8 +90,9 @@ std::vector<float> ConvertedLookup(const Feature& feature, Combiner combiner,
   csr.ids.resize(builder.num_lookups());
   csr.gains.resize(builder.num_lookups());
   builder.Build(csr.row_splits.data(), csr.ids.data(), csr.gains.data());
-  std::vector<float> out(feature.rows * kDim);
-  CombineRows(csr.View(), table.data(), kDim, 0, feature.rows, out.data());
+  std::vector<float> out(feature.rows * dim);
+  CombineRowsWithIsa(SimdIsa::kBaseline, csr.View(), table.data(), dim, 0, feature.rows,
+                     out.data());
   return out;
 }
 
@@ -96,15 +100,18 @@ std::vector<float> ConvertedLookup(const Feature& feature, Combiner combiner,
 // does; whether every range passed its checks.
 bool CombineInRanges(const Feature& feature, bool ragged, Combiner combiner,
                      const std::vector<float>& table, const std::vector<int64_t>& bounds,
-                     std::vector<float>* out) {
+                     std::vector<float>* out, int64_t dim = kDim,
+                     SimdIsa isa = SelectedSimdIsa()) {
   const SparseLookups lookups = feature.View(ragged);
   bool valid = true;
   for (size_t i = 0; i + 1 < bounds.size(); ++i) {
     const int64_t lookup_begin = i == 0 ? 0 : FirstLookupOfRow(lookups, bounds[i]);
     const int64_t lookup_end =
         i + 2 == bounds.size() ? lookups.nnz : FirstLookupOfRow(lookups, bounds[i + 1]);
-    valid = CombineSparseRows(lookups, kVocabulary, combiner, table.data(), kDim, bounds[i],
-                              bounds[i + 1], lookup_begin, lookup_end, out->data()) && valid;
+    valid = CombineSparseRowsWithIsa(isa, lookups, kVocabulary, combiner, table.data(), dim,
+                                     bounds[i], bounds[i + 1], lookup_begin, lookup_end,
+                                     out->data()) &&
+            valid;
   }
   return valid;
 }
@@ -115,7 +122,8 @@ TFE_TEST(SameBitsAsConvertingAndLookingUpForEveryCombinerAndSplit) {
     for (const Combiner combiner : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
       for (const int64_t rows : {0, 1, 7, 64, 65, 300}) {
         const Feature feature = RandomFeature(rows, static_cast<uint32_t>(rows) + 3);
-        const std::vector<float> expected = ConvertedLookup(feature, combiner, table, ragged);
+        const std::vector<float> expected =
+            ConvertedLookup(feature, combiner, table, kDim, ragged);
         // Whole, then in three ranges of odd sizes (a range may start inside a run of empty rows).
         for (const int64_t split : {int64_t{0}, rows / 3 + 1}) {
           std::vector<float> out(rows * kDim, std::nanf(""));
@@ -127,6 +135,39 @@ TFE_TEST(SameBitsAsConvertingAndLookingUpForEveryCombinerAndSplit) {
         }
       }
     }
+  }
+}
+
+TFE_TEST(SameBitsWithEveryIsaAndRowWidth) {
+  // The widths the kernel fixes at compile time, and others on its generic loop.
+  for (const int64_t dim : {int64_t{8}, int64_t{64}, int64_t{128}, int64_t{7}, int64_t{40}}) {
+    const std::vector<float> table = RandomTable(5, dim);
+    const Feature feature = RandomFeature(150, 17);
+    for (const bool ragged : {false, true}) {
+      for (const Combiner combiner : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
+        const std::vector<float> expected =
+            ConvertedLookup(feature, combiner, table, dim, ragged);
+        for (const SimdIsa isa : testing::RunnableIsas()) {
+          std::vector<float> out(feature.rows * dim, std::nanf(""));
+          TFE_EXPECT(CombineInRanges(feature, ragged, combiner, table, {0, 70, feature.rows},
+                                     &out, dim, isa));
+          if (!TFE_EXPECT(std::memcmp(out.data(), expected.data(),
+                                      out.size() * sizeof(float)) == 0)) {
+            std::printf("  dim %ld, ISA %s\n", static_cast<long>(dim), testing::IsaName(isa));
+          }
+        }
+      }
+    }
+  }
+}
+
+TFE_TEST(NoVocabularyFailsTheChecks) {
+  const Feature feature = RandomFeature(10, 19);
+  const std::vector<float> table = RandomTable(6);
+  std::vector<float> out(feature.rows * kDim);
+  for (const bool ragged : {false, true}) {
+    TFE_EXPECT(!CombineSparseRows(feature.View(ragged), 0, Combiner::kSum, table.data(), kDim, 0,
+                                  feature.rows, 0, feature.View(ragged).nnz, out.data()));
   }
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cc/core/csr_batch.h"
+#include "cc/core/simd_dispatch.h"
 #include "cc/core/status.h"
 
 namespace tf_embedding {
@@ -117,6 +118,25 @@ inline bool CheckError(const Status& status, const std::string& message, const c
                "error \"" + message + "\"\n  got: " +
                    (status.ok() ? std::string("OK") : "\"" + status.message() + "\""),
                file, line);
+}
+
+// The vector ISAs this CPU and build support, narrowest first (the loops compiled per ISA must
+// give the same bits on each).
+inline std::vector<SimdIsa> RunnableIsas() {
+  std::vector<SimdIsa> isas;
+  for (SimdIsa isa : {SimdIsa::kBaseline, SimdIsa::kAvx2, SimdIsa::kAvx512}) {
+    if (static_cast<int>(isa) <= static_cast<int>(SupportedSimdIsa())) isas.push_back(isa);
+  }
+  return isas;
+}
+
+inline const char* IsaName(SimdIsa isa) {
+  switch (isa) {
+    case SimdIsa::kBaseline: return "baseline";
+    case SimdIsa::kAvx2: return "avx2";
+    case SimdIsa::kAvx512: return "avx512";
+  }
+  return "?";
 }
 
 inline int RunAllTests() {

@@ -1,9 +1,9 @@
 // Times two copies of cc/core's hot loops on the benchmark's ids, in one process, alternating the
 // copies step by step, so both see the same minute of a machine whose memory speed drifts: first
 // forward steps alone (every table's feature, as a SparseTensor then as a RaggedTensor, combined
-// straight from its indices or row splits, as a forward step does), then training steps (the fused lookup's combine, the gradient's grouping
-// by id, the Adagrad row update). Built and run by
-// tools/core_ab/run.sh, which says what the copies are.
+// straight from its indices or row splits with the sum combiner, as a forward step does), then
+// training steps (the fused lookup's combine, the gradient's grouping by id, the Adagrad row
+// update). Built and run by tools/core_ab/run.sh, which says what the copies are.
 //
 //   core_ab IDS.npy VOCAB DIM STEPS
 //

@@ -7,8 +7,8 @@
 #include "cc/core/gradient_aggregation.h"
 #include "cc/core/lookup.h"
 #include "cc/core/row_updates.h"
-#include "cc/core/sparse_lookup.h"
 #include "cc/core/simd_dispatch.h"
+#include "cc/core/sparse_lookup.h"
 #include "tools/core_ab/phases.h"
 
 #define CORE_AB_CONCAT2(a, b) a##b
