@@ -12,7 +12,7 @@ struct Step {
   int64_t tables, rows, ids_per_row, dim, vocab;
   const int64_t* ids;         // [tables, rows * ids_per_row]
   const int64_t* row_splits;  // [rows + 1]
-  const int64_t* indices;     // [rows * ids_per_row, 2]: the ids as a SparseTensor's
+  const int64_t* indices;     // [rows * ids_per_row, 2]: a SparseTensor's indices of the ids
   const float* gains;         // [rows * ids_per_row]
   float* const* tables_data;  // per table [vocab, dim]
   float* const* accumulators;  // per table [vocab, dim], Adagrad's slot
