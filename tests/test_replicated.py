@@ -281,7 +281,7 @@ def test_each_replica_looks_up_its_own_copy(mirrored):
     for replica, result in enumerate(mirrored.experimental_local_results(lookup())):
         np.testing.assert_array_equal(result, np.full((2, 3), replica) + [[3], [7]])
     lookup_devices = [op.device for op in lookup.get_concrete_function().graph.get_operations()
-                      if op.type == "TfeEmbeddingLookup"]
+                      if op.type == "TfeFeaturesLookup"]
     assert lookup_devices == [copy.device for copy in copies]
 
 
@@ -308,7 +308,7 @@ def test_jit_compile_runs_the_fused_ops_through_their_xla_kernels():
     features, watched_weights = batch_tensors(replica_batch(0)[0])
     weights = weights_of(watched_weights)
     expected = embedding(features, weights)
-    custom_ops = {"TfeFeaturesToCsr", "TfeEmbeddingLookup"}
+    custom_ops = {"TfeFeaturesLookup"}
 
     def lookup(features, weights):
         return embedding(features, weights)

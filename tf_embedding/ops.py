@@ -136,13 +136,19 @@ def _unzip_batches(batches: Sequence[GradientBatch]):
     return tuple(list(column) for column in zip(*batches))
 
 
-def _table_gradient(op, activation_gradients, dense_shape):
-    """IndexedSlices of the table gradient of a lookup op (inputs table, row_splits, ids, gains)."""
-    table, row_splits, ids, gains = op.inputs
+def lookup_table_gradient(table: tf.Tensor, row_splits: tf.Tensor, ids: tf.Tensor,
+                          gains: tf.Tensor, activation_gradients: Any, table_name: str
+                          ) -> tf.IndexedSlices:
+    """The table gradient of a lookup of CSR batch (row_splits, ids, gains) in `table` (a
+    variable's handle, or a tensor): IndexedSlices over the looked-up ids, each summed."""
     unique_ids, values = _loader.load_ops().tfe_embedding_gradient(
         row_splits=[row_splits], ids=[ids], gains=[gains],
         activation_gradients=[tf.convert_to_tensor(activation_gradients)],
-        vocabulary_size=_static_row_count(table), table_name=op.get_attr("table_name"))
+        vocabulary_size=_static_row_count(table), table_name=table_name)
+    if table.dtype == tf.resource:
+        dense_shape = resource_variable_ops.variable_shape(table, out_type=tf.int64)
+    else:
+        dense_shape = tf.shape(table, out_type=tf.int64)
     return tf.IndexedSlices(values, unique_ids, dense_shape)
 
 
@@ -161,12 +167,7 @@ def _static_row_count(table: tf.Tensor) -> int:
 
 
 @tf.RegisterGradient("TfeEmbeddingLookup")
-def _embedding_lookup_grad(op, activation_gradients):
-    shape = resource_variable_ops.variable_shape(op.inputs[0], out_type=tf.int64)
-    return _table_gradient(op, activation_gradients, shape), None, None, None
-
-
 @tf.RegisterGradient("TfeEmbeddingLookupDense")
-def _embedding_lookup_dense_grad(op, activation_gradients):
-    shape = tf.shape(op.inputs[0], out_type=tf.int64)
-    return _table_gradient(op, activation_gradients, shape), None, None, None
+def _embedding_lookup_grad(op, activation_gradients):
+    return (lookup_table_gradient(*op.inputs, activation_gradients, op.get_attr("table_name")),
+            None, None, None)

@@ -21,7 +21,6 @@ from tensorflow.python.util import nest
 
 from tf_embedding.feature_inputs import rules as features_lib
 from tf_embedding.feature_inputs import conversion as inputs_lib
-from tf_embedding import ops
 from tf_embedding import embedding_base
 
 
@@ -110,36 +109,42 @@ class TPUEmbeddingV0(embedding_base.EmbeddingBase):
             by_table.setdefault(item.feature.table.name, []).append(index)
 
         outputs: list[tf.Tensor | None] = [None] * len(validated)
+        # The tables the custom ops look up, all in one op (`features_lookup`, differentiable):
+        # (the table's config, its variable, its features' indices and plans).
+        fused: list[tuple[Any, Any, list[int], list[features_lib.CpuLookupPlan]]] = []
         for indices in by_table.values():
-            items = [validated[i] for i in indices]
-            for index, output in zip(indices, self._lookup_table(items)):
-                outputs[index] = output
+            table = validated[indices[0]].feature.table
+            variable = self._table_variable(table.name)
+            plans = [features_lib.cpu_lookup_plan(validated[i]) for i in indices]
+            # A SavedModel must load in TensorFlow (or TF Serving) without tf_embedding. (Inside
+            # jit_compile=True the fused op runs through its XLA kernel.)
+            if save_context.in_save_context() or any(plan.runtime_output_shape_feature
+                                                     for plan in plans):
+                blocks = _stock_lookup(variable, table, plans)
+                for index, plan, block in zip(indices, plans, blocks):
+                    outputs[index] = plan.finish(block)
+            else:
+                fused.append((table, variable, indices, plans))
+        looked_up = inputs_lib.features_lookup(
+            [inputs_lib.LookedUpTable(variable, table.name, table.vocabulary_size, table.combiner)
+             for table, variable, _, _ in fused],
+            [[plan.feature_input for plan in plans] for _, _, _, plans in fused])
+        for (table, _, indices, plans), (activations, row_counts) in zip(fused, looked_up):
+            feature_inputs = [plan.feature_input for plan in plans]
+            blocks = inputs_lib.split_activations(activations, row_counts, feature_inputs,
+                                                  table.dim)
+            for index, plan, block in zip(indices, plans, blocks):
+                outputs[index] = plan.finish(block)
         return nest.pack_sequence_as(features, outputs)
 
-    def _lookup_table(self, items: list[features_lib.ValidatedFeature]) -> list[tf.Tensor]:
-        """Looks up the features of one table together: one conversion and one fused lookup,
-        or, where the custom ops cannot be used, one stock-op lookup."""
-        table = items[0].feature.table
-        variable = self._variables[table.name]["parameters"]
+    def _table_variable(self, table_name: str) -> Any:
+        """The table's variable as this context reads it."""
+        variable = self._variables[table_name]["parameters"]
         if tf.distribute.in_cross_replica_context():
             # Outside `strategy.run` a mirrored table has no replica copy to use (its `handle`
             # raises); read the first copy, as stock ops reading the variable do.
             variable = tf.distribute.get_strategy().experimental_local_results(variable)[0]
-        plans = [features_lib.cpu_lookup_plan(item) for item in items]
-        # A SavedModel must load in TensorFlow (or TF Serving) without tf_embedding. (Inside
-        # jit_compile=True the fused ops run through their XLA kernels.)
-        if save_context.in_save_context() or any(plan.runtime_output_shape_feature
-                                                 for plan in plans):
-            blocks = _stock_lookup(variable, table, plans)
-        else:
-            feature_inputs = [plan.feature_input for plan in plans]
-            batch = inputs_lib.features_to_csr(table.name, table.vocabulary_size, table.combiner,
-                                               feature_inputs)
-            activations = ops.embedding_lookup(variable, batch.row_splits, batch.ids,
-                                               batch.gains, table_name=table.name)
-            blocks = inputs_lib.split_activations(activations, batch.feature_row_counts,
-                                                  feature_inputs, table.dim)
-        return [plan.finish(block) for plan, block in zip(plans, blocks)]
+        return variable
 
 
 def _stock_lookup(table_variable: tf.Variable, table: Any,

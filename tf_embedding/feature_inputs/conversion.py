@@ -20,7 +20,6 @@ from tf_embedding import _loader
 from tf_embedding import ops
 
 auto_control_deps_utils.register_read_only_resource_op("TfeFeaturesLookup")
-tf.no_gradient("TfeFeaturesLookup")
 
 TensorLike = Union[tf.Tensor, tf.SparseTensor, tf.RaggedTensor]
 
@@ -156,7 +155,9 @@ def features_lookup(tables: Sequence[LookedUpTable],
     in it: (float [R, dim], int64 feature_row_counts), in one op for every table, whose threads
     share the rows of all of them. The same bits as converting, then `ops.embedding_lookup`;
     faster for pooled rank-2 sparse and ragged features without weights, which it reads without
-    building the batch. Not differentiable: for lookups that no update follows."""
+    building the batch. Differentiable with respect to the tables: the gradient converts each
+    table's features again (`_features_lookup_grad`), as a lookup that no update follows never
+    does."""
     if len(tables) != len(table_features):
         raise ValueError(f"features_lookup got {len(tables)} tables but features for "
                          f"{len(table_features)}.")
@@ -178,6 +179,39 @@ def features_lookup(tables: Sequence[LookedUpTable],
         table_feature_counts=[len(features) for features in table_features])
     return [(activations, _row_counts(row_counts, features)) for activations, row_counts, features
             in zip(outputs.activations, outputs.feature_row_counts, table_features)]
+
+
+@tf.RegisterGradient("TfeFeaturesLookup")
+def _features_lookup_grad(op, *output_gradients):
+    """The tables' gradients of a TfeFeaturesLookup: each table's features converted by
+    TfeFeaturesToCsr, from the op's own inputs and attributes, and its lookups' gradient
+    (`ops.lookup_table_gradient`, IndexedSlices), as the converted lookup's gradient is. The
+    features get none (nor does a table whose activations get none)."""
+    num_tables, num_features = op.get_attr("M"), op.get_attr("N")
+    tables = op.inputs[:num_tables]
+    ids, row_info, dense_shapes, weights = (
+        op.inputs[num_tables + k * num_features:num_tables + (k + 1) * num_features]
+        for k in range(4))
+    feature_attrs = {name: op.get_attr(name) for name in (
+        "input_kinds", "has_weights", "max_sequence_lengths", "prune_invalid", "feature_names")}
+    table_gradients = []
+    first = 0
+    for t, count in enumerate(op.get_attr("table_feature_counts")):
+        features = slice(first, first + count)
+        first += count
+        if output_gradients[t] is None:
+            table_gradients.append(None)
+            continue
+        table_name = op.get_attr("table_names")[t].decode()
+        row_splits, csr_ids, gains, _ = _loader.load_ops().tfe_features_to_csr(
+            ids=ids[features], row_info=row_info[features], dense_shapes=dense_shapes[features],
+            weights=weights[features],
+            **{name: values[features] for name, values in feature_attrs.items()},
+            combiner=op.get_attr("combiners")[t].decode(),
+            vocabulary_size=op.get_attr("vocabulary_sizes")[t], table_name=table_name)
+        table_gradients.append(ops.lookup_table_gradient(
+            tables[t], row_splits, csr_ids, gains, output_gradients[t], table_name))
+    return table_gradients + [None] * (4 * num_features)
 
 
 def _conversion_arguments(table_name: str, vocabulary_size: int, combiner: str,
