@@ -54,6 +54,13 @@ struct ClaimedShards {
 
 }  // namespace internal
 
+// How many shards `units` of `cost_per_unit` make on `threads` threads: a few per thread, none
+// much cheaper than kMinCostPerShard, at most one per unit.
+inline int64_t ShardCount(int64_t units, int64_t cost_per_unit, int64_t threads) {
+  const int64_t by_cost = units * std::max<int64_t>(cost_per_unit, 1) / kMinCostPerShard;
+  return std::max<int64_t>(1, std::min({units, threads * kShardsPerThread, by_cost}));
+}
+
 // Schedules a task on a thread pool.
 using ScheduleTask = std::function<void(std::function<void()>)>;
 
@@ -64,9 +71,7 @@ inline Sharder ClaimingSharder(int64_t tasks, ScheduleTask schedule) {
   const int64_t threads = std::max<int64_t>(tasks, 0) + 1;
   return [threads, schedule = std::move(schedule)](int64_t units, int64_t cost_per_unit,
                                                    const ShardFunction& function) {
-    const int64_t by_cost = units * std::max<int64_t>(cost_per_unit, 1) / kMinCostPerShard;
-    const int64_t count =
-        std::max<int64_t>(1, std::min({units, threads * kShardsPerThread, by_cost}));
+    const int64_t count = ShardCount(units, cost_per_unit, threads);
     if (count <= 1 || threads <= 1) {
       if (units > 0) function(0, units);
       return;

@@ -27,6 +27,7 @@
 #include "cc/core/huge_pages.h"
 #include "cc/core/optimizers.h"
 #include "cc/core/parallel_steps.h"
+#include "cc/core/pool_job.h"
 #include "cc/kernels/gradient_groups_pool.h"
 #include "cc/ops/sparse_apply_op_names.h"
 #include "cc/xla/custom_calls.h"
@@ -217,11 +218,13 @@ Status ReadHyperparameters(const ffi::Dictionary& attributes, Params* params) {
 // list holds per element, how they are read as views, and how the views are grouped by id.
 template <int64_t kOperands, typename View, auto kRead, auto kGroup>
 struct GradientForm {
+  using Views = std::vector<View>;
   static constexpr int64_t kOperandsPerBatch = kOperands;
-  static Status Group(const ffi::RemainingArgs& args, size_t first, int64_t n, int64_t dim,
-                      GradientGroups* groups) {
-    std::vector<View> views;
-    TFE_RETURN_IF_ERROR(kRead(args, first, n, dim, &views));
+  static Status Read(const ffi::RemainingArgs& args, size_t first, int64_t n, int64_t dim,
+                     Views* views) {
+    return kRead(args, first, n, dim, views);
+  }
+  static Status Group(const Views& views, int64_t dim, GradientGroups* groups) {
     return kGroup(views, dim, groups);
   }
 };
@@ -230,20 +233,53 @@ using CsrGradients = GradientForm<4, GradientBatch, ReadGradientBatches, GroupLo
 // TfeSparseApply<Rule>Rows: unique_ids and rows per list.
 using RowGradients = GradientForm<2, SortedRows, ReadSortedRows, GroupSortedRows>;
 
+// A call's Future, failed with `error`.
+ffi::Future Failed(ffi::Error error) {
+  ffi::Promise promise;
+  promise.SetError(std::move(error));
+  return ffi::Future(promise);
+}
+
+// Runs `body` (its loops on the Sharder it is given) as the call's asynchronous work: on tasks
+// of XLA's pool (PoolJob), so that XLA starts the next independent custom call, such as the
+// next table's, while this one runs. The Future fails with the body's error, in table `name`'s
+// context. A pool of one thread runs the body in the call.
+ffi::Future RunOnPool(ffi::ThreadPool& pool, PoolJob::Body body, const std::string& name) {
+  ffi::Promise promise;
+  ffi::Future future(promise);
+  auto done = [promise, name](const Status& status) mutable {
+    if (status.ok()) {
+      promise.SetAvailable();
+    } else {
+      promise.SetError(ToFfiError(status.WithContext(TableContext(name))));
+    }
+  };
+  if (pool.num_threads() <= 1) {
+    done(body(PoolSharder(pool)));
+  } else {
+    PoolJob::Start(pool.num_threads(),
+                   [&pool](std::function<void()> task) { pool.Schedule(std::move(task)); },
+                   std::move(body), std::move(done));
+  }
+  return future;
+}
+
 // TfeSparseApply<Rule>[Rows]. Operands: the table, Rule's slots, the gradient lists, the
-// learning rate; results: the table and slots, aliased to their operands.
+// learning rate; results: the table and slots, aliased to their operands. The call checks its
+// operands and returns; grouping the gradient by id and the row updates run on XLA's pool
+// (RunOnPool).
 template <typename Rule, typename Gradients>
-ffi::Error SparseApply(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                       ffi::Dictionary attributes) {
+ffi::Future SparseApply(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                        ffi::Dictionary attributes) {
   constexpr int kNumVariables = 1 + Rule::kNumSlots;
   const auto table_name = attributes.get<std::string_view>("table_name");
   const auto num_batches = attributes.get<int64_t>("num_batches");
-  if (table_name.has_error()) return table_name.error();
-  if (num_batches.has_error()) return num_batches.error();
+  if (table_name.has_error()) return Failed(table_name.error());
+  if (num_batches.has_error()) return Failed(num_batches.error());
   const std::string name(table_name.value());
   const int64_t n = num_batches.value();
   const auto fail = [&](const Status& status) {
-    return ToFfiError(status.WithContext(TableContext(name)));
+    return Failed(ToFfiError(status.WithContext(TableContext(name))));
   };
   if (static_cast<int64_t>(args.size()) != kNumVariables + Gradients::kOperandsPerBatch * n + 1 ||
       static_cast<int64_t>(rets.size()) != kNumVariables) {
@@ -254,7 +290,7 @@ ffi::Error SparseApply(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Remai
   Status status = ReadHyperparameters(attributes, &common);
   if (status.ok()) status = ReadHyperparameters(attributes, &rule);
   const auto lr = args.get<ffi::AnyBuffer>(args.size() - 1);
-  if (lr.has_error()) return lr.error();
+  if (lr.has_error()) return Failed(lr.error());
   if (status.ok() && (lr.value().element_type() != ffi::DataType::F32 || Size(lr.value()) != 1)) {
     status = Status::Error("learning_rate must be a float scalar");
   }
@@ -263,14 +299,14 @@ ffi::Error SparseApply(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Remai
   // The TF kernel's order of checks: the learning rate, the gradients, then the ids against
   // the table.
   status = CheckLearningRate(name, learning_rate);
-  if (!status.ok()) return ToFfiError(status);
+  if (!status.ok()) return Failed(ToFfiError(status));
   std::array<float*, kNumVariables> variables;
   int64_t rows = 0, dim = 0;
   for (int i = 0; i < kNumVariables; ++i) {
     const auto in = args.get<ffi::AnyBuffer>(i);
     auto out = rets.get<ffi::AnyBuffer>(i);
-    if (in.has_error()) return in.error();
-    if (out.has_error()) return out.error();
+    if (in.has_error()) return Failed(in.error());
+    if (out.has_error()) return Failed(out.error());
     const auto dims = in.value().dimensions();
     if (i == 0 && dims.size() == 2) rows = dims[0], dim = dims[1];
     status = CheckMatrix(in.value(), "variable", rows, dim);
@@ -282,19 +318,24 @@ ffi::Error SparseApply(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Remai
     if (!status.ok()) return fail(status);
     variables[i] = Data<float>(in.value());
   }
-  const GradientGroupsPool::Lease lease = GroupsPool<Rule>().Take();
-  GradientGroups& groups = *lease.get();
-  status = Gradients::Group(args, kNumVariables, n, dim, &groups);
-  if (status.ok()) status = CheckIdsBelow(groups, rows);
+  typename Gradients::Views views;
+  status = Gradients::Read(args, kNumVariables, n, dim, &views);
   if (!status.ok()) return fail(status);
-  std::array<float*, Rule::kNumSlots> slots;
-  for (int k = 0; k < Rule::kNumSlots; ++k) slots[k] = variables[1 + k];
-  for (int i = 0; i < kNumVariables; ++i) {
-    AdviseHugePages(variables[i], static_cast<size_t>(rows * dim) * sizeof(float));
-  }
-  ApplyGroups(rule, common, learning_rate, groups, dim, rows, variables[0], slots,
-              PoolSharder(pool));
-  return ffi::Error::Success();
+  auto body = [views = std::move(views), variables, rows, dim, rule, common,
+               learning_rate](const Sharder& shard) {
+    const GradientGroupsPool::Lease lease = GroupsPool<Rule>().Take();
+    GradientGroups& groups = *lease.get();
+    TFE_RETURN_IF_ERROR(Gradients::Group(views, dim, &groups));
+    TFE_RETURN_IF_ERROR(CheckIdsBelow(groups, rows));
+    std::array<float*, Rule::kNumSlots> slots;
+    for (int k = 0; k < Rule::kNumSlots; ++k) slots[k] = variables[1 + k];
+    for (int i = 0; i < kNumVariables; ++i) {
+      AdviseHugePages(variables[i], static_cast<size_t>(rows * dim) * sizeof(float));
+    }
+    ApplyGroups(rule, common, learning_rate, groups, dim, rows, variables[0], slots, shard);
+    return Status();
+  };
+  return RunOnPool(pool, std::move(body), name);
 }
 
 // The table and feature specs of the attributes `prefix`... (AddCsrConversionAttributes).
