@@ -6,7 +6,8 @@
 //
 // Threads: the handlers shard their loops (cc/core/parallel_steps.h) on the thread pool XLA
 // gives custom calls, its run's intra-op pool, which TensorFlow sets to the device's intra-op
-// pool: the uncompiled kernels' threads.
+// pool: the uncompiled kernels' threads. The sparse-apply handlers are asynchronous: their work
+// runs as tasks on that pool (RunOnPool), so that XLA runs the tables' calls side by side.
 #include <algorithm>
 #include <array>
 #include <cstdint>

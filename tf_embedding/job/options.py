@@ -68,9 +68,11 @@ class TrainOptions(DataOptions):
     progress: str = option("auto", "progress display: a carriage-return bar, one line per "
                                     "10% of the run, or none; auto picks bar on a terminal",
                            ("auto", "bar", "lines", "none"))
-    jit_compile: bool = option(False, "compile each training step with XLA (sharded API "
-                                      "only): dequeue, the model and both optimizers in one "
-                                      "compiled function, enqueue in its caller as on a TPU")
+    jit_compile: bool = option(False, "compile each training step with XLA: the sharded "
+                                      "API's dequeue, the model and both optimizers in one "
+                                      "compiled function, enqueue in its caller as on a TPU; "
+                                      "the Keras API's whole model.fit step, its ids padded "
+                                      "to powers of two (not replicated, keras-rs)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -80,17 +82,16 @@ class TrainOptions(DataOptions):
         mlp_sizes(self.top_mlp)
         if self.jit_compile and self.embedding_api in _NOT_COMPILED:
             raise ValueError(f"--jit-compile with --embedding-api {self.embedding_api}: "
-                             f"{_NOT_COMPILED[self.embedding_api]}, which XLA then compiles "
-                             "again for every id count. Use --embedding-api sharded.")
+                             f"{_NOT_COMPILED[self.embedding_api]}. Use --embedding-api sharded "
+                             "or keras.")
 
 
-# Why the other --embedding-api values do not take --jit-compile: each takes the batch's ragged
-# ids into the compiled step (measured for keras: 253 compiles in 300 steps, until LLVM ran out
-# of memory), where the sharded API enqueues them outside it (docs/xla.md, "Shapes").
+# Why the other --embedding-api values do not take --jit-compile.
 _NOT_COMPILED = {
-    "replicated": "the replicated TPUEmbeddingV0 takes the batch's ids into the compiled step",
-    "keras": "Keras' model.fit passes the batch's ids into its compiled train step",
-    "keras-rs": "Keras' model.fit passes the batch's ids into its compiled train step",
+    "replicated": "tf_keras' legacy Adagrad, which updates the replicated tables, has no XLA "
+                  "kernel for its sparse update (ResourceSparseApplyAdagradV2)",
+    "keras-rs": "keras-rs's layer is not tested under XLA (it sets supports_jit = False), and "
+                "its sparse inputs keep every id, so padding cannot bound its compiles",
 }
 
 

@@ -17,6 +17,7 @@ from typing import Any, Callable, TextIO
 import keras
 import tensorflow as tf
 
+from tf_embedding.feature_inputs.buckets import pad_ids_to_power_of_two
 from tf_embedding.job import embedding_apis
 from tf_embedding.job import export
 from tf_embedding.job import interrupts
@@ -54,6 +55,18 @@ class Execution:
 
     def wait(self) -> None:
         """Returns once every dispatched function has run."""
+
+
+def _ids_padded_to_powers_of_two(batch: common.Batch) -> common.Batch:
+    """The batch with each feature's ids (and weights) as SparseTensors padded to a power of
+    two by lookups the features prune (pad_ids_to_power_of_two): the same training."""
+    ids, weights = {}, {}
+    for name, feature_ids in batch["ids"].items():
+        ids[name], padded_weights = pad_ids_to_power_of_two(feature_ids,
+                                                            batch["weights"].get(name))
+        if padded_weights is not None:
+            weights[name] = padded_weights
+    return {**batch, "ids": ids, "weights": weights}
 
 
 def lookup_weights(spec: DataSpec, batch: common.Batch) -> dict[str, Any]:
@@ -169,7 +182,8 @@ def _build_run(options: TrainOptions, spec: DataSpec, checkpoints: str) -> _Run:
     if isinstance(embedding, embedding_apis.KerasTraining):
         keras_model = KerasRankingModel(embedding, model, spec, malformed)
         keras_model.compile(optimizer=optimizer, loss=batch_loss,
-                            metrics=[keras.metrics.AUC(from_logits=True, name="auc")])
+                            metrics=[keras.metrics.AUC(from_logits=True, name="auc")],
+                            jit_compile=options.jit_compile)
         # Keras counts the steps it applies, in the same function as the update.
         step = optimizer.iterations
     # Built now so that a restore finds every slot variable to fill.
@@ -370,6 +384,10 @@ def train(options: TrainOptions, spec: DataSpec, stream: TextIO = sys.stdout,
 
     last_step = min(options.steps, options.stop_at_step or options.steps)
     dataset = source.train(int(run.step))
+    if options.jit_compile and run.keras_model is not None:
+        # model.fit's compiled step takes the ids as they come: padded, it compiles once per
+        # bucket of their counts, not once per batch (the sharded API pads at enqueue).
+        dataset = dataset.map(_ids_padded_to_powers_of_two)
     if run.keras_model is not None:
         finished = _fit_keras(run, options, dataset, last_step, stream)
     else:
