@@ -1,16 +1,13 @@
 """pad_ids_to_power_of_two: the padded batch's layout, and that it trains exactly what the
-unpadded batch trains (Adam, whose update of a looked-up row with a zero gradient still moves
-it, would show a padding lookup that was not pruned), compiled once per bucket."""
-
-import os
-import subprocess
-import sys
+unpadded batch trains, compiled once per bucket (with Adam, which moves every looked-up row, a
+zero gradient's too: padding lookups that reached the update would show)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from tf_embedding.feature_inputs.buckets import pad_ids_to_power_of_two
+from xla_compiles import run_counting_compiles
 
 
 def ragged(row_lengths, seed, dtype=tf.int64, high=50):
@@ -67,9 +64,8 @@ def test_bad_inputs_are_refused():
 
 
 # Batches whose id counts vary, trained by the sharded engine with enqueue inside the compiled
-# function (so the ids enter it) and Adam, padded; and unpadded, uncompiled. Run in a process of
-# its own, as XLA_FLAGS are read once per process. Prints the id counts, then whether the
-# tables and slots of both runs are equal.
+# function (so the ids enter it) and Adam, padded; and unpadded, uncompiled. Prints the id
+# counts, then whether the tables and slots of both runs are equal.
 _PADDED_BATCHES = """
 import numpy as np, tensorflow as tf, tf_embedding
 from tf_embedding.feature_inputs.buckets import pad_ids_to_power_of_two
@@ -115,14 +111,7 @@ print("same variables" if same else "DIFFERENT VARIABLES")
 
 
 def test_padded_batches_compile_once_per_power_of_two_and_train_as_unpadded(tmp_path):
-    result = subprocess.run([sys.executable, "-c", _PADDED_BATCHES], capture_output=True,
-                            text=True, timeout=300,
-                            env={**os.environ, "XLA_FLAGS": f"--xla_dump_to={tmp_path}"})
-    assert result.returncode == 0, result.stderr[-5000:]
-    counts, verdict = result.stdout.split("\n")[-3:-1]
-    buckets = {1 << (int(count) - 1).bit_length() for count in counts.split()}
-    assert len(set(counts.split())) > len(buckets) == 2
-    compiles = [name for name in os.listdir(tmp_path)
-                if name.endswith(".before_optimizations.txt")]
-    assert len(compiles) == len(buckets), compiles
+    counts, buckets, verdict, compiles = run_counting_compiles(_PADDED_BATCHES, tmp_path)
+    assert len(set(counts)) > len(buckets) == 2
+    assert compiles == len(buckets)
     assert verdict == "same variables"

@@ -19,6 +19,7 @@ import tf_embedding
 from references import XLA_TOLERANCE
 from sharded_helpers import FEATURES, GLOBAL_BATCH, MAX_SEQUENCE_LENGTH, TABLES, feature_config
 from sharded_helpers import make_samples, to_inputs, variable_values
+from xla_compiles import run_counting_compiles
 
 F = np.float32
 NUM_STEPS = 3
@@ -329,16 +330,9 @@ print("same tables" if np.array_equal(*tables) else "DIFFERENT TABLES")
 
 
 def test_batches_of_varying_id_counts_compile_once_per_power_of_two(tmp_path):
-    result = subprocess.run([sys.executable, "-c", _VARYING_BATCHES], capture_output=True,
-                            text=True, timeout=300,
-                            env={**os.environ, "XLA_FLAGS": f"--xla_dump_to={tmp_path}"})
-    assert result.returncode == 0, result.stderr[-5000:]
-    counts, verdict = result.stdout.split("\n")[-3:-1]
-    buckets = {1 << (int(count) - 1).bit_length() for count in counts.split()}
-    assert len(set(counts.split())) > len(buckets) == 2
-    compiles = [name for name in os.listdir(tmp_path)
-                if name.endswith(".before_optimizations.txt")]
-    assert len(compiles) == len(buckets), compiles
+    counts, buckets, verdict, compiles = run_counting_compiles(_VARYING_BATCHES, tmp_path)
+    assert len(set(counts)) > len(buckets) == 2
+    assert compiles == len(buckets)
     assert verdict == "same tables"
 
 

@@ -64,6 +64,28 @@ inline int64_t ShardCount(int64_t units, int64_t cost_per_unit, int64_t threads)
 // Schedules a task on a thread pool.
 using ScheduleTask = std::function<void(std::function<void()>)>;
 
+// Runs `function` over [0, units) in shards claimed one at a time by the caller and by the
+// threads that `share` hands the shards to (at most threads - 1 run them usefully), and returns
+// once every shard has finished: the caller waits only for shards other threads have started.
+inline void RunClaimedShards(
+    int64_t units, int64_t cost_per_unit, int64_t threads, const ShardFunction& function,
+    const std::function<void(const std::shared_ptr<internal::ClaimedShards>&)>& share) {
+  const int64_t count = ShardCount(units, cost_per_unit, threads);
+  if (count <= 1 || threads <= 1) {
+    if (units > 0) function(0, units);
+    return;
+  }
+  auto shards = std::make_shared<internal::ClaimedShards>();
+  shards->block = (units + count - 1) / count;
+  shards->count = (units + shards->block - 1) / shards->block;
+  shards->units = units;
+  shards->function = &function;
+  share(shards);
+  shards->Run();
+  std::unique_lock<std::mutex> lock(shards->mu);
+  shards->all_finished.wait(lock, [&] { return shards->finished.load() == shards->count; });
+}
+
 // A Sharder running shards on the caller and on up to `tasks` tasks given to `schedule`. A task
 // that starts after every shard was claimed does nothing (it holds the shared state, not the
 // caller's stack).
@@ -71,22 +93,12 @@ inline Sharder ClaimingSharder(int64_t tasks, ScheduleTask schedule) {
   const int64_t threads = std::max<int64_t>(tasks, 0) + 1;
   return [threads, schedule = std::move(schedule)](int64_t units, int64_t cost_per_unit,
                                                    const ShardFunction& function) {
-    const int64_t count = ShardCount(units, cost_per_unit, threads);
-    if (count <= 1 || threads <= 1) {
-      if (units > 0) function(0, units);
-      return;
-    }
-    auto shards = std::make_shared<internal::ClaimedShards>();
-    shards->block = (units + count - 1) / count;
-    shards->count = (units + shards->block - 1) / shards->block;
-    shards->units = units;
-    shards->function = &function;
-    for (int64_t t = 0; t < std::min(threads - 1, shards->count - 1); ++t) {
-      schedule([shards] { shards->Run(); });
-    }
-    shards->Run();
-    std::unique_lock<std::mutex> lock(shards->mu);
-    shards->all_finished.wait(lock, [&] { return shards->finished.load() == shards->count; });
+    RunClaimedShards(units, cost_per_unit, threads, function,
+                     [&](const std::shared_ptr<internal::ClaimedShards>& shards) {
+                       for (int64_t t = 0; t < std::min(threads - 1, shards->count - 1); ++t) {
+                         schedule([shards] { shards->Run(); });
+                       }
+                     });
   };
 }
 

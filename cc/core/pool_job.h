@@ -79,22 +79,11 @@ class PoolJob {
   void RunBody() {
     const Sharder shard = [this](int64_t units, int64_t cost_per_unit,
                                  const ShardFunction& function) {
-      const int64_t count = ShardCount(units, cost_per_unit, threads_);
-      if (count <= 1 || threads_ <= 1) {
-        if (units > 0) function(0, units);
-        return;
-      }
-      auto loop = std::make_shared<internal::ClaimedShards>();
-      loop->block = (units + count - 1) / count;
-      loop->count = (units + loop->block - 1) / loop->block;
-      loop->units = units;
-      loop->function = &function;
-      Publish(loop);
-      loop->Run();
-      {
-        std::unique_lock<std::mutex> lock(loop->mu);
-        loop->all_finished.wait(lock, [&] { return loop->finished.load() == loop->count; });
-      }
+      // The job's other tasks find the shards published.
+      RunClaimedShards(units, cost_per_unit, threads_, function,
+                       [this](const std::shared_ptr<internal::ClaimedShards>& shards) {
+                         Publish(shards);
+                       });
       Publish(nullptr);
     };
     const Status status = body_(shard);
