@@ -11,9 +11,11 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_the_profile_splits_a_step_into_the_jobs_parts():
     result = subprocess.run(
-        # The window (from 5 s after the start, for 2 s) falls inside the 2000 steps (3-11 ms
-        # each here), which stop with a checkpoint: no evaluation, no export.
-        [sys.executable, os.path.join(REPO_ROOT, "tools", "profile_main_job.py"), "--start", "5",
+        # The window (from the first checkpoint, at step 500, for 2 s) falls inside the 2000
+        # steps (3-20 ms each on 2-core machines), which stop with a checkpoint: no evaluation,
+        # no export. (Timed from the process's start, it missed the steps on a slower machine,
+        # whose setup took longer.)
+        [sys.executable, os.path.join(REPO_ROOT, "tools", "profile_main_job.py"), "--start", "0",
          "--seconds", "2", "--steps", "100000", "--stop-at-step", "2000", "--batch-size", "512"],
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-5000:]

@@ -1,11 +1,13 @@
 """Where a step of `tf-embedding train` goes: the main job run in this process, TensorFlow's
 profiler on for a window of its steps, and the profiled time split by what it was for.
 
-    python tools/profile_main_job.py [--start 20] [--seconds 10] [train flags...]
+    python tools/profile_main_job.py [--start 10] [--seconds 10] [train flags...]
 
 The job runs with the given `train` flags (default: its defaults, with --steps 1200 and
---progress none and a temporary --model-dir). After --start seconds the profiler records
---seconds of it; the report gives, per training step (the train step calls it holds):
+--progress none and a temporary --model-dir). --start seconds after the run's first checkpoint
+(step --checkpoint-every, 500 by default: the window then holds training steps however long the
+job took to start) the profiler records --seconds of it; the report gives, per training step
+(the train step calls it holds):
 
 - wall: the window's length over those steps;
 - the Python thread: inside the train step's tf.function call (`train_step`), in the input
@@ -46,11 +48,15 @@ def _category(op_name: str) -> str:
     return "other"
 
 
-def _profile_later(logdir: str, start: float, seconds: float) -> threading.Thread:
-    """Records `seconds` of TensorFlow's profile after `start` seconds, in a thread."""
+def _profile_later(logdir: str, model_dir: str, start: float,
+                   seconds: float) -> threading.Thread:
+    """Records `seconds` of TensorFlow's profile, `start` seconds after the job in `model_dir`
+    saved its first checkpoint, in a thread."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     def run() -> None:
+        while tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints")) is None:
+            time.sleep(0.05)
         time.sleep(start)
         tf.profiler.experimental.start(logdir)
         time.sleep(seconds)
@@ -106,16 +112,21 @@ def report(logdir: str, wall_ms: float) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--start", type=float, default=20.0,
-                        help="seconds of training before the profiler starts")
+    parser.add_argument("--start", type=float, default=10.0,
+                        help="seconds after the run's first checkpoint before the profiler "
+                             "starts")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds profiled")
     args, train_flags = parser.parse_known_args()
     from tf_embedding.job import cli  # pylint: disable=import-outside-toplevel
     with tempfile.TemporaryDirectory() as scratch:
-        flags = ["--steps", "1200", "--progress", "none", "--model-dir",
-                 os.path.join(scratch, "run")] + train_flags
+        model_dir = os.path.join(scratch, "run")
+        flags = ["--steps", "1200", "--progress", "none", "--model-dir", model_dir] + train_flags
+        # The job's own --model-dir, if the flags give one (the last one counts).
+        for flag, value in zip(flags, flags[1:]):
+            if flag == "--model-dir":
+                model_dir = value
         logdir = os.path.join(scratch, "profile")
-        thread = _profile_later(logdir, args.start, args.seconds)
+        thread = _profile_later(logdir, model_dir, args.start, args.seconds)
         status = cli.main(["train", *flags])
         if status != 0 or thread.is_alive():
             print("the job ended before the profile did: raise --steps or lower --start",
