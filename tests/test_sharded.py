@@ -8,6 +8,7 @@ tables are split into 1, 2 and 4 row blocks.
 """
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -547,6 +548,41 @@ def test_a_sequence_output_shape_from_the_config_or_build_makes_a_sequence(kind,
                              r"do not fill their output shapes \[\[2, 4\]\]\. The output shapes "
                              "come from FeatureConfig.output_shape, build"):
         emb.dequeue(partial=True)
+
+
+@pytest.mark.parametrize("features", [["f"], ["f", "g"]])
+def test_a_batch_that_does_not_fill_the_output_shapes_fails_in_a_function(features):
+    """In a tf.function the rows check is a run-time assertion (one table of one feature, whose
+    activations are the feature's, and one of two): it names the table and features and shows
+    the rows."""
+    table = tf_embedding.TableConfig(vocabulary_size=10, dim=2, combiner="sum", name="t")
+    emb = tf_embedding.TPUEmbedding({f: tf_embedding.FeatureConfig(table) for f in features},
+                                    tf_embedding.SGD(0.1))
+    emb.build(per_replica_batch_size=2)
+
+    # Batches of any size: the rows are known only when the function runs.
+    @tf.function(input_signature=[{f: tf.SparseTensorSpec([None, None], tf.int64)
+                                   for f in features}])
+    def forward(batch):
+        emb.enqueue(batch, training=False)
+        return emb.dequeue()
+
+    def batch(rows):
+        return {f: tf.sparse.from_dense(tf.constant([[1]] * rows, tf.int64)) for f in features}
+
+    assert [out.shape for out in forward(batch(2)).values()] == [(2, 2)] * len(features)
+    # The check is one op, not a tf.cond (a function call per table and step), and a table of
+    # one feature needs no split.
+    op_types = {op.type for op in forward.get_concrete_function().graph.get_operations()}
+    assert not op_types & {"If", "StatelessIf"}
+    assert ("SplitV" in op_types) == (len(features) > 1)
+    # TF's Assert quotes the message's strings with escapes: the feature names are not matched.
+    shapes = ", ".join(["[2]"] * len(features))
+    rows = " ".join(["3"] * len(features))
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=re.escape(f"do not fill their output shapes [{shapes}]") +
+                       "(.|\n)*" + re.escape(f"[{rows}]")):
+        forward(batch(3))
 
 
 def test_build_with_input_shapes_and_partial_final_batch():

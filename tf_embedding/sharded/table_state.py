@@ -75,14 +75,19 @@ class TableState:
         fits = (tf.reduce_all((feature_row_counts <= expected_rows) &
                               (feature_row_counts % sample_rows == 0)) if partial
                 else tf.reduce_all(feature_row_counts == expected_rows))
+        # The counts are shown as int32: an Assert whose data are all strings and int32 is one
+        # op, where int64 data wraps it in a tf.cond, a function call per table and step.
+        # Rows per feature are far below 2^31 (each is a row of activations).
         checks = [tf.debugging.Assert(fits, [
             f"Table {self.name}: the dequeued batch's rows per feature "
             f"{[feature_paths[index] for index in self.feature_indices]} (below) do not fill "
             f"their output shapes {[shape[:-1] for shape in shapes]}"
             + ("" if partial else "; a smaller final batch dequeues with partial=True") +
             ". The output shapes come from FeatureConfig.output_shape, build() or the first "
-            "enqueue, and must fit every batch.", feature_row_counts])]
-        blocks = tf.split(activations, feature_row_counts, num=len(shapes), axis=0)
+            "enqueue, and must fit every batch.", tf.cast(feature_row_counts, tf.int32)])]
+        # A table of one feature: its activations are the feature's (the check above holds).
+        blocks = ([activations] if len(shapes) == 1 else
+                  tf.split(activations, feature_row_counts, num=len(shapes), axis=0))
         # The outputs depend on the check, so that a failed one stops the step before the
         # batch is kept for apply_gradients.
         with tf.control_dependencies(checks):
