@@ -21,6 +21,28 @@ int64_t FirstSparseLookupOfRow(const int64_t* indices, int64_t low, int64_t high
   return low;
 }
 
+// Whether the lookups [first, last) of a chunk of rows [chunk, chunk + span) are valid: each
+// one's row within the chunk and not before the previous one's, its column and id in bounds.
+// Unsigned compares reject negative values too, and no difference overflows. Branch-free and
+// without stores, so that its loops vectorise: with the row ends found in the same loop (a store
+// per lookup), the sparse forward took 7%-13% longer (tools/core_ab/run.sh, Zipf ids, one
+// thread, AVX2 EPYC).
+__attribute__((always_inline)) inline bool ChunkLookupsValid(
+    const int64_t* __restrict indices, const int64_t* __restrict ids, int64_t first,
+    int64_t last, int64_t chunk, uint64_t span, uint64_t columns, uint64_t vocabulary) {
+  if (first == last) return true;
+  const uint64_t start = static_cast<uint64_t>(chunk);
+  uint64_t bad = static_cast<uint64_t>(indices[2 * first]) - start >= span;
+  for (int64_t k = first; k < last; ++k) {
+    bad |= (static_cast<uint64_t>(indices[2 * k + 1]) >= columns) |
+           (static_cast<uint64_t>(ids[k]) >= vocabulary);
+  }
+  // Rows non-decreasing, and the last one within the chunk: then every one is.
+  for (int64_t k = first + 1; k < last; ++k) bad |= indices[2 * k] < indices[2 * k - 2];
+  bad |= static_cast<uint64_t>(indices[2 * (last - 1)]) - start >= span;
+  return bad == 0;
+}
+
 // Sparse features are checked and combined a chunk of rows at a time.
 constexpr int64_t kChunkRows = 64;
 
@@ -58,9 +80,9 @@ struct CombineSparseRowsKernel {
     const uint64_t columns = lookups->columns;
     const RowPrefetcher<kDim> prefetcher(ids, table, d, lookup_end, vocabulary);
     prefetcher.Start(lookup_begin);
-    // A chunk of rows at a time: its lookups checked in one branch-free pass, which finds the
-    // rows' ends (a few cache lines, kept in L1), then its rows combined.
-    int64_t row_ends[kChunkRows + 2];
+    // A chunk of rows at a time: its lookups checked, its rows' ends found (a few cache lines,
+    // kept in L1), then its rows combined.
+    int64_t row_ends[kChunkRows + 1];
     int64_t next = lookup_begin;
     for (int64_t chunk = row_begin; chunk < row_end; chunk += kChunkRows) {
       const int64_t chunk_rows = std::min(kChunkRows, row_end - chunk);
@@ -73,24 +95,14 @@ struct CombineSparseRowsKernel {
           chunk + chunk_rows == row_end
               ? lookup_end
               : FirstSparseLookupOfRow(indices, first, lookup_end, chunk + chunk_rows);
-      // Every lookup's row within the chunk and not before the previous one's, its column and
-      // id in bounds (unsigned compares reject negative values too); each writes its position
-      // + 1 as its row's end, so the last lookup of a row leaves the row's end there, and a
-      // lookup out of the chunk writes to the spare last entry.
-      std::fill(row_ends, row_ends + chunk_rows + 2, first);
-      uint64_t bad = 0;
-      int64_t previous = chunk;
-      for (int64_t k = first; k < last; ++k) {
-        const int64_t row = indices[2 * k];
-        // Unsigned: no overflow for any row (a huge one is out of the chunk all the same).
-        const uint64_t local = static_cast<uint64_t>(row) - static_cast<uint64_t>(chunk);
-        bad |= (local >= span) | (row < previous) |
-               (static_cast<uint64_t>(indices[2 * k + 1]) >= columns) |
-               (static_cast<uint64_t>(ids[k]) >= vocabulary);
-        previous = row;
-        row_ends[std::min(local, span) + 1] = k + 1;
+      if (!ChunkLookupsValid(indices, ids, first, last, chunk, span, columns, vocabulary)) {
+        return false;
       }
-      if (bad != 0) return false;
+      // Each lookup writes its position + 1 as its row's end, so the last lookup of a row
+      // leaves the row's end there (a separate pass: its stores would keep the checks above
+      // from vectorising).
+      std::fill(row_ends, row_ends + chunk_rows + 1, first);
+      for (int64_t k = first; k < last; ++k) row_ends[indices[2 * k] - chunk + 1] = k + 1;
       for (int64_t r = 0; r < chunk_rows; ++r) {
         // A row without lookups ends where the row before it does.
         const int64_t begin = row_ends[r], end = std::max(row_ends[r + 1], begin);
