@@ -33,6 +33,9 @@ from typing import Callable
 
 import numpy as np
 
+from tf_embedding.job.launcher import has_checkpoint
+from tf_embedding.job.options import checkpoint_dir
+
 # A small run: a few seconds of training on top of TensorFlow's start-up.
 CONFIG = {
     "batch_size": 256, "eval_examples": 1024, "embedding_dim": 4, "bottom_mlp": "8",
@@ -61,20 +64,16 @@ def writes_in_progress(model_dir: str) -> list[str]:
     TF writes a checkpoint's shards under `<prefix>_temp/` and the `checkpoint` state file through
     a temporary file, then renames them into place."""
     try:
-        names = os.listdir(os.path.join(model_dir, "checkpoints"))
+        names = os.listdir(checkpoint_dir(model_dir))
     except FileNotFoundError:
         return []
     return sorted(name for name in names if "_temp" in name or ".tmp" in name)
 
 
-def has_checkpoint(model_dir: str) -> bool:
-    return os.path.exists(os.path.join(model_dir, "checkpoints", "checkpoint"))
-
-
 def checkpoint_values(model_dir: str) -> dict[str, np.ndarray]:
     """The final checkpoint's values, save_counter (which counts saves) aside."""
     import tensorflow as tf  # only once the runs are done: it is slow to import
-    reader = tf.train.load_checkpoint(os.path.join(model_dir, "checkpoints"))
+    reader = tf.train.load_checkpoint(checkpoint_dir(model_dir))
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
             if not name.startswith(("_CHECKPOINTABLE_OBJECT_GRAPH", "save_counter"))}
 

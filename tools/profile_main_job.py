@@ -53,9 +53,10 @@ def _profile_later(logdir: str, model_dir: str, start: float,
     """Records `seconds` of TensorFlow's profile, `start` seconds after the job in `model_dir`
     saved its first checkpoint, in a thread."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    from tf_embedding.job.options import checkpoint_dir  # pylint: disable=import-outside-toplevel
 
     def run() -> None:
-        while tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints")) is None:
+        while tf.train.latest_checkpoint(checkpoint_dir(model_dir)) is None:
             time.sleep(0.05)
         time.sleep(start)
         tf.profiler.experimental.start(logdir)
@@ -121,12 +122,10 @@ def main() -> int:
     args, train_flags = parser.parse_known_args()
     from tf_embedding.job import cli  # pylint: disable=import-outside-toplevel
     with tempfile.TemporaryDirectory() as scratch:
-        model_dir = os.path.join(scratch, "run")
-        flags = ["--steps", "1200", "--progress", "none", "--model-dir", model_dir] + train_flags
-        # The job's own --model-dir, if the flags give one (the last one counts).
-        for flag, value in zip(flags, flags[1:]):
-            if flag == "--model-dir":
-                model_dir = value
+        flags = ["--steps", "1200", "--progress", "none", "--model-dir",
+                 os.path.join(scratch, "run")] + train_flags
+        # The job's model directory as its command line gives it (the flags may name another).
+        model_dir = cli.parse(["train", *flags])[1].model_dir
         logdir = os.path.join(scratch, "profile")
         thread = _profile_later(logdir, model_dir, args.start, args.seconds)
         status = cli.main(["train", *flags])

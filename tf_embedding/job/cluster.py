@@ -22,7 +22,7 @@ import tensorflow as tf
 from tf_embedding import server
 from tf_embedding.job import training
 from tf_embedding.job.data import common
-from tf_embedding.job.options import TrainOptions, check_cluster_training
+from tf_embedding.job.options import TrainOptions, check_cluster_training, checkpoint_dir
 
 CHIEF_RUNNER = server.Runner(
     "tf-embedding train", ("chief",),
@@ -49,7 +49,7 @@ def lost_task_message(error: tf.errors.UnavailableError, model_dir: str) -> str:
     address = _ADDRESS.search(error.message)
     where = f" ({address.group(1)})" if address else ""
     return (f"lost {task}{where}: restart it, then run tf-embedding train again with --resume "
-            f"to continue from the last checkpoint in {os.path.join(model_dir, 'checkpoints')}")
+            f"to continue from the last checkpoint in {checkpoint_dir(model_dir)}")
 
 
 # The coordinator's reports of the steps a lost task failed (a dozen lines each): the failure

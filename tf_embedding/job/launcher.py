@@ -23,7 +23,7 @@ import time
 from typing import Iterator, Sequence, TextIO
 
 from tf_embedding import local_cluster
-from tf_embedding.job.options import ClusterOptions
+from tf_embedding.job.options import ClusterOptions, checkpoint_dir
 
 NUM_WORKERS = 1
 # The chief's argv after the interpreter, before the train options.
@@ -80,14 +80,14 @@ def run(options: ClusterOptions, train_argv: Sequence[str], stream: TextIO = sys
                          "tasks")
         if status == 0 or not lost_ps or not restarts.take(f"ps task {lost_ps[0][1]}"):
             return status if status >= 0 else 128 - status
-        if "--resume" not in argv and _has_checkpoint(options.model_dir):
+        if "--resume" not in argv and has_checkpoint(options.model_dir):
             argv.append("--resume")
 
 
-def _has_checkpoint(model_dir: str) -> bool:
+def has_checkpoint(model_dir: str) -> bool:
     """Whether `model_dir` holds a checkpoint to resume from (TF's index file of the
     checkpoints; the launcher does not import TensorFlow)."""
-    return os.path.exists(os.path.join(model_dir, "checkpoints", "checkpoint"))
+    return os.path.exists(os.path.join(checkpoint_dir(model_dir), "checkpoint"))
 
 
 def _supervise(cluster: dict[str, list[str]],

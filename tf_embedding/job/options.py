@@ -6,7 +6,14 @@ never imports TensorFlow.
 """
 
 import dataclasses
+import os
 from typing import Any
+
+
+def checkpoint_dir(model_dir: str) -> str:
+    """Where a run in `model_dir` keeps its checkpoints (TF's `checkpoint` state file and the
+    checkpoints it names)."""
+    return os.path.join(model_dir, "checkpoints")
 
 
 def option(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:

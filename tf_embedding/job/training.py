@@ -26,7 +26,7 @@ from tf_embedding.job.evaluation import evaluate
 from tf_embedding.job.progress import Progress, RunningMetrics, resolve_mode
 from tf_embedding.job.data import common, sources
 from tf_embedding.job.data.spec import DataSpec
-from tf_embedding.job.options import TrainOptions, mlp_sizes
+from tf_embedding.job.options import TrainOptions, checkpoint_dir, mlp_sizes
 
 # Options that steer a run without changing what it computes: a resumed run may change them.
 _RUN_CONTROL = ("resume", "stop_at_step", "steps", "progress", "checkpoint_every",
@@ -368,7 +368,7 @@ def train(options: TrainOptions, spec: DataSpec, stream: TextIO = sys.stdout,
     KeyboardInterrupt. `execution` (default: this process) runs the steps and the evaluation."""
     execution = execution or Execution()
     config_path = os.path.join(options.model_dir, "config.json")
-    checkpoints = os.path.join(options.model_dir, "checkpoints")
+    checkpoints = checkpoint_dir(options.model_dir)
     _check_model_dir(options, spec, checkpoints, config_path)
     source = sources.Source(options, spec)
     with execution.strategy.scope():
