@@ -266,10 +266,20 @@ def activation_shape(feature: FeatureInput, dim: int) -> tf.Tensor:
     return tf.concat([outer, tf.constant([dim], tf.int64)], axis=0)
 
 
+def split_rows(activations: tf.Tensor, feature_row_counts: tf.Tensor,
+               num_features: int) -> List[tf.Tensor]:
+    """A batch's stacked [R, dim] activations as each feature's rows, given the output rows of
+    each feature (`CsrBatch.feature_row_counts`). A lone feature's rows are all of them, with no
+    split op (a step runs this per table)."""
+    if num_features == 1:
+        return [activations]
+    return tf.split(activations, feature_row_counts, num=num_features, axis=0)
+
+
 def split_activations(activations: tf.Tensor, feature_row_counts: tf.Tensor,
                       features: Sequence[FeatureInput], dim: int) -> List[tf.Tensor]:
     """Splits a batch's stacked [R, dim] activations into each feature's output, given the
     output rows of each feature (`CsrBatch.feature_row_counts`)."""
-    blocks = tf.split(activations, feature_row_counts, num=len(features), axis=0)
+    blocks = split_rows(activations, feature_row_counts, len(features))
     return [tf.reshape(block, activation_shape(feature, dim))
             for block, feature in zip(blocks, features)]

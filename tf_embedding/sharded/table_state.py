@@ -85,9 +85,7 @@ class TableState:
             + ("" if partial else "; a smaller final batch dequeues with partial=True") +
             ". The output shapes come from FeatureConfig.output_shape, build() or the first "
             "enqueue, and must fit every batch.", tf.cast(feature_row_counts, tf.int32)])]
-        # A table of one feature: its activations are the feature's (the check above holds).
-        blocks = ([activations] if len(shapes) == 1 else
-                  tf.split(activations, feature_row_counts, num=len(shapes), axis=0))
+        blocks = inputs_lib.split_rows(activations, feature_row_counts, len(shapes))
         # The outputs depend on the check, so that a failed one stops the step before the
         # batch is kept for apply_gradients.
         with tf.control_dependencies(checks):
