@@ -544,17 +544,18 @@ def test_a_sequence_output_shape_from_the_config_or_build_makes_a_sequence(kind,
     # A batch larger than built fits no shape, partial or not.
     emb.enqueue({"f": ids([[1], [2], [3]])}, training=False)
     with pytest.raises(tf.errors.InvalidArgumentError,
-                       match=r"Table t: the dequeued batch's rows per feature \['f'\] \(below\) "
+                       match=r"Table t: the dequeued batch's rows per feature \['f'\] "
                              r"do not fill their output shapes \[\[2, 4\]\]\. The output shapes "
                              "come from FeatureConfig.output_shape, build"):
         emb.dequeue(partial=True)
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
 @pytest.mark.parametrize("features", [["f"], ["f", "g"]])
-def test_a_batch_that_does_not_fill_the_output_shapes_fails_in_a_function(features):
-    """In a tf.function the rows check is a run-time assertion (one table of one feature, whose
-    activations are the feature's, and one of two): it names the table and features and shows
-    the rows."""
+def test_a_batch_that_does_not_fill_the_output_shapes_fails_in_a_function(features, jit_compile):
+    """In a tf.function (one table of one feature and one of two), compiled or not, the rows
+    check names the table and features and shows the rows: run time when uncompiled, compile
+    time under XLA, where the rows are known."""
     table = tf_embedding.TableConfig(vocabulary_size=10, dim=2, combiner="sum", name="t")
     emb = tf_embedding.TPUEmbedding({f: tf_embedding.FeatureConfig(table) for f in features},
                                     tf_embedding.SGD(0.1))
@@ -562,7 +563,7 @@ def test_a_batch_that_does_not_fill_the_output_shapes_fails_in_a_function(featur
 
     # Batches of any size: the rows are known only when the function runs.
     @tf.function(input_signature=[{f: tf.SparseTensorSpec([None, None], tf.int64)
-                                   for f in features}])
+                                   for f in features}], jit_compile=jit_compile)
     def forward(batch):
         emb.enqueue(batch, training=False)
         return emb.dequeue()
@@ -570,18 +571,25 @@ def test_a_batch_that_does_not_fill_the_output_shapes_fails_in_a_function(featur
     def batch(rows):
         return {f: tf.sparse.from_dense(tf.constant([[1]] * rows, tf.int64)) for f in features}
 
-    assert [out.shape for out in forward(batch(2)).values()] == [(2, 2)] * len(features)
-    # The check is one op, not a tf.cond (a function call per table and step), and a table of
-    # one feature needs no split.
-    op_types = {op.type for op in forward.get_concrete_function().graph.get_operations()}
-    assert not op_types & {"If", "StatelessIf"}
-    assert ("SplitV" in op_types) == (len(features) > 1)
-    # TF's Assert quotes the message's strings with escapes: the feature names are not matched.
+    outputs = forward(batch(2))
+    assert [out.shape for out in outputs.values()] == [(2, 2)] * len(features)
+    np.testing.assert_array_equal(np.stack(list(outputs.values())),
+                                  np.stack([emb.embedding_tables[table][1]] * 2 * len(features))
+                                  .reshape(len(features), 2, 2))
+    if not jit_compile:
+        # The check, the split and the shapes are one op per table: the dequeue has no
+        # assertion, tf.cond (a function call per table and step), split or reshape.
+        op_types = {op.type for op in forward.get_concrete_function().graph.get_operations()
+                    if op.name.startswith("dequeue/")}
+        assert "TfeFeatureOutputs" in op_types
+        assert not op_types & {"Assert", "If", "StatelessIf", "SplitV", "Reshape"}
     shapes = ", ".join(["[2]"] * len(features))
-    rows = " ".join(["3"] * len(features))
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match=re.escape(f"do not fill their output shapes [{shapes}]") +
-                       "(.|\n)*" + re.escape(f"[{rows}]")):
+    rows = ", ".join(["3"] * len(features))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(
+            f"Table t: the dequeued batch's rows per feature {features} do not fill their "
+            f"output shapes [{shapes}]; a smaller final batch dequeues with partial=True. The "
+            "output shapes come from FeatureConfig.output_shape, build() or the first enqueue, "
+            f"and must fit every batch. Rows per feature: [{rows}].")):
         forward(batch(3))
 
 

@@ -1,9 +1,11 @@
-// Lookup-combine ops and the table gradient (docs/internals.md).
+// Lookup-combine ops, their activations in each feature's output shape, and the table gradient
+// (docs/internals.md).
 #include <vector>
 
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/framework/tensor_shape.h"
 
 namespace tf_embedding {
 namespace {
@@ -103,6 +105,40 @@ every table's features, table by table, table_feature_counts[t] of them for tabl
 it as TfeEmbeddingLookup does: the activations of its stacked batch and each of its features' row
 count, the same bits as the two ops, in one op whose threads share the rows of every table. For
 lookups that no update follows (no gradient).
+)doc");
+
+REGISTER_OP("TfeFeatureOutputs")
+    .Input("activations: float")
+    .Input("feature_row_counts: int64")
+    .Output("outputs: N * float")
+    .Attr("N: int >= 1")
+    .Attr("output_shapes: list(shape)")
+    .Attr("partial: bool = false")
+    .Attr("message: string")
+    .Attr("table_name: string = ''")
+    .SetShapeFn([](InferenceContext* c) {
+      std::vector<tensorflow::PartialTensorShape> shapes;
+      bool partial = false;
+      TF_RETURN_IF_ERROR(c->GetAttr("output_shapes", &shapes));
+      TF_RETURN_IF_ERROR(c->GetAttr("partial", &partial));
+      if (static_cast<int>(shapes.size()) != c->num_outputs()) {
+        return absl::InvalidArgumentError("output_shapes must have one shape per output");
+      }
+      for (int f = 0; f < c->num_outputs(); ++f) {
+        ShapeHandle shape;
+        TF_RETURN_IF_ERROR(c->MakeShapeFromPartialTensorShape(shapes[f], &shape));
+        if (partial && c->RankKnown(shape) && c->Rank(shape) > 0) {
+          TF_RETURN_IF_ERROR(c->ReplaceDim(shape, 0, c->UnknownDim(), &shape));
+        }
+        c->set_output(f, shape);
+      }
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+A table's activations [R, dim], the rows of its N features stacked (feature_row_counts[f] of
+them for feature f), as each feature's activations in its output shape: shapes [d0, ..., dim]
+that the rows must fill, or with partial = true a smaller batch of whole samples ([?, ..., dim]).
+A batch that does not fit fails with `message` and the rows per feature.
 )doc");
 
 REGISTER_OP("TfeEmbeddingGradient")

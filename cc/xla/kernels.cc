@@ -1,7 +1,7 @@
-// The XLA kernels of the lookup, gradient, sparse-apply and CSR conversion ops: they read and
-// check their inputs' shapes and attrs, with the TF kernels' messages, then compile to the
-// custom calls of custom_calls.h on the CPU compilation device, and to the XLA operations of
-// batch_ops.h, sparse_apply.h and csr_conversion.h on the GPU one.
+// The XLA kernels of the lookup, gradient, sparse-apply, CSR conversion and feature-output
+// ops: they read and check their inputs' shapes and attrs, with the TF kernels' messages, then
+// compile to the custom calls of custom_calls.h on the CPU compilation device, and to the XLA
+// operations of batch_ops.h, sparse_apply.h and csr_conversion.h on the GPU one.
 //
 // One translation unit on purpose: tensorflow/compiler/tf2xla/xla_op_kernel.h alone costs a
 // compiler about a minute and 1.7 GiB, so only this file includes it, and the builders, which
@@ -14,9 +14,11 @@
 #include "cc/core/csr_batch.h"
 #include "cc/core/csr_conversion.h"
 #include "cc/core/errors.h"
+#include "cc/core/feature_outputs.h"
 #include "cc/core/features_lookup.h"
 #include "cc/core/optimizers.h"
 #include "cc/kernels/csr_conversion_attrs.h"
+#include "cc/kernels/feature_outputs_attrs.h"
 #include "cc/kernels/shape_checks.h"
 #include "cc/kernels/sparse_apply_checks.h"
 #include "cc/kernels/tf_status.h"
@@ -539,6 +541,40 @@ class FeaturesLookupOp : public XlaOpKernel {
   std::vector<std::vector<FeatureSpec>> features_;
 };
 
+// TfeFeatureOutputs, for every XLA device: the rows per feature are known when compiling (a
+// compile-time constant, as a split's sizes are), so a batch that does not fit the output shapes
+// fails the compilation with the TF kernel's message, and each feature's output is a slice.
+class FeatureOutputsOp : public XlaOpKernel {
+ public:
+  explicit FeatureOutputsOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadFeatureOutputsAttrs(ctx, &spec_));
+  }
+
+  void Compile(XlaOpKernelContext* ctx) override {
+    const absl::StatusOr<TensorShape> activations = InputShapeOf(ctx, 0);
+    OP_REQUIRES_OK(ctx, activations.status());
+    OP_REQUIRES_OK(ctx, CheckRank(spec_.table_name, "", "activations", *activations, 2));
+    std::vector<int64_t> counts;
+    OP_REQUIRES_OK(ctx, ctx->ConstantInputAsIntVector(1, &counts));
+    std::vector<int64_t> first_dims;
+    OP_REQUIRES_OK(ctx, ToAbslStatus(FeatureOutputFirstDims(
+                            spec_, counts.data(), static_cast<int64_t>(counts.size()),
+                            activations->dim_size(0), activations->dim_size(1), &first_dims)));
+    int64_t first_row = 0;
+    for (size_t f = 0; f < counts.size(); ++f) {
+      std::vector<int64_t> shape = spec_.output_shapes[f];
+      shape[0] = first_dims[f];
+      const xla::XlaOp rows =
+          xla::SliceInDim(ctx->Input(0), first_row, first_row + counts[f], 1, 0);
+      first_row += counts[f];
+      ctx->SetOutput(static_cast<int>(f), xla::Reshape(rows, shape));
+    }
+  }
+
+ private:
+  FeatureOutputsSpec spec_;
+};
+
 [[maybe_unused]] const bool kRegistered = [] {
   RegisterXlaKernel({"TfeEmbeddingLookup"}, CreateXlaKernel<EmbeddingLookupOp<true>>);
   RegisterXlaKernel({"TfeEmbeddingLookupDense"}, CreateXlaKernel<EmbeddingLookupOp<false>>);
@@ -558,6 +594,9 @@ class FeaturesLookupOp : public XlaOpKernel {
                      /*compile_time_constant_inputs=*/{"dense_shapes"},
                      /*type_constraints=*/{{"Tids", {tensorflow::DT_INT32, tensorflow::DT_INT64}}}},
                     CreateXlaKernel<FeaturesLookupOp>);
+  RegisterXlaKernel({"TfeFeatureOutputs",
+                     /*compile_time_constant_inputs=*/{"feature_row_counts"}},
+                    CreateXlaKernel<FeatureOutputsOp>);
   return true;
 }();
 

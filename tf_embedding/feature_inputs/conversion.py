@@ -266,20 +266,26 @@ def activation_shape(feature: FeatureInput, dim: int) -> tf.Tensor:
     return tf.concat([outer, tf.constant([dim], tf.int64)], axis=0)
 
 
-def split_rows(activations: tf.Tensor, feature_row_counts: tf.Tensor,
-               num_features: int) -> List[tf.Tensor]:
-    """A batch's stacked [R, dim] activations as each feature's rows, given the output rows of
-    each feature (`CsrBatch.feature_row_counts`). A lone feature's rows are all of them, with no
-    split op (a step runs this per table)."""
-    if num_features == 1:
-        return [activations]
-    return tf.split(activations, feature_row_counts, num=num_features, axis=0)
+def feature_outputs(activations: tf.Tensor, feature_row_counts: tf.Tensor,
+                    output_shapes: Sequence[Sequence[int]], partial: bool, message: str,
+                    table_name: str) -> List[tf.Tensor]:
+    """A table's stacked [R, dim] activations as each feature's activations in its output shape
+    ([..., dim], fully defined), in one op (`TfeFeatureOutputs`): the rows per feature
+    (`feature_row_counts`) must fill the shapes, or with `partial` be whole samples of a smaller
+    batch; else the step fails with `message` and the rows. Compiled by XLA, the rows are
+    checked when compiling."""
+    return _loader.load_ops().tfe_feature_outputs(
+        activations=activations, feature_row_counts=feature_row_counts, N=len(output_shapes),
+        output_shapes=[list(shape) for shape in output_shapes], partial=partial,
+        message=message, table_name=table_name)
 
 
 def split_activations(activations: tf.Tensor, feature_row_counts: tf.Tensor,
                       features: Sequence[FeatureInput], dim: int) -> List[tf.Tensor]:
     """Splits a batch's stacked [R, dim] activations into each feature's output, given the
-    output rows of each feature (`CsrBatch.feature_row_counts`)."""
-    blocks = split_rows(activations, feature_row_counts, len(features))
+    output rows of each feature (`CsrBatch.feature_row_counts`). A lone feature's rows are all
+    of them, with no split op (a step runs this per table)."""
+    blocks = ([activations] if len(features) == 1 else
+              tf.split(activations, feature_row_counts, num=len(features), axis=0))
     return [tf.reshape(block, activation_shape(feature, dim))
             for block, feature in zip(blocks, features)]

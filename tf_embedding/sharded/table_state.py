@@ -68,29 +68,16 @@ class TableState:
         feature's. The rows must fill the shapes, or with `partial` fit a smaller batch."""
         shapes = [output_shapes[index].as_list() + [self.config.dim]
                   for index in self.feature_indices]
-        expected_rows = tf.constant(
-            [tf.TensorShape(shape[:-1]).num_elements() for shape in shapes], tf.int64)
-        sample_rows = tf.constant(
-            [max(tf.TensorShape(shape[1:-1]).num_elements(), 1) for shape in shapes], tf.int64)
-        fits = (tf.reduce_all((feature_row_counts <= expected_rows) &
-                              (feature_row_counts % sample_rows == 0)) if partial
-                else tf.reduce_all(feature_row_counts == expected_rows))
-        # The counts are shown as int32: an Assert whose data are all strings and int32 is one
-        # op, where int64 data wraps it in a tf.cond, a function call per table and step.
-        # Rows per feature are far below 2^31 (each is a row of activations).
-        checks = [tf.debugging.Assert(fits, [
+        message = (
             f"Table {self.name}: the dequeued batch's rows per feature "
-            f"{[feature_paths[index] for index in self.feature_indices]} (below) do not fill "
-            f"their output shapes {[shape[:-1] for shape in shapes]}"
+            f"{[feature_paths[index] for index in self.feature_indices]} do not fill their "
+            f"output shapes {[shape[:-1] for shape in shapes]}"
             + ("" if partial else "; a smaller final batch dequeues with partial=True") +
             ". The output shapes come from FeatureConfig.output_shape, build() or the first "
-            "enqueue, and must fit every batch.", tf.cast(feature_row_counts, tf.int32)])]
-        blocks = inputs_lib.split_rows(activations, feature_row_counts, len(shapes))
-        # The outputs depend on the check, so that a failed one stops the step before the
-        # batch is kept for apply_gradients.
-        with tf.control_dependencies(checks):
-            return [(index, tf.reshape(block, [-1] + shape[1:] if partial else shape))
-                    for index, block, shape in zip(self.feature_indices, blocks, shapes)]
+            "enqueue, and must fit every batch.")
+        outputs = inputs_lib.feature_outputs(activations, feature_row_counts, shapes, partial,
+                                             message, self.name)
+        return list(zip(self.feature_indices, outputs))
 
     def convert(self, feature_inputs: Sequence[inputs_lib.FeatureInput]) -> queues.TableBatch:
         """One replica's features of this table -> its CSR batch: grouped by block in the

@@ -1,0 +1,64 @@
+#include "cc/core/feature_outputs.h"
+
+#include <algorithm>
+
+#include "cc/core/errors.h"
+
+namespace tf_embedding {
+namespace {
+
+// "[a, b]"
+std::string ShowCounts(const int64_t* values, int64_t size) {
+  std::string out = "[";
+  for (int64_t i = 0; i < size; ++i) out += (i > 0 ? ", " : "") + std::to_string(values[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+Status FeatureOutputFirstDims(const FeatureOutputsSpec& spec, const int64_t* row_counts,
+                              int64_t num_counts, int64_t activation_rows, int64_t activation_dim,
+                              std::vector<int64_t>* first_dims) {
+  const int64_t num_features = static_cast<int64_t>(spec.output_shapes.size());
+  if (num_counts != num_features) {
+    return TableError(spec.table_name, "feature_row_counts has ", num_counts,
+                      " entries for ", num_features, " features");
+  }
+  first_dims->clear();
+  int64_t total_rows = 0;
+  bool fits = true;
+  for (int64_t f = 0; f < num_features; ++f) {
+    const std::vector<int64_t>& shape = spec.output_shapes[f];
+    if (shape.size() < 2 || shape.back() != activation_dim) {
+      return TableError(spec.table_name, "output shape ", f, " has ", shape.size(),
+                        " dimensions, the last of them not the activations' ", activation_dim);
+    }
+    int64_t sample_rows = 1;
+    for (size_t d = 1; d + 1 < shape.size(); ++d) sample_rows *= shape[d];
+    const int64_t rows = row_counts[f];
+    if (rows < 0) {
+      return TableError(spec.table_name, ElementName("feature_row_counts", f), " = ", rows,
+                        " is negative");
+    }
+    const int64_t expected_rows = shape[0] * sample_rows;
+    if (spec.partial) {
+      fits &= sample_rows > 0 && rows <= expected_rows && rows % sample_rows == 0;
+      first_dims->push_back(sample_rows > 0 ? rows / sample_rows : 0);
+    } else {
+      fits &= rows == expected_rows;
+      first_dims->push_back(shape[0]);
+    }
+    total_rows += std::min(rows, activation_rows + 1);  // no overflow: at most num_features x
+  }
+  if (!fits) {
+    return Status::Error(spec.message + " Rows per feature: " +
+                         ShowCounts(row_counts, num_counts) + ".");
+  }
+  if (total_rows != activation_rows) {
+    return TableError(spec.table_name, "the rows per feature ", ShowCounts(row_counts, num_counts),
+                      " do not add up to the activations' ", activation_rows, " rows");
+  }
+  return Status();
+}
+
+}  // namespace tf_embedding
