@@ -322,6 +322,28 @@ def test_jit_compile_runs_the_fused_ops_through_their_xla_kernels():
         assert_close(function(features, weights), expected)
 
 
+@pytest.mark.parametrize("batch_size", [3, None])
+def test_pooled_features_keep_their_rows_without_reshapes(batch_size):
+    """A pooled feature of rank-2 sparse or ragged ids has one activation row per sample: its
+    activations are the lookup's rows, with the batch size its ids have statically, and the
+    step computes no shapes for them (no Reshape, no shape ops)."""
+    table = config.TableConfig(vocabulary_size=8, dim=2, combiner="mean", name="t",
+                               initializer=tf.constant_initializer(np.arange(16.0)))
+    embedding = TPUEmbeddingV0({"sparse": config.FeatureConfig(table),
+                                "ragged": config.FeatureConfig(table)}, optimizers.SGD(0.1))
+    ids = tf.ragged.constant([[1, 3], [], [5]], dtype=tf.int64)
+    specs = {"sparse": tf.SparseTensorSpec([batch_size, None], tf.int64),
+             "ragged": tf.RaggedTensorSpec([batch_size, None], tf.int64, 1, tf.int64)}
+    lookup = tf.function(embedding, input_signature=[specs])
+    graph = lookup.get_concrete_function().graph
+    assert [output.shape.as_list() for output in graph.outputs] == [[batch_size, 2]] * 2
+    assert not {op.type for op in graph.get_operations()} & {"Reshape", "Shape", "ConcatV2"}
+    expected = [[4, 5], [0, 0], [10, 11]]  # the mean of rows 1 and 3, none, row 5
+    activations = lookup({"sparse": ids.to_sparse(), "ragged": ids})
+    np.testing.assert_array_equal(activations["sparse"], expected)
+    np.testing.assert_array_equal(activations["ragged"], expected)
+
+
 @pytest.mark.parametrize("keras_name", ["keras", "tf_keras"])
 def test_training_under_jit_compile_matches_fused(keras_name):
     """Two Adagrad steps compiled by XLA give the tables of the TF-runtime path."""

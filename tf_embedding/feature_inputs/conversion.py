@@ -287,5 +287,18 @@ def split_activations(activations: tf.Tensor, feature_row_counts: tf.Tensor,
     of them, with no split op (a step runs this per table)."""
     blocks = ([activations] if len(features) == 1 else
               tf.split(activations, feature_row_counts, num=len(features), axis=0))
-    return [tf.reshape(block, activation_shape(feature, dim))
-            for block, feature in zip(blocks, features)]
+    return [_shaped_activations(block, feature, dim) for block, feature in zip(blocks, features)]
+
+
+def _shaped_activations(rows: tf.Tensor, feature: FeatureInput, dim: int) -> tf.Tensor:
+    """A feature's [R, dim] activations in the shape `activation_shape` gives. A pooled feature
+    of rank-2 ids (or dense ids of rank 1) has one row per sample, already its shape: it needs
+    no reshape, nor the ops that would compute its shape, only its static batch size."""
+    tensor = feature.tensor
+    kind = _kind(tensor)
+    if (kind == "dense" and tensor.shape.rank == 1) or (
+            feature.max_sequence_length == 0 and (
+                kind == "ragged" or (kind == "sparse" and tensor.shape.rank == 2))):
+        rows.set_shape([tensor.shape[0], dim])
+        return rows
+    return tf.reshape(rows, activation_shape(feature, dim))
