@@ -48,7 +48,9 @@ Status FeatureOutputFirstDims(const FeatureOutputsSpec& spec, const int64_t* row
       fits &= rows == expected_rows;
       first_dims->push_back(shape[0]);
     }
-    total_rows += std::min(rows, activation_rows + 1);  // no overflow: at most num_features x
+    // Each term at most activation_rows + 1, so the sum cannot overflow and still tells a
+    // mismatch.
+    total_rows += std::min(rows, activation_rows + 1);
   }
   if (!fits) {
     return Status::Error(spec.message + " Rows per feature: " +

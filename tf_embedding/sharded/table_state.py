@@ -75,6 +75,8 @@ class TableState:
             + ("" if partial else "; a smaller final batch dequeues with partial=True") +
             ". The output shapes come from FeatureConfig.output_shape, build() or the first "
             "enqueue, and must fit every batch.")
+        # A batch that does not fit fails this op, which the step's outputs come from, so the
+        # step stops before the batch is kept for apply_gradients (which follows the outputs).
         outputs = inputs_lib.feature_outputs(activations, feature_row_counts, shapes, partial,
                                              message, self.name)
         return list(zip(self.feature_indices, outputs))
