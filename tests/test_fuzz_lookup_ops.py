@@ -1,5 +1,5 @@
-"""Malformed inputs thrown at TfeEmbeddingLookup(Dense), TfeEmbeddingGradient and the
-TfeSparseApply* ops.
+"""Malformed inputs thrown at TfeEmbeddingLookup(Dense), TfeEmbeddingGradient, TfeFeatureOutputs
+and the TfeSparseApply* ops.
 
 The only acceptable outcomes are a result or InvalidArgumentError: no crash, no other error, no
 out-of-bounds access (tools/asan_fuzz.sh runs this file against an AddressSanitizer build).
@@ -113,6 +113,50 @@ def test_lookup(lib, batch, vocab, dim, table_kind):
             lambda: lib.tfe_embedding_lookup(variable.handle, *batch))
     if out is not None:
         np.testing.assert_allclose(out, reference_lookup(table, *batch), rtol=1e-5, atol=1e-5)
+
+
+@FUZZ
+@given(dim=st.integers(1, 3),
+       shapes=st.lists(st.lists(st.integers(0, 4), min_size=1, max_size=3), min_size=1,
+                       max_size=3),
+       partial=st.booleans(), data=st.data(),
+       mutation=st.sampled_from(["none", "none", "count", "drop_count", "add_count", "rows",
+                                 "rank1", "rank3"]))
+def test_feature_outputs(lib, dim, shapes, partial, data, mutation):
+    """Row counts that fit the output shapes (each feature's rows in its shape), or broken in
+    one way (InvalidArgumentError, or a result that still fits)."""
+    output_shapes = [shape + [dim] for shape in shapes]
+    sample_rows = [int(np.prod(shape[1:])) for shape in shapes]
+    samples = [data.draw(st.integers(0, shape[0])) if partial else shape[0] for shape in shapes]
+    counts = [n * rows for n, rows in zip(samples, sample_rows)]
+    rows = sum(counts)
+    if mutation == "count":
+        counts[data.draw(st.integers(0, len(counts) - 1))] = data.draw(values)
+    elif mutation == "drop_count":
+        counts = counts[:-1]
+    elif mutation == "add_count":
+        counts.append(data.draw(values))
+    elif mutation == "rows":
+        rows = data.draw(st.integers(0, 12))
+    activations = np.arange(rows * dim, dtype=np.float32).reshape([rows, dim])
+    activations = {"rank1": activations.reshape([-1]),
+                   "rank3": activations[..., None]}.get(mutation, activations)
+    outputs = expect_result_or_invalid_argument(lambda: lib.tfe_feature_outputs(
+        activations=activations, feature_row_counts=np.array(counts, np.int64),
+        N=len(output_shapes), output_shapes=output_shapes, partial=partial, message="No fit.",
+        table_name="t"))
+    if mutation == "none":
+        assert outputs is not None
+    if outputs is None:
+        return
+    assert activations.ndim == 2 and len(counts) == len(shapes) and sum(counts) == rows
+    first = 0
+    for output, count, shape in zip(outputs, counts, output_shapes):
+        assert list(output.shape[1:]) == shape[1:]
+        assert output.shape[0] <= shape[0] if partial else output.shape[0] == shape[0]
+        np.testing.assert_array_equal(np.reshape(output, [-1, dim]),
+                                      activations[first:first + count])
+        first += count
 
 
 @FUZZ

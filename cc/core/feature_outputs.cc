@@ -41,10 +41,12 @@ Status FeatureOutputFirstDims(const FeatureOutputsSpec& spec, const int64_t* row
                         " is negative");
     }
     const int64_t expected_rows = shape[0] * sample_rows;
-    if (spec.partial) {
-      fits &= sample_rows > 0 && rows <= expected_rows && rows % sample_rows == 0;
-      first_dims->push_back(sample_rows > 0 ? rows / sample_rows : 0);
+    if (spec.partial && sample_rows > 0) {
+      fits &= rows <= expected_rows && rows % sample_rows == 0;
+      first_dims->push_back(rows / sample_rows);
     } else {
+      // A full batch, or one whose samples have no rows (a 0 in the shape's middle), which
+      // tells no batch size: the shape's own.
       fits &= rows == expected_rows;
       first_dims->push_back(shape[0]);
     }

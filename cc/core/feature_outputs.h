@@ -24,8 +24,8 @@ struct FeatureOutputsSpec {
 
 // Each feature's first output dimension for its `row_counts` rows (one count per shape) of
 // activations [activation_rows, activation_dim]: the shape's own, or with `partial` the count's
-// samples. Fails with spec.message when the rows do not fit the shapes, and with a table error
-// when the counts do not describe the activations.
+// samples (the shape's own if its samples have no rows). Fails with spec.message when the rows
+// do not fit the shapes, and with a table error when the counts do not describe the activations.
 Status FeatureOutputFirstDims(const FeatureOutputsSpec& spec, const int64_t* row_counts,
                               int64_t num_counts, int64_t activation_rows, int64_t activation_dim,
                               std::vector<int64_t>* first_dims);

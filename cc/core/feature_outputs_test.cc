@@ -48,6 +48,14 @@ TFE_TEST(APartialBatchHasWholeSamplesUpToTheShapes) {
                    "Table t: the rows do not fit. Rows per feature: [5, 5].");
 }
 
+TFE_TEST(SamplesWithoutRowsKeepTheShapesBatchSize) {
+  const FeatureOutputsSpec spec{"t", {{2, 0, 3}}, /*partial=*/true, "No fit."};
+  std::vector<int64_t> first_dims;
+  TFE_ASSERT_OK(FirstDims(spec, {0}, 0, &first_dims));
+  TFE_EXPECT_EQ(first_dims, (std::vector<int64_t>{2}));
+  TFE_EXPECT_ERROR(FirstDims(spec, {1}, 1, &first_dims), "No fit. Rows per feature: [1].");
+}
+
 TFE_TEST(CountsThatDoNotDescribeTheActivationsFail) {
   std::vector<int64_t> first_dims;
   TFE_EXPECT_ERROR(FirstDims(TwoFeatures(false), {4, 10}, 15, &first_dims),
