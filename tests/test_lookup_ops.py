@@ -511,6 +511,34 @@ def test_feature_outputs_reject_activations_of_another_shape(jit_compile):
         feature_outputs(np.zeros([2, 4], np.float32), [2], [[2, 3]], jit_compile=jit_compile)
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_feature_outputs_reject_malformed_attrs_and_counts(lib, jit_compile):
+    def call(counts, num_outputs, shapes):
+        return tf.function(lambda a, c: lib.tfe_feature_outputs(
+            activations=a, feature_row_counts=c, N=num_outputs, output_shapes=shapes,
+            message="Does not fit.", table_name="video"), jit_compile=jit_compile)(
+                np.zeros([2, 3], np.float32), np.array(counts, np.int64))
+
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"Table 'video': feature_row_counts must be a vector, got shape "
+                             r"\[1,1\]"):
+        call([[2]], 1, [[2, 3]])
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"Table 'video': output shape \[\?,3\] is not fully defined"):
+        call([2], 1, [[None, 3]])
+
+
+@pytest.mark.parametrize("num_outputs,shapes", [(2, [[2, 3]]), (1, [[1, 3], [1, 3]])])
+def test_feature_outputs_need_one_shape_per_output(lib, num_outputs, shapes):
+    """Eagerly, where no shape function runs first, the kernel refuses them itself."""
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=f"Table 'video': output_shapes has {len(shapes)} shapes for "
+                             f"{num_outputs} outputs"):
+        lib.tfe_feature_outputs(
+            activations=np.zeros([2, 3], np.float32), feature_row_counts=np.array([2], np.int64),
+            N=num_outputs, output_shapes=shapes, message="Does not fit.", table_name="video")
+
+
 def test_n_list_lengths_must_agree(lib):
     def mismatched():
         return lib.tfe_embedding_gradient(row_splits=[VALID[0]] * 2, ids=[VALID[1]],

@@ -3,6 +3,7 @@
 #ifndef TF_EMBEDDING_CC_KERNELS_FEATURE_OUTPUTS_ATTRS_H_
 #define TF_EMBEDDING_CC_KERNELS_FEATURE_OUTPUTS_ATTRS_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -20,6 +21,11 @@ inline absl::Status ReadFeatureOutputsAttrs(tensorflow::OpKernelConstruction* ct
   TF_RETURN_IF_ERROR(ctx->GetAttr("output_shapes", &shapes));
   TF_RETURN_IF_ERROR(ctx->GetAttr("partial", &spec->partial));
   TF_RETURN_IF_ERROR(ctx->GetAttr("message", &spec->message));
+  if (static_cast<int>(shapes.size()) != ctx->num_outputs()) {
+    return absl::InvalidArgumentError(
+        TableContext(spec->table_name) + "output_shapes has " + std::to_string(shapes.size()) +
+        " shapes for " + std::to_string(ctx->num_outputs()) + " outputs");
+  }
   spec->output_shapes.clear();
   for (const tensorflow::PartialTensorShape& shape : shapes) {
     if (!shape.IsFullyDefined()) {

@@ -554,6 +554,10 @@ class FeatureOutputsOp : public XlaOpKernel {
     const absl::StatusOr<TensorShape> activations = InputShapeOf(ctx, 0);
     OP_REQUIRES_OK(ctx, activations.status());
     OP_REQUIRES_OK(ctx, CheckRank(spec_.table_name, "", "activations", *activations, 2));
+    const absl::StatusOr<TensorShape> counts_shape = InputShapeOf(ctx, 1);
+    OP_REQUIRES_OK(ctx, counts_shape.status());
+    OP_REQUIRES_OK(ctx,
+                   CheckRank(spec_.table_name, "", "feature_row_counts", *counts_shape, 1));
     std::vector<int64_t> counts;
     OP_REQUIRES_OK(ctx, ctx->ConstantInputAsIntVector(1, &counts));
     std::vector<int64_t> first_dims;
