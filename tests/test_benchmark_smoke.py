@@ -145,3 +145,20 @@ def test_dense_inputs_run_on_one_id_per_sample():
     assert sorted(row[2] for row in rows) == sorted(
         ["stock-forward", "sharded-forward-dense", "stock-train", "sharded-train-dense"] * 2)
     assert "FAILED" not in result.stdout and "DIFF" not in result.stdout
+
+
+def test_xla_ab_compares_compiled_and_uncompiled_steps():
+    """tools/xla_ab.py runs a variant and its compiled twin in one process and finds the same
+    results (timings of the tiny workload mean nothing)."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "tools", "xla_ab.py"), "--quick", "--steps", "2",
+         "--warmup", "1", "--variants", "sharded-train", "--distribution", "zipf",
+         "--threads", "1"],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [line.split("|")[1:-1] for line in result.stdout.splitlines()
+            if line.startswith("| `")]
+    assert [[cell.strip() for cell in row[:3]] for row in rows] == [
+        ["`sharded-train`", "zipf", "1"]]
+    assert rows[0][-1].strip() == "yes"
+    assert rows[0][-2].strip() == "1.15x"

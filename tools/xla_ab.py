@@ -17,8 +17,8 @@ with the native limit instead). Then it compares the two results bit for bit (`S
 batch 0's activations, or the rows batch 0 touches after the same training steps): the compiled
 step runs the same kernels (docs/xla.md), so they must agree exactly.
 
-Exit status 1 if any row's results differ or its ratio misses the target (1.10 for a forward
-step, 1.15 for a training step).
+Each ratio is printed beside its target (1.10 for a forward step, 1.15 for a training step);
+the exit status is 1 if any row's results differ.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         r = json.load(f)
                     target = TARGETS[bv.VARIANTS[name].phase]
                     same = r["checksums"][0] == r["checksums"][1]
-                    failed |= not same or r["ratio"] > target
+                    failed |= not same
                     low, high = r["ratio_iqr"]
                     print(f"| `{name}` | {distribution} | {threads} | {r['ms'][0]:.1f} | "
                           f"{r['ms'][1]:.1f} | {r['ratio']:.2f}x ({low:.2f}-{high:.2f}) | "
