@@ -8,15 +8,16 @@ plus looked-up rows when pipelining), the pending queue (a training batch's look
 `SparseTensor`s or of `RaggedTensor`s as it came, which `dequeue` converts and looks up in one op
 (no update needs its converted batch). Calling them out of order would leave a queue op blocked
 forever, so every queue op is preceded by a size check that fails instead: a `RuntimeError` when
-executing eagerly, an assertion (`InvalidArgumentError` when the step runs) inside a
-`tf.function`.
+executing eagerly, one op (`TfeCheckQueueSizes`: `InvalidArgumentError` when the step runs) inside
+a `tf.function`.
 """
 
-import functools
 import weakref
 from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 
 import tensorflow as tf
+
+from tf_embedding import _loader
 
 T = TypeVar("T")
 
@@ -69,13 +70,18 @@ class Batch(NamedTuple):
     training: tf.Tensor  # bool scalar
 
 
-def _checked(condition: Callable[[], tf.Tensor], message: str, action: Callable[[], T]) -> T:
-    """Runs `action` if `condition()` holds, else fails with `message` (never blocks)."""
+def _checked(queues: Sequence[tf.queue.FIFOQueue], min_size: int, max_size: int, message: str,
+             action: Callable[[], T]) -> T:
+    """Runs `action` (a queue op) if the elements `queues` hold together number from `min_size`
+    to `max_size`, else fails with `message` (never blocks)."""
     if tf.executing_eagerly():
-        if not bool(condition()):
+        if not min_size <= sum(int(queue.size()) for queue in queues) <= max_size:
             raise RuntimeError(message)
         return action()
-    with tf.control_dependencies([tf.debugging.Assert(condition(), [message])]):
+    check = _loader.load_ops().tfe_check_queue_sizes(
+        queues=[queue.queue_ref for queue in queues], min_size=min_size, max_size=max_size,
+        message=message)
+    with tf.control_dependencies([check]):
         return action()
 
 
@@ -164,16 +170,12 @@ class ReplicaQueues:
         self._note_put(kind)
 
     def _put(self, queue: tf.queue.FIFOQueue, components: list[tf.Tensor]) -> None:
-        _checked(lambda: self._held() < self._capacity,
+        # The batches no dequeue has taken yet, in any queue, must leave room for this one.
+        _checked([self._batches, *self._raw.values()], 0, self._capacity - 1,
                  f"enqueue() called while replica {self._replica} already holds "
                  f"{self._capacity} enqueued batch(es) that no dequeue() has taken: call "
                  "dequeue() (inside strategy.run) once for each enqueue().",
                  lambda: queue.enqueue(components))
-
-    def _held(self) -> tf.Tensor:
-        """The enqueued batches no dequeue has taken yet."""
-        return functools.reduce(tf.add, [queue.size() for queue in self._raw.values()],
-                                self._batches.size())
 
     def holds_raw_batch(self, kind: str) -> tf.Tensor:
         """Whether the next batch to dequeue is a raw one of `kind` (bool scalar). REQUIRES:
@@ -190,7 +192,7 @@ class ReplicaQueues:
 
     def take_batch(self) -> Batch:
         components = _checked(
-            lambda: self._batches.size() > 0,
+            [self._batches], 1, self._capacity,
             f"dequeue() called on replica {self._replica} with no enqueued batch: call "
             "enqueue() before each dequeue().",
             self._batches.dequeue)
@@ -209,7 +211,7 @@ class ReplicaQueues:
 
         def put():
             return _checked(
-                lambda: self._pending.size() < 1,
+                [self._pending], 0, 0,
                 f"dequeue() of a training batch on replica {self._replica} while the previous "
                 "training batch still awaits apply_gradients(): call apply_gradients() after "
                 "each dequeue() of a batch enqueued with training=True (enqueue with "
@@ -224,7 +226,7 @@ class ReplicaQueues:
 
     def take_pending(self) -> list[TableBatch]:
         return self._unflatten(_checked(
-            lambda: self._pending.size() > 0,
+            [self._pending], 1, 1,
             f"apply_gradients() called on replica {self._replica} without activations to "
             "update: it must follow a dequeue() of a batch enqueued with training=True (the "
             "last dequeued batch was enqueued with training=False, or its gradients were "
