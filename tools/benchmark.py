@@ -249,18 +249,31 @@ def measure(variant: bv.Variant, ctx: bv.Context, steps: int, warmup: int, round
     }
 
 
-def run_worker(spec_path: str) -> int:
-    with open(spec_path) as f:
-        spec = json.load(f)
-    threads = spec["threads"]
+def start_worker(threads: int, inter_op_threads: int | None = None) -> None:
+    """Pins this (worker) process to `threads` CPUs and imports TensorFlow with that many
+    intra-op threads and `inter_op_threads` (None: as many) inter-op ones."""
     # Pinned, so a row's thread count is the cores it can use: TensorFlow's own threads (the
     # executor, the Python thread) would otherwise spread a 1-thread row over more cores.
     os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:threads])
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     # Thread pools are fixed when TensorFlow's context starts, so before any op runs.
     tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(spec["inter_op_threads"] or threads)
+    tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads or threads)
     bv.import_tensorflow()
+
+
+def workload_of(args: argparse.Namespace) -> bv.Workload:
+    """The workload `parse_args` gave (the reference one, or --quick's, unless flags change it)."""
+    return bv.Workload(args.tables, args.vocab, args.dim, args.batch, args.ids_per_sample,
+                       args.seed)
+
+
+def run_worker(spec_path: str) -> int:
+    with open(spec_path) as f:
+        spec = json.load(f)
+    threads = spec["threads"]
+    start_worker(threads, spec["inter_op_threads"])
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
     from tf_embedding import _loader  # pylint: disable=import-outside-toplevel
 
     workload = bv.Workload(**spec["workload"])
@@ -820,8 +833,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   + (f" [{', '.join(tags)}]" if tags else ""))
         return 0
 
-    workload = bv.Workload(args.tables, args.vocab, args.dim, args.batch, args.ids_per_sample,
-                           args.seed)
+    workload = workload_of(args)
     distributions = args.distribution.split(",")
     if any(d not in DISTRIBUTIONS for d in distributions):
         raise SystemExit(f"--distribution takes {', '.join(DISTRIBUTIONS)}")

@@ -54,12 +54,10 @@ import sys
 sys.path.insert(0, "tools")
 import numpy as np
 import benchmark
-import benchmark_variants
 distribution, path = sys.argv[1:]
 args = benchmark.parse_args([])
 if not os.path.exists(path):
-    workload = benchmark_variants.Workload(args.tables, args.vocab, args.dim, args.batch,
-                                           args.ids_per_sample, args.seed)
+    workload = benchmark.workload_of(args)
     np.save(path, benchmark.make_ids(workload, distribution, args.batches, args.zipf_alpha))
 print(args.vocab, args.dim)
 PY
