@@ -148,8 +148,8 @@ def test_dense_inputs_run_on_one_id_per_sample():
 
 
 def test_xla_ab_compares_compiled_and_uncompiled_steps():
-    """tools/xla_ab.py runs a variant and its compiled twin in one process and finds the same
-    results (timings of the tiny workload mean nothing)."""
+    """tools/xla_ab.py runs a variant and its compiled twin in one process and finds equal
+    checksums (timings of the tiny workload mean nothing)."""
     result = subprocess.run(
         [sys.executable, os.path.join(REPO_ROOT, "tools", "xla_ab.py"), "--quick", "--steps", "2",
          "--warmup", "1", "--variants", "sharded-train", "--distribution", "zipf",
