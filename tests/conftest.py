@@ -20,4 +20,4 @@ tf.config.set_logical_device_configuration(
 # TFRS imports only under tf_keras: its differential tests run in the suite's tf_keras session
 # (tools/run_tests.sh sets TF_USE_LEGACY_KERAS=1 for it), not in this Keras 3 one.
 LEGACY_KERAS = os.environ.get("TF_USE_LEGACY_KERAS") == "1"
-collect_ignore = [] if LEGACY_KERAS else ["test_tfrs_layer.py"]
+collect_ignore = [] if LEGACY_KERAS else ["keras/test_tfrs_layer.py"]

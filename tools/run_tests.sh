@@ -16,5 +16,5 @@ fi
 .venv/bin/python -m pytest -q
 # The Keras layers again under tf_keras (Keras 2), with TFRS's layer as an oracle: a process
 # picks its Keras once, when TensorFlow is first imported.
-TF_USE_LEGACY_KERAS=1 exec .venv/bin/python -m pytest -q tests/test_keras_layer.py \
-    tests/test_tfrs_layer.py tests/test_feature_column.py tests/test_lookup_profile.py
+TF_USE_LEGACY_KERAS=1 exec .venv/bin/python -m pytest -q tests/keras tests/feature_column \
+    tests/sharded/test_lookup_profile.py
