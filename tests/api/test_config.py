@@ -15,6 +15,8 @@ from tf_embedding import config
 
 from helpers.errors import error_of
 
+pytestmark = pytest.mark.unit
+
 stock = tf.tpu.experimental.embedding
 
 

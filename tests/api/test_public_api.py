@@ -3,11 +3,14 @@
 import re
 from pathlib import Path
 
+import pytest
 import tensorflow as tf
 
 import tf_embedding
 
 from helpers.paths import REPO_ROOT
+
+pytestmark = pytest.mark.unit
 
 
 README = Path(REPO_ROOT) / "README.md"

@@ -9,6 +9,8 @@ import tf_embedding
 from tf_embedding import keras as embedding_keras
 from tf_embedding import optimizers
 
+pytestmark = pytest.mark.unit
+
 stock = tf.tpu.experimental.embedding
 
 # Hyperparameters off their defaults, so that a dropped one changes the numbers.

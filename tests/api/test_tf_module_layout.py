@@ -12,6 +12,8 @@ from tf_embedding import for_serving
 from tf_embedding.tpu import (tpu_embedding_for_serving, tpu_embedding_v1, tpu_embedding_v2,
                               tpu_embedding_v2_utils)
 
+pytestmark = pytest.mark.unit
+
 # {mirror module: {name: tf_embedding's object}}; docs/api_differences.md gives the same map.
 MIRRORED = {
     tpu_embedding_v2: {"TPUEmbedding": tf_embedding.TPUEmbedding,

@@ -9,6 +9,8 @@ import pytest
 
 from helpers.paths import REPO_ROOT
 
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
 
 def test_a_chief_that_lost_a_worker_finishes_every_step_and_exits():
     # Without tf_embedding.chief.run the chief hangs at exit in ClusterCoordinator.__del__:

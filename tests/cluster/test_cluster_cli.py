@@ -19,6 +19,8 @@ from tf_embedding.job import cli, cluster, evaluation, launcher, training
 
 from helpers.job_runs import run_python
 
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
 CLUSTER = {"chief": ["10.0.0.1:2222"], "ps": ["10.0.0.2:2222", "10.0.0.3:2222"],
            "worker": ["10.0.0.4:2222"]}
 # A few seconds of training: small tables, small batches.

@@ -23,6 +23,8 @@ from helpers.cluster import PLAIN_SERVER, SERVER, loopback_cluster, run_chief
 from helpers.sharded import STRATEGIES, TABLES, assert_same_values, feature_config
 from helpers.sharded import randomize, sharded, variable_values
 
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
 
 stock = tf.tpu.experimental.embedding
 NUM_PS = 2

@@ -12,6 +12,8 @@ from tf_embedding import server
 
 from helpers.cluster import SERVER, ServerProcess, free_ports, tf_config
 
+pytestmark = pytest.mark.cluster
+
 CLUSTER = {"chief": ["10.0.0.1:2222"], "ps": ["10.0.0.2:2222", "10.0.0.3:2222"],
            "worker": ["10.0.0.4:2222"]}
 

@@ -17,6 +17,8 @@ from helpers.feature_column import DIM, F, adagrad_spec, columns, initializer, r
 from helpers.references import combined_gains, csr, reference_step
 from helpers.processes import fresh_process_output
 
+pytestmark = pytest.mark.integration
+
 
 def test_outputs_equal_stock_dense_features():
     features = raw_features(np.random.default_rng(0))

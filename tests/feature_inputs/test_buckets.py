@@ -9,6 +9,8 @@ import tensorflow as tf
 from tf_embedding.feature_inputs.buckets import pad_ids_to_power_of_two
 from helpers.xla_compiles import run_counting_compiles
 
+pytestmark = pytest.mark.integration
+
 
 def ragged(row_lengths, seed, dtype=tf.int64, high=50):
     rng = np.random.default_rng(seed)

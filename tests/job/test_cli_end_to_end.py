@@ -16,6 +16,8 @@ from tf_embedding.job import cli, evaluation
 
 from helpers.job_runs import CONFIG, checkpoint_values, run_python
 
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
 
 STOP_AT = 70
 

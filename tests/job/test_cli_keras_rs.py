@@ -17,6 +17,8 @@ from tf_embedding.job import cli  # pylint: disable=wrong-import-position
 
 from helpers.job_runs import CONFIG, checkpoint_values  # pylint: disable=wrong-import-position
 
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):

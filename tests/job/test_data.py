@@ -11,6 +11,8 @@ from tf_embedding.job.data.spec import DataSpec, FeatureSpec, TableSpec, criteo_
 from tf_embedding.job.options import DataOptions
 from tf_embedding.job.evaluation import roc_auc
 
+pytestmark = pytest.mark.unit
+
 SPEC = DataSpec(
     tables=(TableSpec("user", 5000, "sum", head_size=200), TableSpec("item", 2000, "mean"),
             TableSpec("term", 500, "sqrtn"), TableSpec("hour", 24, "sum", zipf_alpha=0.3)),

@@ -11,6 +11,8 @@ from tf_embedding.job import cli, stats
 from tf_embedding.job.data import synthetic
 from tf_embedding.job.data.spec import DataSpec, FeatureSpec, TableSpec
 
+pytestmark = pytest.mark.unit
+
 # Vocabulary sizes chosen so that the shard counts below split them unevenly, and the smallest
 # table has fewer rows than some shard counts (the engine then creates fewer blocks).
 SPEC = DataSpec(

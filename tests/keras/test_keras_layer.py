@@ -23,6 +23,8 @@ from helpers.keras_layer import BATCH, OPTIMIZERS, NumpyModel, SumModel, expecte
 from helpers.keras_layer import fit_dataset, inputs, make_feature_config, make_samples
 from helpers.keras_loops import mirrored_training_step, two_cpu_mirrored_strategy
 
+pytestmark = pytest.mark.integration
+
 
 F = np.float32
 LEGACY = os.environ.get("TF_USE_LEGACY_KERAS") == "1"

@@ -12,6 +12,8 @@ from tf_embedding import keras as embedding_keras
 from helpers.keras_layer import BATCH, SumModel
 from helpers.keras_layer import fit_dataset, inputs, make_feature_config, make_samples
 
+pytestmark = pytest.mark.integration
+
 
 F = np.float32
 

@@ -16,6 +16,8 @@ from helpers.keras_layer import BATCH, NumpyModel, SumModel
 from helpers.keras_layer import inputs, make_feature_config, make_samples
 from helpers.processes import fresh_process_output
 
+pytestmark = pytest.mark.integration
+
 
 F = np.float32
 LEGACY = os.environ.get("TF_USE_LEGACY_KERAS") == "1"

@@ -17,6 +17,8 @@ from tf_embedding import keras as embedding_keras
 
 from helpers.keras_layer import inputs, make_samples
 
+pytestmark = pytest.mark.integration
+
 stock = tf.tpu.experimental.embedding
 
 

@@ -31,8 +31,10 @@ from helpers.keras_rs_models import (  # pylint: disable=wrong-import-position
     BATCH, F, NumpyTraining, SumModel, built_model, feature, fit_dataset, fit_samples, replay,
     table)
 
-pytestmark = pytest.mark.skipif(os.environ.get("TF_USE_LEGACY_KERAS") == "1",
-                                reason="keras-rs is Keras 3 only")
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(os.environ.get("TF_USE_LEGACY_KERAS") == "1",
+                                 reason="keras-rs is Keras 3 only")]
+
 
 def nested_configs(combiner, optimizers=None):
     """Two tables shared by four features in a nested structure."""
@@ -254,6 +256,7 @@ def test_custom_loop_under_mirrored_strategy_sums_gradients_over_the_global_batc
     replay(NumpyTraining(built_model(samples).embedding), samples, 2).check(model)
 
 
+@pytest.mark.slow
 def test_model_fit_under_mirrored_strategy_trains_the_global_batch():
     strategy = two_cpu_mirrored_strategy()
     samples = fit_samples(seed=8, steps=2, ragged=False)

@@ -23,8 +23,9 @@ from helpers.keras_rs_models import (  # pylint: disable=wrong-import-position
     fit_samples, table)
 from helpers.processes import fresh_process_output  # pylint: disable=wrong-import-position
 
-pytestmark = pytest.mark.skipif(os.environ.get("TF_USE_LEGACY_KERAS") == "1",
-                                reason="keras-rs is Keras 3 only")
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(os.environ.get("TF_USE_LEGACY_KERAS") == "1",
+                                 reason="keras-rs is Keras 3 only")]
 
 
 def engine_values(model):
@@ -172,6 +173,7 @@ def test_missing_keras_rs_raises_an_import_error_naming_the_extra():
     assert "tf_embedding[keras-rs]" in printed and "--no-deps" in printed
 
 
+@pytest.mark.slow
 def test_subclassed_model_saved_itself_scores_ragged_inputs_without_tf_embedding(tmp_path):
     """tf.saved_model.save of the model itself: Keras 3 also traces its default signature (float
     inputs in tracked containers of the build shapes), which the layer survives."""

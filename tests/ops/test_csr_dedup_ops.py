@@ -8,6 +8,8 @@ import tensorflow as tf
 from tf_embedding.feature_inputs import conversion as inputs
 from tf_embedding.feature_inputs.conversion import FeatureInput
 
+pytestmark = pytest.mark.unit
+
 
 def reference_dedup(ids, num_shards):
     unique = sorted(set(ids.tolist()), key=lambda i: (i % num_shards, i))

@@ -21,6 +21,8 @@ from tf_embedding.feature_inputs.conversion import FeatureInput
 from helpers.references import RawFeature, reference_csr
 from helpers.tables import random_table
 
+pytestmark = pytest.mark.unit
+
 
 VOCAB = 10
 DIM = 3
@@ -478,6 +480,7 @@ def test_invalid_inputs_raise(ops, case):
         raw_csr(ops, **overrides)
 
 
+@pytest.mark.slow
 def test_stacking_past_the_row_limit_raises(ops):
     empty = tf.zeros([0, 2], tf.int64)
     half = tf.constant([2**30, 1], tf.int64)

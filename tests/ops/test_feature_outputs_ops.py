@@ -8,6 +8,8 @@ import tensorflow as tf
 from tf_embedding import _loader
 from tf_embedding.feature_inputs import conversion as inputs
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def lib():

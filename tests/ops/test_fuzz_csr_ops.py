@@ -16,6 +16,8 @@ from tf_embedding import _loader
 from helpers.fuzz_settings import fuzz_settings
 from helpers.references import RawFeature, reference_csr
 
+pytestmark = pytest.mark.unit
+
 
 VOCAB = 8
 KINDS = ["dense", "sparse", "ragged"]

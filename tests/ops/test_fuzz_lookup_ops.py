@@ -19,6 +19,8 @@ from tf_embedding import optimizers as opt
 from helpers.fuzz_settings import fuzz_settings
 from helpers.references import reference_lookup
 
+pytestmark = pytest.mark.unit
+
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -2**63

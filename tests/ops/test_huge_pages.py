@@ -14,6 +14,8 @@ import pytest
 
 from helpers.processes import last_printed_words
 
+pytestmark = pytest.mark.integration
+
 
 MADV_COLLAPSE = 25
 THP_SETTING = "/sys/kernel/mm/transparent_hugepage/enabled"

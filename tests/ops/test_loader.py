@@ -8,6 +8,8 @@ import tensorflow as tf
 
 from tf_embedding import _loader
 
+pytestmark = pytest.mark.unit
+
 
 # The library this run is testing: Bazel's when tools/bazel_test.sh set the
 # variable, else the one built into the package.

@@ -17,6 +17,8 @@ from tf_embedding.feature_inputs import conversion as inputs
 from helpers.references import csr, reference_lookup
 from helpers.tables import random_table
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def lib():

@@ -6,7 +6,11 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from helpers.processes import last_printed_words
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 # The ISA variants of the row combine and of the sparse-apply row loops, and huge-page backing

@@ -20,6 +20,8 @@ from helpers.references import XLA_TOLERANCE, csr, reference_step
 from helpers.tables import make_variables, random_table
 from helpers.processes import last_printed_words
 
+pytestmark = pytest.mark.unit
+
 
 F = np.float32
 VOCAB, DIM = 12, 3
@@ -255,6 +257,7 @@ _DETERMINISM_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_results_are_bit_identical_for_one_and_two_threads():
     digests = last_printed_words(_DETERMINISM_SCRIPT,
                                  [((str(threads),), {}) for threads in (1, 2)])

@@ -5,6 +5,8 @@ import tensorflow as tf
 
 from tf_embedding import _loader
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def lib():

@@ -17,6 +17,8 @@ from tf_embedding import optimizers as opt
 from helpers.references import XLA_TOLERANCE, csr, reference_step
 from helpers.tables import make_variables, random_table
 
+pytestmark = pytest.mark.unit
+
 
 F = np.float32
 VOCAB, DIM = 12, 3

@@ -14,6 +14,8 @@ from tf_embedding.optimizers.keras_translation import embedding_optimizer
 
 from helpers.references import reference_update
 
+pytestmark = pytest.mark.unit
+
 
 def translate_optimizer(optimizer):
     """The mid-level classes' translation: Keras' own rule."""

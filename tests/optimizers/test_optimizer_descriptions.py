@@ -19,6 +19,8 @@ from tf_embedding import _loader
 from tf_embedding.optimizers import base as optimizer_base
 from tf_embedding.optimizers.description import OptimizerDescription
 
+pytestmark = pytest.mark.unit
+
 
 def _package_subclasses(base):
     """Every subclass of `base`, at any depth, that a tf_embedding module defines."""

@@ -12,6 +12,8 @@ from tf_embedding import optimizers
 
 from helpers.errors import error_of
 
+pytestmark = pytest.mark.unit
+
 stock = tf.tpu.experimental.embedding
 
 NAMES = ["SGD", "Adagrad", "AdagradMomentum", "Adam", "FTRL"]

@@ -24,6 +24,8 @@ from helpers.checkpoints import FEATURES, OPTIMIZERS, feature_config, object_gra
 from helpers.checkpoints import randomize, variable_values
 from helpers.differential import make_pair, random_case, random_inputs, trace
 
+pytestmark = pytest.mark.integration
+
 NUM_CASES = 60
 NUM_TRAINING_CASES = 8
 LEARNING_RATE = 0.05
@@ -69,6 +71,7 @@ def lookup_with_gradients(embedding, cotangents):
     return call
 
 
+@pytest.mark.slow
 def test_random_configurations_match_stock():
     """Activations and table gradients. Every 4th case is also traced with an unknown batch
     size, every 4th (offset 2) compiled by XLA: the fused path, the stock-op path for ragged

@@ -19,6 +19,8 @@ from tf_embedding.for_serving import TPUEmbeddingForServing
 from helpers.checkpoints import FEATURES, OPTIMIZERS, feature_config, object_graph, save
 from helpers.checkpoints import randomize, variable_values
 
+pytestmark = pytest.mark.integration
+
 stock = tf.tpu.experimental.embedding
 
 

@@ -7,6 +7,8 @@ import tensorflow as tf
 
 from tf_embedding import pooled_lookup
 
+pytestmark = pytest.mark.unit
+
 COMBINERS = ["sum", "mean", "sqrtn"]
 VOCABULARY_SIZE = 50
 DIM = 8

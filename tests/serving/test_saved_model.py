@@ -13,6 +13,8 @@ from tf_embedding import config
 from tf_embedding import optimizers
 from tf_embedding.for_serving import TPUEmbeddingForServing
 
+pytestmark = pytest.mark.integration
+
 stock = tf.tpu.experimental.embedding
 
 RAGGED_SPEC = tf.RaggedTensorSpec([None, None], tf.int64, 1, tf.int64)
@@ -151,6 +153,7 @@ def test_loads_without_tf_embedding(exported, tmp_path):
         np.testing.assert_array_equal(actual[name], value, err_msg=name)
 
 
+@pytest.mark.slow
 def test_jit_compiled_lookups_load_without_tf_embedding(tmp_path_factory, tmp_path):
     """`jit_compile=True` exports its XLA-compiled pooling as a stock function, which plain
     TensorFlow compiles on load; its activations are TF's up to the order of additions."""

@@ -18,6 +18,8 @@ from tf_embedding.for_serving import TPUEmbeddingForServing, serving_embedding_l
 from helpers.differential import make_pair, random_case, random_inputs
 from helpers.differential import trace as trace_with_unknown_batch
 
+pytestmark = pytest.mark.unit
+
 stock = tf.tpu.experimental.embedding
 
 NUM_CASES = 120
@@ -25,6 +27,7 @@ NUM_CASES = 120
 GRAPH_EVERY = 4
 
 
+@pytest.mark.slow
 def test_random_configurations_match_stock():
     rng = np.random.default_rng(20240521)
     for index in range(NUM_CASES):
@@ -47,6 +50,7 @@ def test_random_configurations_match_stock():
                 traced, expected)
 
 
+@pytest.mark.slow
 def test_random_configurations_with_jit_compile_match_stock():
     """The XLA-compiled pooling gives stock's activations up to the order of its additions."""
     rng = np.random.default_rng(20261125)

@@ -17,6 +17,8 @@ from tf_embedding.sharded import profile_files
 
 from helpers.feature_column import adagrad_spec, raw_features
 
+pytestmark = pytest.mark.integration
+
 
 VOCABULARY = 10
 # Two features of one table; per step the ids of both, batch of 2.

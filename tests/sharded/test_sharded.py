@@ -23,6 +23,8 @@ from helpers.sharded_training import local, make_dataset, make_targets, make_tra
 from helpers.sharded_training import split_replicas, squared_loss_step
 from helpers.sharded_training import train_and_check
 
+pytestmark = pytest.mark.integration
+
 
 # Every optimizer under every strategy; the input kind alternates so that both sparse and ragged
 # inputs meet every optimizer and every strategy.
@@ -60,6 +62,7 @@ def test_tables_are_the_same_with_one_two_and_four_blocks():
                 assert_close(value, tables["default"][table][slot], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_div_and_mod_give_the_same_trained_values():
     # Both match numpy and, as each touched row gets the same summed gradient in the same order
     # whichever block holds it, the same bits.

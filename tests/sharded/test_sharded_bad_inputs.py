@@ -11,6 +11,8 @@ import tf_embedding
 
 from helpers.sharded import small_embedding, small_features
 
+pytestmark = pytest.mark.unit
+
 
 F = np.float32
 

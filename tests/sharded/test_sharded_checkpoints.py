@@ -13,6 +13,8 @@ from helpers.checkpoints import object_graph, save
 from helpers.sharded import ADAGRAD, TABLES, assert_same_values, feature_config
 from helpers.sharded import randomize, sharded, variable_values
 
+pytestmark = pytest.mark.integration
+
 stock = tf.tpu.experimental.embedding
 
 

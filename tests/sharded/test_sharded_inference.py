@@ -11,6 +11,8 @@ import tf_embedding
 from helpers.graphs import custom_op_counts, custom_ops
 from helpers.sharded import dequeue_and_apply, gradients_like, small_embedding, small_features
 
+pytestmark = pytest.mark.unit
+
 
 def test_inference_batches_need_no_apply_gradients():
     emb = small_embedding()

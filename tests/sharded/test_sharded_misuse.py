@@ -8,6 +8,8 @@ import tensorflow as tf
 from helpers.sharded import make_strategy
 from helpers.sharded import dequeue_and_apply, gradients_like, small_embedding, small_features
 
+pytestmark = pytest.mark.unit
+
 
 MISUSE = {
     "dequeue_first": (lambda emb: emb.dequeue(),

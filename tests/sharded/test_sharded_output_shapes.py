@@ -14,6 +14,8 @@ import tf_embedding
 from helpers.sharded import feature_config, initial_table
 from helpers.sharded import make_strategy
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("kind", ["sparse", "ragged"])
 def test_output_shapes_follow_tpu_rules(kind):

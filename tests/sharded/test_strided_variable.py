@@ -7,6 +7,8 @@ import tensorflow as tf
 
 from tf_embedding.sharded.strided_variable import StridedShardedVariable
 
+pytestmark = pytest.mark.unit
+
 VOCABULARY, DIM, BLOCKS = 11, 3, 4
 
 

@@ -13,6 +13,8 @@ from tf_embedding.sharded.layout import ShardLayout
 from helpers import sharded_training as steps_lib
 from helpers.sharded import TABLES, feature_config, variable_values
 
+pytestmark = pytest.mark.integration
+
 PARTIAL = {name: "partial" for name in TABLES}
 
 

@@ -21,6 +21,8 @@ from helpers.sharded import FEATURES, GLOBAL_BATCH, MAX_SEQUENCE_LENGTH, TABLES,
 from helpers.sharded import make_samples, to_inputs, variable_values
 from helpers.xla_compiles import run_counting_compiles
 
+pytestmark = pytest.mark.integration
+
 F = np.float32
 NUM_STEPS = 3
 

@@ -17,6 +17,8 @@ sys.path.insert(0, os.path.join(REPO_ROOT, "tools"))
 
 import benchmark_variants  # pylint: disable=wrong-import-position
 
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
 
 def test_quick_run_prints_every_variant():
     result = subprocess.run(
@@ -118,6 +120,7 @@ def _tables(out):
     return tables
 
 
+@pytest.mark.cluster
 def test_ps_benchmark_prints_samples_and_bytes_for_each_traffic():
     result = subprocess.run(
         [sys.executable, os.path.join(REPO_ROOT, "tools", "ps_benchmark.py"), "--num-ps", "2",

@@ -6,7 +6,11 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from helpers.paths import REPO_ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_the_profile_splits_a_step_into_the_jobs_parts():
