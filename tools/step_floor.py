@@ -25,7 +25,8 @@ two shares of the limit (its time over ours, as the benchmark's *of limit*): the
 and the step's without the floor (`limit / (step - floor)`): how near our own work is to the
 limit once TensorFlow's per-call cost, which the limit does not pay, is left out. `others` is
 the cores other processes used while the worker timed (from /proc/stat, as the benchmark
-measures it); a `*` marks a row timed while they used 0.2 cores or more.
+measures it; `-`: rounds too short to measure); a `*` marks a row timed while they used 0.2
+cores or more.
 
 Dense rows run on ids of one per sample (`--ids-per-sample 1`), their own ids and limit.
 """
