@@ -7,9 +7,10 @@ those gradients. Lookups give the outputs of TF's CPU `serving_embedding_lookup`
 kind and option.
 
 Where the custom ops cannot be used, a table is looked up with gathers and segment sums instead,
-with the same results: inside an XLA-compiled function (`jit_compile=True`, which XLA cannot
-compile the custom ops into), and for a ragged input whose `output_shape` needs a batch size
-known only at run time.
+with the same results: while a SavedModel is saved (it must load in TensorFlow without
+tf_embedding), and for a ragged input whose `output_shape` needs a batch size known only at run
+time. Inside an XLA-compiled function (`jit_compile=True`) the custom ops run through their XLA
+kernels (docs/xla.md).
 """
 import contextlib
 import math
@@ -199,7 +200,7 @@ class _Lookups(NamedTuple):
 def _lookup_rows(feature_input: inputs_lib.FeatureInput, combiner: str,
                  runtime_output_shape_feature: Any) -> _Lookups:
     """A feature's lookups, with the row layout and gains of the CSR conversion
-    (docs/internals.md) and `runtime_output_shape_feature` as in `features.CpuLookupPlan`."""
+    (docs/internals.md) and `runtime_output_shape_feature` as in `features_lib.CpuLookupPlan`."""
     tensor = feature_input.tensor
     if not isinstance(tensor, (tf.SparseTensor, tf.RaggedTensor)):
         ids = tf.cast(tf.reshape(tensor, [-1]), tf.int64)
@@ -251,7 +252,7 @@ def _lookup_rows(feature_input: inputs_lib.FeatureInput, combiner: str,
 
 
 def _runtime_sequence_length(feature: Any, batch_size: tf.Tensor) -> tf.Tensor:
-    """`features.ragged_sequence_length` for a batch size known at run time.
+    """`features_lib.ragged_sequence_length` for a batch size known at run time.
 
     0 if the batch fills `feature.output_shape`, else the positions per sample. When neither fits
     it fails at run time with TF's message (XLA drops the check).
