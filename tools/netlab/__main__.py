@@ -38,7 +38,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                        help="seconds the run may take; then it stops and cleans up")
     train.add_argument("train_args", nargs=argparse.REMAINDER,
                        help="-- then the arguments of tf-embedding train")
-    commands.add_parser("cleanup", help="remove every namespace a lab left behind")
+    commands.add_parser("cleanup", help="remove every namespace a lab left behind (and those "
+                                        "of any lab running now)")
     return parser.parse_args(argv)
 
 
