@@ -73,7 +73,7 @@ _EXPOSED = ("each task's port listens on every interface of this machine, where 
             "reach it can run any op in the task (reading or writing any file it can)")
 
 
-def private_network(allow_exposed_ports: bool, stream: TextIO) -> PrivateNetwork | None:
+def _private_network(allow_exposed_ports: bool, stream: TextIO) -> PrivateNetwork | None:
     """A private network namespace for the cluster's processes; None (after saying so) where
     this machine gives none and `allow_exposed_ports`.
 
@@ -111,7 +111,7 @@ def run(options: ClusterOptions, train_argv: Sequence[str], stream: TextIO = sys
       ExposedPortsRefused: no private network namespace can be made for the cluster's processes
         and not `options.allow_exposed_ports` (nothing is started).
     """
-    network = private_network(options.allow_exposed_ports, stream)
+    network = _private_network(options.allow_exposed_ports, stream)
     with network or contextlib.nullcontext():
         return _run_clusters(options, train_argv, network, stream)
 
