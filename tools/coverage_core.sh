@@ -4,10 +4,10 @@
 #   tools/coverage_core.sh            # table of every cc/core file, then the totals
 #
 # Builds the tests with gcc's --coverage at -O0 (the other flags as cc/core/Makefile gives them)
-# into build/core_coverage/, runs them, and reads gcov's JSON reports. A line or function counts
-# as covered when any test program ran it (a header is compiled into several). gcov knows only
-# the code a program compiles: a template or inline function that no test instantiates is not
-# in the figures at all.
+# into build/core_coverage/, runs them (also with TF_EMBEDDING_SIMD=avx2 and baseline), and reads
+# gcov's JSON reports. A line or function counts as covered when any test program ran it (a
+# header is compiled into several). gcov knows only the code a program compiles: a template or
+# inline function that no test instantiates is not in the figures at all.
 #
 #   tools/coverage_core.sh --uncovered   # also the functions and lines no test runs, by file
 set -euo pipefail
@@ -23,6 +23,13 @@ if ! make -s -C "$root/cc/core" -j2 test BUILD_DIR="$build" CXXFLAGS="$flags" \
   echo "coverage_core: the cc/core tests failed" >&2
   exit 1
 fi
+# Again with each narrower vector ISA the dispatchers may pick (cc/core/simd_dispatch.h), so that
+# the variants the machine's widest ISA would leave out are run too where the CPU has them.
+for isa in avx2 baseline; do
+  for test in "$build"/*_test; do
+    TF_EMBEDDING_SIMD=$isa "$test" >>"$build/tests.log" 2>&1
+  done
+done
 cd "$build"
 # Every object's notes file, with its counts where a test program ran it: a file that no test
 # program links (only the op library uses it) is reported as not run, not left out.
