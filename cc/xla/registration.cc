@@ -26,14 +26,13 @@ std::string Device() { return tensorflow::DEVICE_CPU_XLA_JIT; }
 // and only TensorFlow's own code touches its protos here.)
 bool CompilationKernelsExist() {
   const std::string kernels = tensorflow::KernelsRegisteredForOp("NoOp");
-  return kernels.find(absl::StrCat("device='", tensorflow::DEVICE_CPU_XLA_JIT, "'")) !=
-         std::string::npos;
+  return kernels.find(absl::StrCat("device='", Device(), "'")) != std::string::npos;
 }
 
-// What XlaOpRegistry::RegisterCompilationKernels would register for `spec`.
+// What XlaOpRegistry::RegisterCompilationKernels would register for `spec` (called once it has
+// run, so the CPU backend is registered).
 void RegisterCompilationKernel(const XlaKernelSpec& spec, XlaOpRegistry::Factory factory) {
   const std::string device = Device();
-  if (!XlaOpRegistry::IsBackendRegistered(device)) return;
   tensorflow::KernelDefBuilder kernel(spec.op.c_str());
   kernel.Device(device.c_str());
   for (const auto& [attr, types] : spec.type_constraints) {
