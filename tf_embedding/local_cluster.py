@@ -7,6 +7,11 @@ Each task gets a free port, is awaited until it prints its readiness line, and i
 not started here: connecting to a cluster rewires a process's eager context, so it is usually a
 process of its own with `TF_CONFIG=tf_config(cluster, "chief", 0)`.
 
+TensorFlow's server listens on every interface of the machine, whatever host TF_CONFIG names,
+and runs any op that reaches it (docs/parameter_server.md, "Who can reach a task"). Given a
+`PrivateNetwork`, the tasks (and a chief started with `start_process`) run in it instead, where
+nothing outside reaches their ports.
+
 ```python
 with local_cluster.loopback_cluster(num_ps=2, num_workers=1) as cluster:
     subprocess.run([sys.executable, "train.py"],
@@ -25,9 +30,10 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from tf_embedding import server
+from tf_embedding.private_network import PrivateNetwork
 
 READY_TIMEOUT = 120.0
 STOP_TIMEOUT = 30.0
@@ -70,16 +76,31 @@ def tf_config(cluster: Mapping[str, Sequence[str]], task_type: str, index: int) 
     return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
 
 
+def start_process(args: Sequence[str], environ: Mapping[str, str],
+                  network: PrivateNetwork | None = None, **popen_args: Any) -> subprocess.Popen:
+    """Starts `python *args` as a task (or the chief) of a local cluster: with `environ` (e.g.
+    its TF_CONFIG) added to this process's, in `network` if given, in a session of its own.
+
+    The session: a terminal's Ctrl-C must not stop a task before the chief, which still saves
+    its checkpoint on the task; tasks are stopped by pid instead, the chief is passed the
+    signal."""
+    argv = [sys.executable, *args]
+    if network is not None:
+        argv, popen_args = network.command(argv), {**popen_args, "pass_fds": network.fds}
+    return subprocess.Popen(argv, env=child_environment(environ), start_new_session=True,
+                            **popen_args)
+
+
 class ServerProcess:
     """One `python -m tf_embedding.server` subprocess; its output lines arrive in `lines`."""
 
-    def __init__(self, environ: Mapping[str, str], args: Sequence[str] = SERVER):
-        """Starts `python *args` with `environ` (e.g. its TF_CONFIG) added to this process's."""
-        # A session of its own: a terminal's Ctrl-C must not stop the task before the chief,
-        # which still saves its checkpoint on the task; the task is stopped by pid instead.
-        self.process = subprocess.Popen(
-            [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, env=child_environment(environ), start_new_session=True)
+    def __init__(self, environ: Mapping[str, str], args: Sequence[str] = SERVER,
+                 network: PrivateNetwork | None = None):
+        """Starts `python *args` with `environ` (e.g. its TF_CONFIG) added to this process's,
+        in `network` if given."""
+        self.network = network
+        self.process = start_process(args, environ, network, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
         self.lines: "queue.Queue[str | None]" = queue.Queue()
         self.output: list[str] = []
         self._ended = False  # the reader's end marker was taken from `lines`
@@ -148,16 +169,17 @@ TaskKey = tuple[str, int]
 @contextlib.contextmanager
 def loopback_tasks(
         num_ps: int, num_workers: int = 1, attempts: int = 3,
-        command: Callable[[str, int], Sequence[str]] = lambda task_type, index: SERVER
+        command: Callable[[str, int], Sequence[str]] = lambda task_type, index: SERVER,
+        network: PrivateNetwork | None = None
 ) -> Iterator[tuple[dict[str, list[str]], dict[TaskKey, ServerProcess]]]:
     """`loopback_cluster`, also yielding each task's process, for a caller that watches them:
     it may replace a dead one with `restart_task`, and the tasks in the mapping at exit are the
-    ones stopped."""
+    ones stopped. The tasks run in `network` if given."""
     for attempt in range(attempts):
         cluster = cluster_spec(num_ps, num_workers)
         servers = {(task_type, index): ServerProcess(
                        {"TF_CONFIG": tf_config(cluster, task_type, index)},
-                       command(task_type, index))
+                       command(task_type, index), network)
                    for task_type in ("ps", "worker") for index in range(len(cluster[task_type]))}
         try:
             ready = {key: process.wait_ready() for key, process in servers.items()}
@@ -177,10 +199,11 @@ def loopback_tasks(
 def restart_task(cluster: Mapping[str, Sequence[str]], servers: dict[TaskKey, ServerProcess],
                  key: TaskKey, command: Sequence[str] = SERVER) -> None:
     """Starts task `key` of `cluster` anew at its address (its process having ended), as a task
-    restarted after a crash would be, and waits until it is ready; the new process replaces the
-    old in `servers`. Raises RuntimeError if it exits before it is ready."""
+    restarted after a crash would be, in the same network, and waits until it is ready; the new
+    process replaces the old in `servers`. Raises RuntimeError if it exits before it is ready."""
     servers[key].stop()
-    servers[key] = ServerProcess({"TF_CONFIG": tf_config(cluster, *key)}, command)
+    servers[key] = ServerProcess({"TF_CONFIG": tf_config(cluster, *key)}, command,
+                                 servers[key].network)
     if not servers[key].wait_ready():
         raise RuntimeError(f"{key[0]} task {key[1]} exited while restarting:\n"
                            + servers[key].remaining_output())

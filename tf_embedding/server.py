@@ -9,8 +9,13 @@ It reads the cluster and this task from `TF_CONFIG` (TF's convention), then:
   later (a task without it fails the first step with "Op type not registered");
 * sets TF's thread pools so that the tasks sharing a machine do not oversubscribe it (a loopback
   cluster on a 2-core box runs 4 or 5 TF processes);
-* starts `tf.distribute.Server`, prints one readiness line (`READY_MARKER ...`) and serves until
-  SIGTERM or SIGINT, on which it exits with status 0.
+* starts `tf.distribute.Server`, prints one readiness line (`READY_MARKER ...`, naming the
+  interfaces its port listens on and who can reach it) and serves until SIGTERM or SIGINT, on
+  which it exits with status 0.
+
+TensorFlow's server listens on every interface, whatever host TF_CONFIG names, and runs any op
+that reaches its port, with no authentication or encryption: keep a cluster on a trusted network,
+its tasks' ports reachable only from its own hosts (docs/parameter_server.md).
 
 A missing or malformed `TF_CONFIG` exits with status 2 and a message saying what is wrong.
 """
@@ -22,6 +27,8 @@ import os
 import signal
 import sys
 from typing import Any, Mapping, Sequence
+
+from tf_embedding import interfaces
 
 READY_MARKER = "tf_embedding.server ready:"
 _EXAMPLE = ('TF_CONFIG=\'{"cluster": {"chief": ["host0:2222"], "ps": ["host1:2222"], '
@@ -63,6 +70,10 @@ class Task:
     @property
     def host(self) -> str:
         return _host(self.address)
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
 
     def tasks_on_this_host(self) -> int:
         """How many tasks of the cluster (chief included) share this task's host."""
@@ -158,6 +169,26 @@ def thread_counts(task: Task, cpus: int) -> tuple[int, int]:
     return intra, inter
 
 
+def reach(port: int) -> str:
+    """Which interfaces this process's `port` listens on, and who can therefore reach it."""
+    listening = interfaces.listening_interfaces(port)
+    if listening is None:
+        return (f"port {port} listens on the interfaces TensorFlow's server binds (every one; "
+                "they cannot be read here): anyone who can reach this machine can run any op "
+                "in this task.")
+    every, reachable = listening
+    names = ", ".join(f"{interface.name} ({' '.join(interface.addresses)})"
+                      if interface.addresses else interface.name for interface in reachable)
+    where = "every interface of its network namespace" if every else "the interfaces"
+    if all(interface.loopback for interface in reachable):
+        who = "only processes in this network namespace can reach it."
+    else:
+        who = ("anyone who can reach one of these addresses can run any op in this task, "
+               "unauthenticated: keep it on a trusted network, firewalled to the cluster's "
+               "hosts.")
+    return f"port {port} listens on {where}: {names}; {who}"
+
+
 def _available_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -216,7 +247,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
               f"{task.address}: {error.message}", file=sys.stderr)
         return 1
     print(f"{READY_MARKER} {task.task_type} {task.task_index} at {task.address} "
-          f"(pid {os.getpid()}, intra-op threads {intra}, inter-op threads {inter})", flush=True)
+          f"(pid {os.getpid()}, intra-op threads {intra}, inter-op threads {inter}); "
+          f"{reach(task.port)}", flush=True)
     received = signal.sigwait(stop_signals)
     print(f"tf_embedding.server: {task.task_type} {task.task_index} stopping on "
           f"{signal.Signals(received).name}", flush=True)

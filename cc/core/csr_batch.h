@@ -42,8 +42,7 @@ Status ValidateRowSplits(const int64_t* row_splits, int64_t size, int64_t num_va
 Status ValidateCsrBatch(const CsrBatch& batch, int64_t vocabulary_size);
 
 // The checks of ValidateCsrBatch that need only the sizes of the arrays: row_splits is not
-// empty and there is one gain per id. The XLA kernels, which compile for shapes and cannot fail
-// at run time, check only these.
+// empty and there is one gain per id: what the XLA kernels check when they compile, for shapes.
 Status ValidateCsrBatchSizes(int64_t num_row_splits, int64_t num_ids, int64_t num_gains);
 
 }  // namespace tf_embedding

@@ -56,6 +56,15 @@ TFE_TEST(CsrBatchErrors) {
                    "id -7 at ids[1] is negative");
 }
 
+// The checks the XLA kernels make when they compile, from the arrays' sizes alone.
+TFE_TEST(CsrBatchSizes) {
+  TFE_EXPECT_OK(ValidateCsrBatchSizes(3, 5, 5));
+  TFE_EXPECT_OK(ValidateCsrBatchSizes(1, 0, 0));
+  TFE_EXPECT_ERROR(ValidateCsrBatchSizes(0, 0, 0),
+                   "row_splits must have at least one element (R + 1 for R rows), got none");
+  TFE_EXPECT_ERROR(ValidateCsrBatchSizes(3, 5, 4), "gains has 4 elements but ids has 5");
+}
+
 }  // namespace
 }  // namespace tf_embedding
 

@@ -427,7 +427,7 @@ void CsrBuilder::ApplyCombiner(const AddedFeature& feature, const int64_t* row_s
 
 void ApplyCombinerToRow(Combiner combiner, float* begin, float* end) {
   if (combiner == Combiner::kSum) return;
-  using Rule = CombinerRule<ScalarMath>;
+  using Rule = CombinerRule;
   double sum_of_terms = 0;
   for (const float* g = begin; g != end; ++g) sum_of_terms += Rule::Term(combiner, *g);
   const double denominator = Rule::Denominator(combiner, sum_of_terms);
@@ -438,7 +438,7 @@ void ApplyCombinerToRow(Combiner combiner, float* begin, float* end) {
 
 float UnitWeightGain(Combiner combiner, int64_t ids) {
   if (combiner == Combiner::kSum) return 1.0f;
-  using Rule = CombinerRule<ScalarMath>;
+  using Rule = CombinerRule;
   // Each id's term is 1 under both rules (1 and 1^2), and a double sums up to 2^53 ones exactly.
   const double sum_of_terms = static_cast<double>(ids);
   return static_cast<float>(Rule::Gain(1.0, Rule::Denominator(combiner, sum_of_terms)));

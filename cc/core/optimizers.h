@@ -11,11 +11,9 @@
 // transcription of §2 agrees to rounding: exactly for the rules built from correctly rounded
 // operations (+ - * / sqrt), to ~1 ulp where pow is involved.
 //
-// The math is defined once for both runtimes: `Update` and UpdateElement are templates over the
-// scalar type T they compute with, written in the vocabulary below (operators, Sqrt, Pow,
-// Clamp, ReciprocalSqrt, ScalarLike). With T = float they are the TF kernels' loops; the XLA
-// kernels instantiate them with an elementwise XLA value (cc/xla/xla_math.h), whose functions of
-// the same names build XLA ops over whole arrays of touched rows.
+// The math is defined once for both runtimes: the TF kernels and the XLA CPU custom calls run
+// the same row loops (row_updates.h) over `Update` and UpdateElement, written in the scalar
+// vocabulary below (operators, Sqrt, Pow, Clamp, ReciprocalSqrt).
 #ifndef TF_EMBEDDING_CC_CORE_OPTIMIZERS_H_
 #define TF_EMBEDDING_CC_CORE_OPTIMIZERS_H_
 
@@ -30,7 +28,7 @@
 
 namespace tf_embedding {
 
-// The scalar vocabulary of the rules, for float (cc/xla/xla_math.h has the XLA overloads).
+// The scalar vocabulary of the rules.
 // Clamps x to [lo, hi]; NaN stays NaN, like numpy.clip.
 inline float Clamp(float x, float lo, float hi) { return std::min(std::max(x, lo), hi); }
 inline float Sqrt(float x) { return std::sqrt(x); }
@@ -45,8 +43,6 @@ inline float Sign(float x) { return static_cast<float>((x > 0.0f) - (x < 0.0f));
 inline float Abs(float x) { return std::abs(x); }
 // max(x, y) as std::max computes it: y only when x < y, so a NaN x stays.
 inline float Max(float x, float y) { return std::max(x, y); }
-// `value` as a scalar of the type of `like` (an XLA value needs its builder).
-inline float ScalarLike(float /*like*/, float value) { return value; }
 
 // Knobs every optimizer shares; their attrs precede each rule's own.
 struct CommonUpdateParams {
@@ -68,11 +64,10 @@ struct CommonUpdateParams {
               &P::multiply_weight_decay_factor_by_learning_rate}}};
   }
 
-  template <typename T>
-  T WeightDecay(const T& lr) const {
+  float WeightDecay(float lr) const {
     return multiply_weight_decay_factor_by_learning_rate
                ? weight_decay_factor * lr
-               : ScalarLike(lr, weight_decay_factor);
+               : weight_decay_factor;
   }
 
   // Whether the knobs change nothing: no clipping bound and no weight decay (the defaults).
@@ -96,8 +91,7 @@ struct SgdRule : LazyRule {
   static constexpr std::array<const char*, 0> kSlotNames = {};
   static constexpr std::array<Hyperparameter<SgdRule>, 0> Hyperparameters() { return {}; }
 
-  template <typename T>
-  void Update(const T& lr, const T& g, T& w, std::array<T, 0>&) const {
+  void Update(float lr, float g, float& w, std::array<float, 0>&) const {
     w = w - lr * g;
   }
 };
@@ -109,9 +103,8 @@ struct AdagradRule : LazyRule {
   static constexpr std::array<Hyperparameter<AdagradRule>, 0> Hyperparameters() { return {}; }
 
   // No epsilon: the accumulator starts at initial_accumulator_value > 0.
-  template <typename T>
-  void Update(const T& lr, const T& g, T& w, std::array<T, 1>& s) const {
-    T& a = s[0];
+  void Update(float lr, float g, float& w, std::array<float, 1>& s) const {
+    float& a = s[0];
     a = a + g * g;
     w = w - lr * g / Sqrt(a);
   }
@@ -138,19 +131,17 @@ struct AdagradMomentumRule : LazyRule {
   }
 
   // (a + epsilon)^(-1/exponent); the default exponent 2 is a reciprocal square root.
-  template <typename T>
-  T Preconditioner(const T& x) const {
+  float Preconditioner(float x) const {
     if (exponent == 2.0f) return ReciprocalSqrt(x);
     return Pow(x, -1.0f / exponent);
   }
 
-  template <typename T>
-  void Update(const T& lr, const T& g, T& w, std::array<T, 2>& s) const {
-    T& a = s[0];
-    T& m = s[1];
+  void Update(float lr, float g, float& w, std::array<float, 2>& s) const {
+    float& a = s[0];
+    float& m = s[1];
     // beta2 == 1 is plain Adagrad accumulation, not an exponential average with weight 0.
     a = beta2 == 1.0f ? a + g * g : beta2 * a + (1.0f - beta2) * g * g;
-    const T scaled = Preconditioner(a + epsilon) * g;
+    const float scaled = Preconditioner(a + epsilon) * g;
     m = momentum * m + scaled;
     w = w - lr * (use_nesterov ? momentum * m + scaled : m);
   }
@@ -179,10 +170,9 @@ struct AdamRule {
   bool UpdatesUntouchedRows() const { return !lazy_adam; }
 
   // No bias correction, as on TPU.
-  template <typename T>
-  void Update(const T& lr, const T& g, T& w, std::array<T, 2>& s) const {
-    T& m = s[0];
-    T& v = s[1];
+  void Update(float lr, float g, float& w, std::array<float, 2>& s) const {
+    float& m = s[0];
+    float& v = s[1];
     m = beta_1 * m + (1.0f - beta_1) * g;
     v = beta_2 * v + (1.0f - beta_2) * g * g;
     const float inside = sum_inside_sqrt ? epsilon * epsilon : 0.0f;
@@ -216,22 +206,20 @@ struct FtrlRule : LazyRule {
   }
 
   // a^(-learning_rate_power); the default -0.5 is a (correctly rounded, vectorisable) sqrt.
-  template <typename T>
-  T Power(const T& a) const {
+  float Power(float a) const {
     if (learning_rate_power == -0.5f) return Sqrt(a);
     return Pow(a, -learning_rate_power);
   }
 
-  template <typename T>
-  void Update(const T& lr, const T& g, T& w, std::array<T, 2>& s) const {
-    T& a = s[0];
-    T& l = s[1];
+  void Update(float lr, float g, float& w, std::array<float, 2>& s) const {
+    float& a = s[0];
+    float& l = s[1];
     const float l1 = l1_regularization_strength;
     const float l2 = l2_regularization_strength;
-    const T a_new = a + g * g;
-    const T p_new = Power(a_new);
-    const T dp = p_new - Power(a);
-    T numerator, denominator;
+    const float a_new = a + g * g;
+    const float p_new = Power(a_new);
+    const float dp = p_new - Power(a);
+    float numerator, denominator;
     if (multiply_linear_by_learning_rate) {
       l = l + lr * g - dp * w;
       numerator = l1 == 0.0f ? -l : Clamp(l, -lr * l1, lr * l1) - l;
@@ -268,14 +256,13 @@ struct ProximalAdagradRule : LazyRule {
   // TF shrinks by l1 only when l1 > 0 and divides prox otherwise; with l1 = 0 the shrinking
   // formula gives that same value (sign(p) * |p| is p; only a zero's sign may differ), so one
   // branch-free formula covers both and the row loop vectorises.
-  template <typename T>
-  void Update(const T& lr, const T& g, T& w, std::array<T, 1>& s) const {
-    T& a = s[0];
+  void Update(float lr, float g, float& w, std::array<float, 1>& s) const {
+    float& a = s[0];
     const float l1 = l1_regularization_strength > 0.0f ? l1_regularization_strength : 0.0f;
     const float l2 = l2_regularization_strength;
     a = a + g * g;
-    const T rate = lr / Sqrt(a);
-    const T prox = w - g * rate;
+    const float rate = lr / Sqrt(a);
+    const float prox = w - g * rate;
     w = Sign(prox) * Max(Abs(prox) - rate * l1, 0.0f) / (1.0f + l2 * rate);
   }
 };
@@ -297,9 +284,8 @@ struct MomentumRule : LazyRule {
     return {{{"momentum", &R::momentum}, {"use_nesterov", &R::use_nesterov}}};
   }
 
-  template <typename T>
-  void Update(const T& lr, const T& g, T& w, std::array<T, 1>& s) const {
-    T& m = s[0];
+  void Update(float lr, float g, float& w, std::array<float, 1>& s) const {
+    float& m = s[0];
     m = m * momentum + g;
     w = use_nesterov ? w - (g * lr + m * momentum * lr) : w - m * lr;
   }
@@ -323,10 +309,9 @@ struct RmsPropRule : LazyRule {
     return {{{"rho", &R::rho}, {"momentum", &R::momentum}, {"epsilon", &R::epsilon}}};
   }
 
-  template <typename T>
-  void Update(const T& lr, const T& g, T& w, std::array<T, 2>& s) const {
-    T& ms = s[0];
-    T& mom = s[1];
+  void Update(float lr, float g, float& w, std::array<float, 2>& s) const {
+    float& ms = s[0];
+    float& mom = s[1];
     ms = ms + (g * g - ms) * (1.0f - rho);
     mom = mom * momentum + g * lr / Sqrt(ms + epsilon);
     w = w - mom;
@@ -360,17 +345,16 @@ struct ProximalYogiRule : LazyRule {
              {"l2_regularization_strength", &R::l2_regularization_strength}}};
   }
 
-  template <typename T>
-  void Update(const T& lr, const T& g, T& w, std::array<T, 2>& s) const {
-    T& v = s[0];
-    T& m = s[1];
+  void Update(float lr, float g, float& w, std::array<float, 2>& s) const {
+    float& v = s[0];
+    float& m = s[1];
     const float l1 = l1_regularization_strength > 0.0f ? l1_regularization_strength : 0.0f;
     const float l2 = l2_regularization_strength;
     m = m * beta1 + g * (1.0f - beta1);
-    const T g2 = g * g;
+    const float g2 = g * g;
     v = v + (1.0f - beta2) * Sign(g2 - v) * g2;
-    const T rate = lr / (Sqrt(v) + epsilon);
-    const T descended = w - rate * m;
+    const float rate = lr / (Sqrt(v) + epsilon);
+    const float descended = w - rate * m;
     // TF Addons solves argmin_x a x^2 / 2 + b x + c |x| with a = 1 + l2 rate, b = -descended,
     // c = l1 rate when l1 > 0: (c sign(b) - b) / a where |b| > c, else 0. That is
     // sign(descended) max(|descended| - c, 0) / a, rounded the same (the subtraction is one
@@ -378,26 +362,25 @@ struct ProximalYogiRule : LazyRule {
     // Without l1 it divides by a if l2 > 0 and keeps `descended` otherwise: the same formula with
     // c = 0 (and a = 1, an exact division). One branch-free formula lets the row loop
     // vectorise; a NaN propagates.
-    const T a = 1.0f + l2 * rate;
-    const T c = l1 * rate;
+    const float a = 1.0f + l2 * rate;
+    const float c = l1 * rate;
     w = Sign(descended) * Max(Abs(descended) - c, 0.0f) / a;
   }
 };
 
 // One optimizer step of one element: g = clip(grad), w -= decay * w, the rule, w = clip(w).
-// `decay` is common.WeightDecay(lr). T is float (row_updates.h) or an XLA value (cc/xla).
-// kApplyCommon = false, for knobs that AreIdentity(), is the rule alone: the same values, but
-// that an infinite weight stays infinite (w - 0 * w is NaN) and a -0 weight is not made +0. Both
-// runtimes choose it by the same test, so they agree. Without the knobs the row loops run about a
-// fifth fewer vector instructions per element, which made the AVX2 Adagrad update 12% faster.
-template <bool kApplyCommon, typename Rule, typename T>
-void UpdateElement(const Rule& rule, const CommonUpdateParams& common, const T& lr,
-                   const T& decay, const T& grad, T& w, std::array<T, Rule::kNumSlots>& slots) {
+// `decay` is common.WeightDecay(lr). kApplyCommon = false, for knobs that AreIdentity(), is the
+// rule alone: the same values, but that an infinite weight stays infinite (w - 0 * w is NaN) and
+// a -0 weight is not made +0. Without the knobs the row loops run about a fifth fewer vector
+// instructions per element, which made the AVX2 Adagrad update 12% faster.
+template <bool kApplyCommon, typename Rule>
+void UpdateElement(const Rule& rule, const CommonUpdateParams& common, float lr, float decay,
+                   float grad, float& w, std::array<float, Rule::kNumSlots>& slots) {
   if constexpr (!kApplyCommon) {
     rule.Update(lr, grad, w, slots);
     return;
   }
-  const T g = Clamp(grad, common.clip_gradient_min, common.clip_gradient_max);
+  const float g = Clamp(grad, common.clip_gradient_min, common.clip_gradient_max);
   // Applied even when zero (exact for finite weights): a select here keeps GCC from
   // vectorising UpdateRow's loop once it is inlined into the row loops.
   w = w - decay * w;
@@ -406,7 +389,7 @@ void UpdateElement(const Rule& rule, const CommonUpdateParams& common, const T& 
 }
 
 // Calls f(std::bool_constant<kApplyCommon>()) with kApplyCommon = !common.AreIdentity(): the one
-// choice of UpdateElement's variant, for every row loop and the XLA update alike.
+// choice of UpdateElement's variant, for every row loop.
 template <typename F>
 void WithCommonKnobs(const CommonUpdateParams& common, F&& f) {
   if (common.AreIdentity()) return f(std::false_type());

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cc/core/errors.h"
 #include "cc/core/row_updates.h"
 #include "cc/core/simd_dispatch.h"
 #include "cc/core/testing.h"
@@ -317,8 +318,8 @@ TFE_TEST(UpdateAllRowsGivesUntouchedRowsAZeroGradient) {
   }
 }
 
-// Both row loops skip knobs that change nothing, as the XLA update does (WithCommonKnobs): an
-// infinite weight stays infinite in a touched row (1) and in an untouched one (0).
+// Both row loops skip knobs that change nothing (WithCommonKnobs): an infinite weight stays
+// infinite in a touched row (1) and in an untouched one (0).
 TFE_TEST(RowLoopsSkipKnobsThatChangeNothing) {
   const Touches touches;
   const GradientGroups groups = touches.Groups();
@@ -475,6 +476,15 @@ TFE_TEST(EveryRuleHasDistinctNamesAndAttrs) {
     for (const char* slot : Rule::kSlotNames) TFE_EXPECT(slots.insert(slot).second);
   });
   TFE_EXPECT_EQ(rule_names.size(), size_t{9});
+}
+
+// The apply kernels' check of the learning rate: no rule takes one that is not finite.
+TFE_TEST(LearningRateMustBeFinite) {
+  TFE_EXPECT_OK(CheckLearningRate("t", 0.5f));
+  TFE_EXPECT_ERROR(CheckLearningRate("t", std::numeric_limits<float>::quiet_NaN()),
+                   "Table 't': learning_rate must be finite, got nan");
+  TFE_EXPECT_ERROR(CheckLearningRate("t", -std::numeric_limits<float>::infinity()),
+                   "Table 't': learning_rate must be finite, got -inf");
 }
 
 }  // namespace

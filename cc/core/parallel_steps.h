@@ -1,6 +1,6 @@
 // The parallel loops of the lookup, gradient and sparse-apply kernels, written once for both
 // runtimes that run them: the TF kernels (cc/kernels) hand them TensorFlow's intra-op pool
-// through tensorflow::Shard, the XLA CPU custom calls (cc/xla/ffi_handlers.cc) the pool XLA
+// through tensorflow::Shard, the XLA CPU custom calls (cc/xla/ffi_buffers.h) the pool XLA
 // runs the compiled step on, which TensorFlow sets to the same intra-op pool. Each unit (an
 // output row, a unique id, a table row) is computed by one thread, so the results do not depend
 // on how a sharder splits the range: both runtimes give the same bits.

@@ -1,5 +1,5 @@
 // A call's work run by tasks scheduled up front on a thread pool, while the caller returns at
-// once: XLA's asynchronous custom calls (cc/xla/ffi_handlers.cc), so that XLA starts the next
+// once: XLA's asynchronous custom calls (cc/xla/ffi_sparse_apply.cc), so that XLA starts the next
 // independent call (the next table's) while this one runs, as TensorFlow's executor runs the
 // uncompiled step's per-table ops side by side.
 //

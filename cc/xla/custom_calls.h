@@ -1,9 +1,9 @@
-// The XLA CPU custom calls of the kernels in cc/xla: on the XLA CPU compilation device each op
-// compiles to one typed-FFI custom call whose handler (ffi_handlers.cc) runs the TF kernel's
-// cc/core code on XLA's buffers, on the intra-op pool, with the TF kernel's checks and errors.
-// A compiled step then computes what the uncompiled step does, bit for bit, at its speed, and
-// fails with the same InvalidArgumentError on bad data. The XLA-operations formulation
-// (batch_ops.h, sparse_apply.h, csr_conversion.h) remains for the GPU compilation device.
+// The XLA CPU custom calls of the kernels in cc/xla: on the XLA CPU compilation device, the only
+// one the kernels are registered for, each op compiles to one typed-FFI custom call whose
+// handler (ffi_handlers.cc, ffi_sparse_apply.cc) runs the TF kernel's cc/core code on XLA's
+// buffers, on the intra-op pool, with the TF kernel's checks and errors. A compiled step then
+// computes what the uncompiled step does, bit for bit, at its speed, and fails with the same
+// InvalidArgumentError on bad data.
 //
 // This file builds the calls (operands, result shapes, attributes, aliasing); the handlers read
 // them back in the same order.

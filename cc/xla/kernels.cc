@@ -1,13 +1,13 @@
 // The XLA kernels of the lookup, gradient, sparse-apply, CSR conversion and feature-output
-// ops: they read and check their inputs' shapes and attrs, with the TF kernels' messages, then
-// compile to the custom calls of custom_calls.h on the CPU compilation device, and to the XLA
-// operations of batch_ops.h, sparse_apply.h and csr_conversion.h on the GPU one.
+// ops, for XLA's CPU compilation device only (registration.h): they read and check their
+// inputs' shapes and attrs, with the TF kernels' messages, then compile to the custom calls of
+// custom_calls.h, which run the TF kernels' cc/core code (TfeFeatureOutputs to slices).
 //
 // One translation unit on purpose: tensorflow/compiler/tf2xla/xla_op_kernel.h alone costs a
 // compiler about a minute and 1.7 GiB, so only this file includes it, and the builders, which
 // need only xla_builder.h, compile in their own files.
 #include <algorithm>
-#include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -23,11 +23,8 @@
 #include "cc/kernels/sparse_apply_checks.h"
 #include "cc/kernels/tf_status.h"
 #include "cc/ops/sparse_apply_op_names.h"
-#include "cc/xla/batch_ops.h"
-#include "cc/xla/csr_conversion.h"
 #include "cc/xla/custom_calls.h"
 #include "cc/xla/registration.h"
-#include "cc/xla/sparse_apply.h"
 #include "tensorflow/compiler/tf2xla/shape_util.h"
 #include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
 #include "tensorflow/compiler/tf2xla/xla_resource.h"
@@ -40,11 +37,6 @@ using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::TensorShape;
 using ::tensorflow::XlaOpKernel;
 using ::tensorflow::XlaOpKernelContext;
-
-// Whether the kernel compiles for XLA's CPU backend, where the ops run as custom calls.
-bool CompilesForCpu(OpKernelConstruction* ctx) {
-  return ctx->device_type() == tensorflow::DeviceType(tensorflow::DEVICE_CPU_XLA_JIT);
-}
 
 xla::Shape FloatShape(absl::Span<const int64_t> dims) {
   return xla::ShapeUtil::MakeShape(xla::F32, dims);
@@ -81,27 +73,18 @@ absl::Status CheckCsrShapes(const std::string& table_name, const std::string& co
           .WithContext(TableContext(table_name) + context));
 }
 
-// GroupById numbers the terms with int32.
-absl::Status CheckTermCount(const std::string& table_name, const GradientTerms& terms) {
-  if (terms.size <= std::numeric_limits<int32_t>::max()) return absl::OkStatus();
-  return ToAbslStatus(TableError(table_name, "XLA kernels take at most 2^31 - 1 gradient terms, "
-                                 "got ", terms.size));
-}
-
 // The gradient inputs of a gradient or sparse-apply op after their shape checks: the list
-// inputs in op order (the custom calls' operands) and their terms for the XLA operations.
+// inputs in op order (the custom calls' operands).
 struct GradientInputs {
   std::vector<xla::XlaOp> operands;
   int64_t num_lists = 0;
-  // The number of terms: lookups or rows.
+  // The number of gradient terms: lookups or rows.
   int64_t size = 0;
-  GradientTerms terms;
 };
 
 // The N CSR batches of inputs row_splits, ids, gains and activation_gradients. `dim` is the
 // table's; a negative value is replaced by that of activation_gradients[0].
-absl::Status ReadCsrGradients(XlaOpKernelContext* ctx, bool on_cpu,
-                              const std::string& table_name, int64_t* dim,
+absl::Status ReadCsrGradients(XlaOpKernelContext* ctx, const std::string& table_name, int64_t* dim,
                               GradientInputs* inputs) {
   std::vector<xla::XlaOp> row_splits, ids, gains, gradients;
   std::vector<TensorShape> row_splits_shapes, ids_shapes, gains_shapes, gradients_shapes;
@@ -109,7 +92,6 @@ absl::Status ReadCsrGradients(XlaOpKernelContext* ctx, bool on_cpu,
   TF_RETURN_IF_ERROR(ctx->InputList("ids", &ids, &ids_shapes));
   TF_RETURN_IF_ERROR(ctx->InputList("gains", &gains, &gains_shapes));
   TF_RETURN_IF_ERROR(ctx->InputList("activation_gradients", &gradients, &gradients_shapes));
-  std::vector<CsrGradientBatch> batches;
   for (size_t b = 0; b < row_splits.size(); ++b) {
     const std::string context = BatchContext(b);
     TF_RETURN_IF_ERROR(CheckCsrShapes(table_name, context, row_splits_shapes[b], ids_shapes[b],
@@ -118,52 +100,41 @@ absl::Status ReadCsrGradients(XlaOpKernelContext* ctx, bool on_cpu,
     TF_RETURN_IF_ERROR(CheckGradientShape(table_name, context, "activation_gradients",
                                           gradients_shapes[b], num_rows, "row_splits segment",
                                           dim));
-    batches.push_back(CsrGradientBatch{row_splits[b], ids[b], gains[b], gradients[b], num_rows,
-                                       ids_shapes[b].dim_size(0)});
     inputs->size += ids_shapes[b].dim_size(0);
   }
   inputs->num_lists = static_cast<int64_t>(row_splits.size());
   for (const auto* list : {&row_splits, &ids, &gains, &gradients}) {
     inputs->operands.insert(inputs->operands.end(), list->begin(), list->end());
   }
-  if (on_cpu) return absl::OkStatus();
-  inputs->terms = CsrGradientTerms(ctx->builder(), batches, *dim);
-  return CheckTermCount(table_name, inputs->terms);
+  return absl::OkStatus();
 }
 
-// The N lists of inputs unique_ids and rows. Unlike the TF kernels, which reject them, the
-// XLA operations accept ids that do not ascend within a list: repeated ids are summed like the
-// others. (The custom calls run the TF kernels' checks.)
-absl::Status ReadRowGradients(XlaOpKernelContext* ctx, bool on_cpu,
-                              const std::string& table_name, int64_t* dim,
+// The N lists of inputs unique_ids and rows (the custom call checks that ids ascend).
+absl::Status ReadRowGradients(XlaOpKernelContext* ctx, const std::string& table_name, int64_t* dim,
                               GradientInputs* inputs) {
   std::vector<xla::XlaOp> unique_ids, rows;
   std::vector<TensorShape> unique_ids_shapes, rows_shapes;
   TF_RETURN_IF_ERROR(ctx->InputList("unique_ids", &unique_ids, &unique_ids_shapes));
   TF_RETURN_IF_ERROR(ctx->InputList("rows", &rows, &rows_shapes));
-  std::vector<int64_t> sizes;
   for (size_t b = 0; b < unique_ids.size(); ++b) {
     const std::string context = BatchContext(b);
     TF_RETURN_IF_ERROR(CheckRank(table_name, context, "unique_ids", unique_ids_shapes[b], 1));
-    sizes.push_back(unique_ids_shapes[b].dim_size(0));
-    TF_RETURN_IF_ERROR(CheckGradientShape(table_name, context, "rows", rows_shapes[b],
-                                          sizes.back(), "unique id", dim));
-    inputs->size += sizes.back();
+    const int64_t size = unique_ids_shapes[b].dim_size(0);
+    TF_RETURN_IF_ERROR(CheckGradientShape(table_name, context, "rows", rows_shapes[b], size,
+                                          "unique id", dim));
+    inputs->size += size;
   }
   inputs->num_lists = static_cast<int64_t>(unique_ids.size());
   inputs->operands = unique_ids;
   inputs->operands.insert(inputs->operands.end(), rows.begin(), rows.end());
-  if (on_cpu) return absl::OkStatus();
-  inputs->terms = RowGradientTerms(ctx->builder(), unique_ids, rows, sizes, *dim);
-  return CheckTermCount(table_name, inputs->terms);
+  return absl::OkStatus();
 }
 
 // TfeEmbeddingLookup (kVariable: the table is resource input 0) and TfeEmbeddingLookupDense.
 template <bool kVariable>
 class EmbeddingLookupOp : public XlaOpKernel {
  public:
-  explicit EmbeddingLookupOp(OpKernelConstruction* ctx)
-      : XlaOpKernel(ctx), on_cpu_(CompilesForCpu(ctx)) {
+  explicit EmbeddingLookupOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("table_name", &table_name_));
   }
 
@@ -187,31 +158,22 @@ class EmbeddingLookupOp : public XlaOpKernel {
     OP_REQUIRES_OK(ctx, CheckCsrShapes(table_name_, "", row_splits_shape, ids_shape,
                                        gains_shape));
     const int64_t num_rows = row_splits_shape.dim_size(0) - 1;
-    const int64_t num_ids = ids_shape.dim_size(0);
-    if (on_cpu_) {
-      FfiAttributes attributes;
-      attributes.Add("table_name", table_name_);
-      ctx->SetOutput(0, FfiCall(ctx->builder(), kLookupTarget,
-                                {table, ctx->Input(1), ctx->Input(2), ctx->Input(3)},
-                                FloatShape({num_rows, table_shape.dim_size(1)}), attributes));
-      return;
-    }
-    ctx->SetOutput(0, CombineLookups(table, table_shape.dim_size(0), table_shape.dim_size(1),
-                                     ctx->Input(2), ctx->Input(3), num_ids,
-                                     RowOfLookups(ctx->Input(1), num_rows, num_ids), num_rows));
+    FfiAttributes attributes;
+    attributes.Add("table_name", table_name_);
+    ctx->SetOutput(0, FfiCall(ctx->builder(), kLookupTarget,
+                              {table, ctx->Input(1), ctx->Input(2), ctx->Input(3)},
+                              FloatShape({num_rows, table_shape.dim_size(1)}), attributes));
   }
 
  private:
-  const bool on_cpu_;
   std::string table_name_;
 };
 
-// TfeEmbeddingGradient, padded to one entry per lookup: on CPUs the TF kernel's ascending ids
-// (Gradient in ffi_handlers.cc), on GPUs ids in order of first occurrence (Compact).
+// TfeEmbeddingGradient, padded to one entry per lookup: the TF kernel's ascending ids, then
+// padding (Gradient in ffi_handlers.cc).
 class EmbeddingGradientOp : public XlaOpKernel {
  public:
-  explicit EmbeddingGradientOp(OpKernelConstruction* ctx)
-      : XlaOpKernel(ctx), on_cpu_(CompilesForCpu(ctx)) {
+  explicit EmbeddingGradientOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("vocabulary_size", &vocabulary_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("table_name", &table_name_));
   }
@@ -219,40 +181,21 @@ class EmbeddingGradientOp : public XlaOpKernel {
   void Compile(XlaOpKernelContext* ctx) override {
     int64_t dim = -1;
     GradientInputs inputs;
-    OP_REQUIRES_OK(ctx, ReadCsrGradients(ctx, on_cpu_, table_name_, &dim, &inputs));
-    if (on_cpu_) {
-      FfiAttributes attributes;
-      attributes.Add("table_name", table_name_);
-      attributes.Add("num_batches", inputs.num_lists);
-      attributes.Add("vocabulary_size", vocabulary_size_);
-      const xla::XlaOp call = FfiCall(
-          ctx->builder(), kGradientTarget, inputs.operands,
-          xla::ShapeUtil::MakeTupleShape({xla::ShapeUtil::MakeShape(xla::S64, {inputs.size}),
-                                          FloatShape({inputs.size, dim})}),
-          attributes);
-      ctx->SetOutput(0, xla::GetTupleElement(call, 0));
-      ctx->SetOutput(1, xla::GetTupleElement(call, 1));
-      return;
-    }
-    // GroupById's scratch has one element per table row.
-    OP_REQUIRES(ctx, vocabulary_size_ >= 1,
-                ToAbslStatus(TableError(
-                    table_name_, "inside XLA, TfeEmbeddingGradient needs vocabulary_size (the "
-                    "table's row count), got ", vocabulary_size_)));
-    const GradientTerms& terms = inputs.terms;
-    if (terms.size == 0) {
-      ctx->SetOutput(0, terms.ids);
-      ctx->SetOutput(1, terms.rows);
-      return;
-    }
-    const CompactGroups groups = Compact(
-        GroupById(terms.ids, terms.rows, terms.size, dim, vocabulary_size_), terms.size, dim);
-    ctx->SetOutput(0, groups.ids);
-    ctx->SetOutput(1, groups.sums);
+    OP_REQUIRES_OK(ctx, ReadCsrGradients(ctx, table_name_, &dim, &inputs));
+    FfiAttributes attributes;
+    attributes.Add("table_name", table_name_);
+    attributes.Add("num_batches", inputs.num_lists);
+    attributes.Add("vocabulary_size", vocabulary_size_);
+    const xla::XlaOp call = FfiCall(
+        ctx->builder(), kGradientTarget, inputs.operands,
+        xla::ShapeUtil::MakeTupleShape({xla::ShapeUtil::MakeShape(xla::S64, {inputs.size}),
+                                        FloatShape({inputs.size, dim})}),
+        attributes);
+    ctx->SetOutput(0, xla::GetTupleElement(call, 0));
+    ctx->SetOutput(1, xla::GetTupleElement(call, 1));
   }
 
  private:
-  const bool on_cpu_;
   int64_t vocabulary_size_;
   std::string table_name_;
 };
@@ -275,8 +218,7 @@ class SparseApplyOp : public XlaOpKernel {
  public:
   static constexpr int kNumVariables = 1 + Rule::kNumSlots;
 
-  explicit SparseApplyOp(OpKernelConstruction* ctx)
-      : XlaOpKernel(ctx), on_cpu_(CompilesForCpu(ctx)) {
+  explicit SparseApplyOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("table_name", &table_name_));
     OP_REQUIRES_OK(ctx, ReadHyperparameters(ctx, &common_));
     OP_REQUIRES_OK(ctx, ReadHyperparameters(ctx, &rule_));
@@ -288,22 +230,14 @@ class SparseApplyOp : public XlaOpKernel {
     OP_REQUIRES_OK(ctx, CheckLearningRateShape(table_name_, lr_shape));
     int64_t dim = -1;
     GradientInputs inputs;
-    OP_REQUIRES_OK(ctx, Gradients::Read(ctx, on_cpu_, table_name_, &dim, &inputs));
+    OP_REQUIRES_OK(ctx, Gradients::Read(ctx, table_name_, &dim, &inputs));
     std::vector<xla::XlaOp> variables(kNumVariables);
     std::vector<TensorShape> shapes(kNumVariables);
     OP_REQUIRES_OK(ctx, ReadDistinctVariables(ctx, &variables, &shapes));
     OP_REQUIRES_OK(ctx, CheckVariableShapes<Rule>(table_name_, Gradients::kGradients, shapes,
                                                   dim));
-    const int64_t rows = shapes[0].dim_size(0);
-    std::vector<xla::XlaOp> updated;
-    if (on_cpu_) {
-      updated = UpdateInPlace(ctx, inputs, rows, dim, variables);
-    } else {
-      // A table without rows has nothing to update.
-      if (rows == 0) return;
-      updated = SparseApply(rule_, common_, ctx->Input(lr_index), inputs.terms, rows, dim,
-                            variables);
-    }
+    const std::vector<xla::XlaOp> updated =
+        UpdateInPlace(ctx, inputs, shapes[0].dim_size(0), dim, variables);
     for (int i = 0; i < kNumVariables; ++i) {
       OP_REQUIRES_OK(ctx, ctx->AssignVariable(i, tensorflow::DT_FLOAT, updated[i]));
     }
@@ -355,19 +289,19 @@ class SparseApplyOp : public XlaOpKernel {
     return absl::OkStatus();
   }
 
-  const bool on_cpu_;
   std::string table_name_;
   CommonUpdateParams common_;
   Rule rule_;
 };
 
-// Reads the inputs of features [first, first + specs.size()) of the list inputs ids, row_info,
-// dense_shapes and weights (the features of `table`), and checks their shapes as the TF kernel
-// does (FeatureLayoutOf, CheckStackedRows); only a sparse feature's dense_shape is read, as a
-// value known when compiling.
-absl::Status ReadFeatures(XlaOpKernelContext* ctx, const TableSpec& table,
-                          const std::vector<FeatureSpec>& specs, int first,
-                          std::vector<XlaFeatureInput>* features) {
+// Checks the shapes of features [first, first + specs.size()) of the list inputs ids, row_info,
+// dense_shapes and weights (the features of `table`) as the TF kernel does (FeatureLayoutOf,
+// CheckStackedRows). Returns each feature's row count (the op's feature_row_counts, constants of
+// the compiled program) and the features' input id count. Only a sparse feature's dense_shape
+// is read, as a value known when compiling.
+absl::Status ReadFeatureSizes(XlaOpKernelContext* ctx, const TableSpec& table,
+                              const std::vector<FeatureSpec>& specs, int first,
+                              std::vector<int64_t>* row_counts, int64_t* num_ids) {
   std::vector<xla::XlaOp> ids, row_info, weights;
   std::vector<TensorShape> ids_shapes, row_info_shapes, weights_shapes;
   TF_RETURN_IF_ERROR(ctx->InputList("ids", &ids, &ids_shapes));
@@ -379,95 +313,71 @@ absl::Status ReadFeatures(XlaOpKernelContext* ctx, const TableSpec& table,
   for (size_t i = 0; i < specs.size(); ++i) {
     const FeatureSpec& spec = specs[i];
     const int f = first + static_cast<int>(i);
-    XlaFeatureInput input;
-    input.num_ids = ids_shapes[f].num_elements();
-    input.ids = xla::ConvertElementType(xla::Reshape(ids[f], {input.num_ids}), xla::S64);
-    input.row_info = row_info[f];
-    input.row_info_size = row_info_shapes[f].num_elements();
-    const int64_t num_weights = weights_shapes[f].num_elements();
-    input.weights = xla::Reshape(weights[f], {num_weights});
+    std::vector<int64_t> dense_shape;
     if (spec.kind == InputKind::kSparse) {
-      TF_RETURN_IF_ERROR(ctx->ConstantInputReshapedToIntVector(start + f, &input.dense_shape));
+      TF_RETURN_IF_ERROR(ctx->ConstantInputReshapedToIntVector(start + f, &dense_shape));
     }
     // Only sizes, the shape of row_info and dense_shape's values are read.
     FeatureTensors tensors;
-    tensors.ids = IdSpan(static_cast<const int64_t*>(nullptr), input.num_ids);
-    tensors.row_info = {nullptr, input.row_info_size};
+    tensors.ids = IdSpan(static_cast<const int64_t*>(nullptr), ids_shapes[f].num_elements());
+    tensors.row_info = {nullptr, row_info_shapes[f].num_elements()};
     for (int64_t d : row_info_shapes[f].dim_sizes()) tensors.row_info_shape.push_back(d);
-    tensors.dense_shape = {input.dense_shape.data(),
-                           static_cast<int64_t>(input.dense_shape.size())};
-    tensors.weights = {nullptr, num_weights};
-    TF_RETURN_IF_ERROR(ToAbslStatus(FeatureLayoutOf(table.name, spec, tensors, &input.layout)));
+    tensors.dense_shape = {dense_shape.data(), static_cast<int64_t>(dense_shape.size())};
+    tensors.weights = {nullptr, weights_shapes[f].num_elements()};
+    FeatureLayout layout;
+    TF_RETURN_IF_ERROR(ToAbslStatus(FeatureLayoutOf(table.name, spec, tensors, &layout)));
     TF_RETURN_IF_ERROR(
-        ToAbslStatus(CheckStackedRows(table.name, spec, num_rows, input.layout.num_rows)));
-    num_rows += input.layout.num_rows;
-    features->push_back(std::move(input));
+        ToAbslStatus(CheckStackedRows(table.name, spec, num_rows, layout.num_rows)));
+    num_rows += layout.num_rows;
+    row_counts->push_back(layout.num_rows);
+    *num_ids += ids_shapes[f].num_elements();
   }
   return absl::OkStatus();
 }
 
-// TfeFeaturesToCsr.
+int64_t Sum(const std::vector<int64_t>& values) {
+  return std::accumulate(values.begin(), values.end(), int64_t{0});
+}
+
+// TfeFeaturesToCsr: the conversion as a custom call of the TF kernel's code. Its ids and gains
+// have one element per input id: the TF kernel's lookups, then padding (CompiledCsrBatch in
+// ffi_buffers.h).
 class FeaturesToCsrOp : public XlaOpKernel {
  public:
-  explicit FeaturesToCsrOp(OpKernelConstruction* ctx)
-      : XlaOpKernel(ctx), on_cpu_(CompilesForCpu(ctx)) {
+  explicit FeaturesToCsrOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ReadCsrConversionAttrs(ctx, &table_, &specs_));
   }
 
   void Compile(XlaOpKernelContext* ctx) override {
-    std::vector<XlaFeatureInput> features;
-    OP_REQUIRES_OK(ctx, ReadFeatures(ctx, table_, specs_, 0, &features));
-    if (on_cpu_) {
-      ConvertInHandler(ctx, features);
-      return;
-    }
-    const XlaCsrBatch batch = ConvertFeatures(ctx->builder(), table_, specs_, features);
-    ctx->SetOutput(0, batch.row_splits);
-    ctx->SetOutput(1, batch.ids);
-    ctx->SetOutput(2, batch.gains);
-    ctx->SetOutput(3, batch.feature_row_counts);
-  }
-
- private:
-  // The conversion as a custom call of the TF kernel's code. Its ids and gains have one element
-  // per input id: the TF kernel's lookups, then padding (CompiledCsrBatch in ffi_handlers.cc).
-  void ConvertInHandler(XlaOpKernelContext* ctx,
-                        const std::vector<XlaFeatureInput>& features) const {
+    std::vector<int64_t> row_counts;
+    int64_t num_ids = 0;
+    OP_REQUIRES_OK(ctx, ReadFeatureSizes(ctx, table_, specs_, 0, &row_counts, &num_ids));
     std::vector<xla::XlaOp> operands;
     for (int list = 0; list < 4; ++list) {
       for (size_t f = 0; f < specs_.size(); ++f) {
         operands.push_back(ctx->Input(list * static_cast<int>(specs_.size()) + f));
       }
     }
-    int64_t num_rows = 0, num_ids = 0;
-    std::vector<int64_t> row_counts;
-    for (const XlaFeatureInput& feature : features) {
-      row_counts.push_back(feature.layout.num_rows);
-      num_rows += feature.layout.num_rows;
-      num_ids += feature.num_ids;
-    }
     const xla::XlaOp call = FfiCall(
         ctx->builder(), kFeaturesToCsrTarget, operands,
-        xla::ShapeUtil::MakeTupleShape({xla::ShapeUtil::MakeShape(xla::S64, {num_rows + 1}),
-                                        xla::ShapeUtil::MakeShape(xla::S64, {num_ids}),
-                                        FloatShape({num_ids})}),
+        xla::ShapeUtil::MakeTupleShape(
+            {xla::ShapeUtil::MakeShape(xla::S64, {Sum(row_counts) + 1}),
+             xla::ShapeUtil::MakeShape(xla::S64, {num_ids}), FloatShape({num_ids})}),
         CsrConversionAttributes(table_, specs_));
     for (int i = 0; i < 3; ++i) ctx->SetOutput(i, xla::GetTupleElement(call, i));
     ctx->SetOutput(3, xla::ConstantR1<int64_t>(ctx->builder(), row_counts));
   }
 
-  const bool on_cpu_;
+ private:
   TableSpec table_;
   std::vector<FeatureSpec> specs_;
 };
 
-// TfeFeaturesLookup: on CPUs one custom call for every table, which runs the TF kernel's code
-// (LookUpTablesFeatures); on GPUs each table's conversion and lookup as XLA operations. The row
-// counts are known when compiling.
+// TfeFeaturesLookup: one custom call for every table, which runs the TF kernel's code
+// (LookUpTablesFeatures). The row counts are known when compiling.
 class FeaturesLookupOp : public XlaOpKernel {
  public:
-  explicit FeaturesLookupOp(OpKernelConstruction* ctx)
-      : XlaOpKernel(ctx), on_cpu_(CompilesForCpu(ctx)) {
+  explicit FeaturesLookupOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ReadTablesLookupAttrs(ctx, &tables_, &features_));
   }
 
@@ -475,7 +385,7 @@ class FeaturesLookupOp : public XlaOpKernel {
     const int num_tables = static_cast<int>(tables_.size());
     std::vector<xla::XlaOp> tables(num_tables);
     std::vector<TensorShape> table_shapes(num_tables);
-    std::vector<std::vector<XlaFeatureInput>> features(num_tables);
+    std::vector<int64_t> num_rows(num_tables, 0);
     int first = 0;
     for (int t = 0; t < num_tables; ++t) {
       const std::string what = TableContext(tables_[t].name) + "table";
@@ -483,33 +393,15 @@ class FeaturesLookupOp : public XlaOpKernel {
       OP_REQUIRES_OK(ctx, CheckMatrixVariableShape(what, table_shapes[t]));
       OP_REQUIRES_OK(ctx, ToAbslStatus(CheckTableHoldsVocabulary(tables_[t],
                                                                  table_shapes[t].dim_size(0))));
-      OP_REQUIRES_OK(ctx, ReadFeatures(ctx, tables_[t], features_[t], first, &features[t]));
-      first += static_cast<int>(features_[t].size());
-    }
-    std::vector<int64_t> num_rows(num_tables, 0);
-    for (int t = 0; t < num_tables; ++t) {
       std::vector<int64_t> row_counts;
-      for (const XlaFeatureInput& feature : features[t]) {
-        row_counts.push_back(feature.layout.num_rows);
-        num_rows[t] += feature.layout.num_rows;
-      }
+      int64_t num_ids = 0;
+      OP_REQUIRES_OK(ctx, ReadFeatureSizes(ctx, tables_[t], features_[t], first, &row_counts,
+                                           &num_ids));
+      first += static_cast<int>(features_[t].size());
+      num_rows[t] = Sum(row_counts);
       ctx->SetOutput(num_tables + t, xla::ConstantR1<int64_t>(ctx->builder(), row_counts));
     }
-    if (on_cpu_) {
-      LookUpInHandler(ctx, tables, table_shapes, num_rows);
-      return;
-    }
-    for (int t = 0; t < num_tables; ++t) {
-      const XlaCsrBatch batch = ConvertFeatures(ctx->builder(), tables_[t], features_[t],
-                                                features[t]);
-      int64_t num_ids = 0;
-      for (const XlaFeatureInput& feature : features[t]) num_ids += feature.num_ids;
-      ctx->SetOutput(t, CombineLookups(tables[t], table_shapes[t].dim_size(0),
-                                       table_shapes[t].dim_size(1), batch.ids, batch.gains,
-                                       num_ids, RowOfLookups(batch.row_splits, num_rows[t],
-                                                             num_ids),
-                                       num_rows[t]));
-    }
+    LookUpInHandler(ctx, tables, table_shapes, num_rows);
   }
 
  private:
@@ -536,12 +428,11 @@ class FeaturesLookupOp : public XlaOpKernel {
     }
   }
 
-  const bool on_cpu_;
   std::vector<TableSpec> tables_;
   std::vector<std::vector<FeatureSpec>> features_;
 };
 
-// TfeFeatureOutputs, for every XLA device: the rows per feature are known when compiling (a
+// TfeFeatureOutputs: the rows per feature are known when compiling (a
 // compile-time constant, as a split's sizes are), so a batch that does not fit the output shapes
 // fails the compilation with the TF kernel's message, and each feature's output is a slice.
 class FeatureOutputsOp : public XlaOpKernel {
@@ -551,19 +442,17 @@ class FeatureOutputsOp : public XlaOpKernel {
   }
 
   void Compile(XlaOpKernelContext* ctx) override {
-    const absl::StatusOr<TensorShape> activations = InputShapeOf(ctx, 0);
-    OP_REQUIRES_OK(ctx, activations.status());
-    OP_REQUIRES_OK(ctx, CheckRank(spec_.table_name, "", "activations", *activations, 2));
-    const absl::StatusOr<TensorShape> counts_shape = InputShapeOf(ctx, 1);
-    OP_REQUIRES_OK(ctx, counts_shape.status());
+    OP_REQUIRES_VALUE(const TensorShape activations, ctx, InputShapeOf(ctx, 0));
+    OP_REQUIRES_OK(ctx, CheckRank(spec_.table_name, "", "activations", activations, 2));
+    OP_REQUIRES_VALUE(const TensorShape counts_shape, ctx, InputShapeOf(ctx, 1));
     OP_REQUIRES_OK(ctx,
-                   CheckRank(spec_.table_name, "", "feature_row_counts", *counts_shape, 1));
+                   CheckRank(spec_.table_name, "", "feature_row_counts", counts_shape, 1));
     std::vector<int64_t> counts;
     OP_REQUIRES_OK(ctx, ctx->ConstantInputAsIntVector(1, &counts));
     std::vector<int64_t> first_dims;
     OP_REQUIRES_OK(ctx, ToAbslStatus(FeatureOutputFirstDims(
                             spec_, counts.data(), static_cast<int64_t>(counts.size()),
-                            activations->dim_size(0), activations->dim_size(1), &first_dims)));
+                            activations.dim_size(0), activations.dim_size(1), &first_dims)));
     int64_t first_row = 0;
     for (size_t f = 0; f < counts.size(); ++f) {
       std::vector<int64_t> shape = spec_.output_shapes[f];

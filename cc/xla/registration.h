@@ -27,7 +27,8 @@ struct XlaKernelSpec {
   std::vector<std::pair<std::string, std::vector<tensorflow::DataType>>> type_constraints = {};
 };
 
-// Registers `factory`'s kernel of `spec.op` for the XLA CPU and GPU compilation devices.
+// Registers `factory`'s kernel of `spec.op` for the XLA CPU compilation device (XLA_CPU_JIT),
+// the only one: the kernels compile to custom calls that XLA's CPU backend runs.
 void RegisterXlaKernel(const XlaKernelSpec& spec, tensorflow::XlaOpRegistry::Factory factory);
 
 // A factory for the kernel class Kernel.

@@ -459,6 +459,7 @@ def test_keras_weights_keep_tables_slots_and_global_step(tmp_path):
     np.testing.assert_equal(state(models[1]), state(models[0]))
 
 
+@pytest.mark.slow
 def test_saved_model_of_a_keras_model_scores_the_same_without_tf_embedding(tmp_path):
     """Saving traces stock lookups (and survives Keras 3's float32 default signature); the
     model's own signature scores in a process that never imports tf_embedding."""

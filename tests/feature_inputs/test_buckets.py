@@ -112,6 +112,7 @@ print("same variables" if same else "DIFFERENT VARIABLES")
 """
 
 
+@pytest.mark.slow
 def test_padded_batches_compile_once_per_power_of_two_and_train_as_unpadded(tmp_path):
     counts, buckets, verdict, compiles = run_counting_compiles(_PADDED_BATCHES, tmp_path)
     assert len(set(counts)) > len(buckets) == 2

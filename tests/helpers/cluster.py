@@ -5,6 +5,7 @@ The chief never runs in the pytest process: connecting to a cluster rewires the 
 context, which the other tests share. Tests run the chief as a script (`run_chief`).
 """
 
+import os
 import subprocess
 import sys
 from typing import Mapping, Sequence
@@ -14,7 +15,7 @@ from tf_embedding.local_cluster import (SERVER, ServerProcess, child_environment
                                         loopback_cluster, tf_config)
 
 __all__ = ["PLAIN_SERVER", "SERVER", "ServerProcess", "free_ports", "loopback_cluster",
-           "run_chief", "tf_config"]
+           "processes_in", "run_chief", "tf_config"]
 
 # A stock TF server that never loads tf_embedding's op library (what a task started without
 # `python -m tf_embedding.server` is), with the same readiness line.
@@ -38,3 +39,24 @@ def run_chief(script: Sequence[str], cluster: Mapping[str, Sequence[str]],
                           timeout=timeout,
                           env=child_environment(
                               {**(environ or {}), "TF_CONFIG": tf_config(cluster, "chief", 0)}))
+
+
+def processes_in(namespace: str) -> list[str]:
+    """The pids of the processes in network namespace `namespace` ("net:[inode]"), or holding
+    it open: while there are none, it no longer exists."""
+    def link(path: str) -> str:
+        try:
+            return os.readlink(path)
+        except OSError:  # ended or closed meanwhile
+            return ""
+
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        if namespace in [link(f"/proc/{pid}/ns/net")] + [link(f"/proc/{pid}/fd/{fd}")
+                                                            for fd in fds]:
+            found.append(pid)
+    return found

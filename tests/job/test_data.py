@@ -112,6 +112,7 @@ class TestTsv:
         assert read["dense"].numpy().tolist() == [[0.0] * spec.num_dense]
         assert all(v.to_list() == [[]] for v in read["ids"].values())
 
+    @pytest.mark.slow
     def test_criteo_lines_hash_hex_categories(self, tmp_path):
         spec = criteo_spec()
         line = "\t".join(["0"] + ["5"] * 13 + ["68fd1e64"] * 25 + [""])
@@ -165,6 +166,7 @@ class TestTfRecord:
             for row in expected["ids"]["hour"]]
         assert batch_lists(read) == expected
 
+    @pytest.mark.slow
     def test_malformed_examples_are_dropped_and_counted(self, tmp_path):
         batch, records = self.examples(SPEC, rows=3)
 

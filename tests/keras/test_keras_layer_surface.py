@@ -98,6 +98,7 @@ def test_feature_errors_name_the_feature():
 # Export.
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("saved", ["model", "module"])
 def test_saved_model_uses_stock_ops_and_scores_the_same_without_tf_embedding(tmp_path, saved):
     """The subclassed model itself, or a tf.Module holding it, saved with its own signature:
@@ -141,6 +142,7 @@ def _sparse_parts(structure):
             for n, v in structure.items() if v is not None}
 
 
+@pytest.mark.slow
 def test_functional_model_export_loads_and_scores_without_tf_embedding(tmp_path):
     # Keras' own export (Keras 3's model.export; tf_keras's) of a functional model over dense
     # id inputs: the serving function is traced for the SavedModel, so it holds stock ops only.

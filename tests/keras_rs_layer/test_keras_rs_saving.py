@@ -141,6 +141,7 @@ def test_functional_model_round_trips_through_its_keras_config(tmp_path):
     np.testing.assert_allclose(restored(data).numpy(), expected, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_saved_model_uses_stock_ops_and_scores_the_same_without_tf_embedding(tmp_path):
     model = functional_model()
     data = functional_inputs(13)

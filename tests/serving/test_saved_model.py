@@ -145,6 +145,7 @@ def load_in_fresh_python(export_dir, inputs_path, tmp_path):
     return np.load(outputs_path)
 
 
+@pytest.mark.slow
 def test_loads_without_tf_embedding(exported, tmp_path):
     export_dir, inputs_path, expected = exported
     actual = load_in_fresh_python(export_dir, inputs_path, tmp_path)
@@ -218,6 +219,7 @@ def exported_replicated(tmp_path_factory):
                             tmp_path_factory.mktemp("export_v0")) + (expected,)
 
 
+@pytest.mark.slow
 def test_replicated_export_loads_without_tf_embedding(exported_replicated, tmp_path):
     export_dir, inputs_path, expected = exported_replicated
     assert not [op for op in ops_in(export_dir) if op.startswith("Tfe")]

@@ -48,6 +48,7 @@ def test_training_with_input_kinds_mixed_in_one_enqueue_matches_numpy(strategy):
     train_and_check(strategy, "mixed", OPTIMIZERS["adagrad"])
 
 
+@pytest.mark.slow
 def test_tables_are_the_same_with_one_two_and_four_blocks():
     tables = {}
     for strategy in STRATEGIES:

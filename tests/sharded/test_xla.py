@@ -331,6 +331,7 @@ print("same tables" if np.array_equal(*tables) else "DIFFERENT TABLES")
 """
 
 
+@pytest.mark.slow
 def test_batches_of_varying_id_counts_compile_once_per_power_of_two(tmp_path):
     counts, buckets, verdict, compiles = run_counting_compiles(_VARYING_BATCHES, tmp_path)
     assert len(set(counts)) > len(buckets) == 2
@@ -377,6 +378,7 @@ for _ in range(4):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["forward", "train"])
 @pytest.mark.parametrize("kind", ["sparse", "ragged", "weighted"])
 def test_steps_compiled_whole_compile_once_for_batches_of_one_shape(tmp_path, mode, kind):

@@ -19,7 +19,9 @@ _SUBCOMMANDS = {
               "(as the chief of the parameter-server cluster of TF_CONFIG, if it names one)"),
     "cluster": (options_lib.ClusterOptions,
                 "train as `train` does, as the chief of a cluster of --num-ps ps tasks and 1 "
-                "worker started on this machine (every option but --num-ps goes to `train`)"),
+                "worker started on this machine, in a private network namespace (every "
+                "option but --num-ps, --max-restarts and --allow-exposed-ports goes to "
+                "`train`)"),
     "predict": (options_lib.PredictOptions,
                 "score TSV or TFRecord files with an exported SavedModel"),
     "stats": (options_lib.StatsOptions,
@@ -65,8 +67,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     subparsers = {}
     for name, (cls, description) in _SUBCOMMANDS.items():
-        # The cluster command passes its arguments on to `train` but --num-ps, which must
-        # therefore be spelled out in full.
+        # The cluster command passes its arguments on to `train` but its own options, which
+        # must therefore be spelled out in full.
         subparsers[name] = commands.add_parser(name, help=description, description=description,
                                                allow_abbrev=name != "cluster")
         _add_options(subparsers[name], cls)
@@ -174,7 +176,9 @@ def _cluster(options: options_lib.ClusterOptions, argv: Sequence[str]) -> int:
     from tf_embedding.job import launcher
     try:
         return launcher.run(options, launcher.train_argv(argv[1:]))
-    except RuntimeError as e:  # a task exited before it was ready; its output says why
+    # No private network for the tasks (and --allow-exposed-ports not given), or a task exited
+    # before it was ready (its output says why).
+    except RuntimeError as e:
         print(f"tf-embedding cluster: {e}", file=sys.stderr)
         return 1
 

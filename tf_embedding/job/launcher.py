@@ -5,6 +5,12 @@ It starts N ps tasks and 1 worker (`python -m tf_embedding.server` on free ports
 given and the chief's TF_CONFIG, and returns the chief's exit status once every task is stopped,
 however the chief ended. It never imports TensorFlow itself.
 
+TensorFlow's server runs whatever ops reach its port, unauthenticated, and listens on every
+interface. So the tasks and the chief all run in one private network namespace
+(`tf_embedding.private_network`) whose only interface is its own loopback: no other host, and no
+process outside it, reaches their ports. Where this machine gives no such namespace, the command
+refuses to run unless --allow-exposed-ports accepts the exposure.
+
 Every task and the chief run in sessions of their own, so a terminal's Ctrl-C reaches the chief
 only through this process, once: SIGINT and SIGTERM are passed on to the chief (SIGINT makes it
 save a checkpoint and exit, as `train` does), and the ps and worker tasks are stopped only after
@@ -24,6 +30,7 @@ from typing import Iterator, Sequence, TextIO
 
 from tf_embedding import local_cluster
 from tf_embedding.job.options import ClusterOptions, checkpoint_dir
+from tf_embedding.private_network import PrivateNetwork, Unavailable
 
 NUM_WORKERS = 1
 # The chief's argv after the interpreter, before the train options.
@@ -52,9 +59,41 @@ class _Restarts:
         return True
 
 
+class ExposedPortsRefused(RuntimeError):
+    """No private network namespace for the tasks, and --allow-exposed-ports not given."""
+
+
 def _say(stream: TextIO, line: str) -> None:
     stream.write(f"tf-embedding cluster: {line}\n")
     stream.flush()
+
+
+# What a task's port allows where the tasks cannot be closed to the network.
+_EXPOSED = ("each task's port listens on every interface of this machine, where anyone who can "
+            "reach it can run any op in the task (reading or writing any file it can)")
+
+
+def _private_network(allow_exposed_ports: bool, stream: TextIO) -> PrivateNetwork | None:
+    """A private network namespace for the cluster's processes; None (after saying so) where
+    this machine gives none and `allow_exposed_ports`.
+
+    Raises:
+      ExposedPortsRefused: no namespace can be made here and not `allow_exposed_ports`.
+    """
+    try:
+        network = PrivateNetwork.create()
+    except Unavailable as error:
+        if not allow_exposed_ports:
+            raise ExposedPortsRefused(
+                f"cannot give the tasks a private network namespace ({error}); without one, "
+                f"{_EXPOSED}. Run with --allow-exposed-ports to accept that, on a trusted "
+                "network only.") from None
+        _say(stream, f"no private network namespace ({error}); running anyway "
+                     f"(--allow-exposed-ports): {_EXPOSED}")
+        return None
+    _say(stream, "the chief and the tasks run in a private network namespace whose only "
+                 "interface is its loopback: nothing outside it reaches their ports")
+    return network
 
 
 def run(options: ClusterOptions, train_argv: Sequence[str], stream: TextIO = sys.stdout) -> int:
@@ -66,14 +105,28 @@ def run(options: ClusterOptions, train_argv: Sequence[str], stream: TextIO = sys
     coordinator waits for it and runs its steps again). A ps task that dies takes the tables'
     blocks it held with it, so the chief fails; then the whole cluster is started anew and the
     chief run again with --resume from the last checkpoint. At most `options.max_restarts`
-    restarts of either kind happen in one run."""
+    restarts of either kind happen in one run.
+
+    Raises:
+      ExposedPortsRefused: no private network namespace can be made for the cluster's processes
+        and not `options.allow_exposed_ports` (nothing is started).
+    """
+    network = _private_network(options.allow_exposed_ports, stream)
+    with network or contextlib.nullcontext():
+        return _run_clusters(options, train_argv, network, stream)
+
+
+def _run_clusters(options: ClusterOptions, train_argv: Sequence[str],
+                  network: PrivateNetwork | None, stream: TextIO) -> int:
+    """`run` once the network is chosen: a cluster, and new ones after a lost ps task."""
     restarts = _Restarts(options.max_restarts, stream)
     argv = list(train_argv)
     while True:
         _say(stream, f"starting {options.num_ps} ps and {NUM_WORKERS} worker task(s) on "
                      "127.0.0.1")
-        with local_cluster.loopback_tasks(options.num_ps, NUM_WORKERS) as (cluster, servers):
-            status = _supervise(cluster, servers, argv, restarts)
+        with local_cluster.loopback_tasks(options.num_ps, NUM_WORKERS,
+                                          network=network) as (cluster, servers):
+            status = _supervise(cluster, servers, argv, restarts, network)
             lost_ps = [key for key, server in servers.items()
                        if key[0] == "ps" and server.process.poll() is not None]
             _say(stream, f"the chief exited with status {status}; stopping the ps and worker "
@@ -92,13 +145,11 @@ def has_checkpoint(model_dir: str) -> bool:
 
 def _supervise(cluster: dict[str, list[str]],
                servers: dict[local_cluster.TaskKey, local_cluster.ServerProcess],
-               argv: Sequence[str], restarts: _Restarts) -> int:
-    """Runs the chief to its end, restarting a worker that dies meanwhile; returns the chief's
-    exit status (negative: the signal that ended it)."""
-    chief = subprocess.Popen(
-        [sys.executable, *TRAIN, *argv], start_new_session=True,
-        env=local_cluster.child_environment(
-            {"TF_CONFIG": local_cluster.tf_config(cluster, "chief", 0)}))
+               argv: Sequence[str], restarts: _Restarts, network: PrivateNetwork | None) -> int:
+    """Runs the chief (in `network` if given) to its end, restarting a worker that dies
+    meanwhile; returns the chief's exit status (negative: the signal that ended it)."""
+    chief = local_cluster.start_process(
+        [*TRAIN, *argv], {"TF_CONFIG": local_cluster.tf_config(cluster, "chief", 0)}, network)
     try:
         with _passed_on(chief):
             while chief.poll() is None:
@@ -137,14 +188,16 @@ def _passed_on(process: subprocess.Popen) -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-# `tf-embedding cluster` options that are its own, not passed on to `train`.
+# `tf-embedding cluster` options that are its own, not passed on to `train`: with a value, and
+# switches.
 _OWN_OPTIONS = ("--num-ps", "--max-restarts")
+_OWN_SWITCHES = ("--allow-exposed-ports", "--no-allow-exposed-ports")
 
 
 def train_argv(argv: Sequence[str]) -> list[str]:
     """The train options of `tf-embedding cluster` arguments (after the subcommand): all but
-    --num-ps, --max-restarts and their values, which the cluster subcommand takes in full
-    spelling only."""
+    --num-ps, --max-restarts and their values and --[no-]allow-exposed-ports, which the cluster
+    subcommand takes in full spelling only."""
     forwarded: list[str] = []
     skip = False
     for argument in argv:
@@ -152,6 +205,7 @@ def train_argv(argv: Sequence[str]) -> list[str]:
             skip = False
         elif argument in _OWN_OPTIONS:
             skip = True
-        elif not argument.startswith(tuple(f"{option}=" for option in _OWN_OPTIONS)):
+        elif argument not in _OWN_SWITCHES and not argument.startswith(
+                tuple(f"{option}=" for option in _OWN_OPTIONS)):
             forwarded.append(argument)
     return forwarded

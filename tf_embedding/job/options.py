@@ -108,6 +108,10 @@ class ClusterOptions(TrainOptions):
     max_restarts: int = option(3, "restarts of dead tasks in one run (a worker is restarted in "
                                   "place; a dead ps task restarts the cluster and resumes from "
                                   "the last checkpoint); then the run fails")
+    allow_exposed_ports: bool = option(
+        False, "where this machine gives no private network namespace for the tasks, run them "
+               "anyway with their ports on every interface, where anyone who can reach them can "
+               "run any op in them (on a trusted network only)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
