@@ -1,0 +1,50 @@
+"""The lab's traffic model (tools/netlab/model.py): its bytes per step are the ones measured on
+loopback clusters (docs/parameter_server.md, "Measured"), and its step time adds the links'
+time, the round trips and the compute as the model says."""
+
+import os
+import sys
+
+import pytest
+
+from helpers.paths import REPO_ROOT
+
+sys.path.insert(0, os.path.join(REPO_ROOT, "tools"))
+
+from netlab import model  # pylint: disable=wrong-import-position
+
+pytestmark = pytest.mark.unit
+
+# tools/ps_benchmark.py's defaults: 2 tables of 100,000 x 64, batch 1024, 20 uniform ids.
+DEFAULT = model.Workload(tables=2, vocabulary=100_000, dim=64, batch=1024, ids_per_sample=20)
+
+
+@pytest.mark.parametrize("traffic, num_ps, down_mb, up_mb", [
+    ("rows", 1, 1.03, 0.53), ("partial", 1, 1.03, 0.53),
+    ("rows", 2, 10.08, 9.48), ("partial", 2, 1.58, 1.05),
+    ("rows", 4, 10.08, 9.49), ("partial", 4, 2.66, 2.11)])
+def test_step_bytes_are_the_measured_ones(traffic, num_ps, down_mb, up_mb):
+    """Within 1.5% of the TCP payload measured with `ss` (which includes the chief's dispatch)."""
+    down, up = model.step_bytes(DEFAULT, traffic, num_ps)
+    assert down / 1e6 == pytest.approx(down_mb, rel=0.015)
+    assert up / 1e6 == pytest.approx(up_mb, rel=0.015)
+
+
+def test_unique_ids_of_uniform_draws():
+    """The expected distinct count of 20,480 uniform draws from 100,000 ids (about 18,500, as
+    the docs say), and no more ids than draws or than the vocabulary."""
+    assert DEFAULT.unique_ids() == pytest.approx(18_540, rel=0.002)
+    assert model.Workload(1, 10**9, 8, 100, 1).unique_ids() == pytest.approx(100, rel=1e-6)
+    assert model.Workload(1, 10, 8, 1000, 10).unique_ids() == pytest.approx(10)
+
+
+def test_step_time_adds_links_round_trips_and_compute():
+    """One worker pays down and up in turn on its own link; with more workers than PS tasks a PS
+    link carries several workers' shares of the larger direction and bounds the step."""
+    frame_rate = 100e6 / 8 * model.SEGMENT / model.FRAME  # payload bytes/s at 100 Mbit/s
+    one_worker = model.step_seconds(6e6, 4e6, 100.0, num_ps=2, num_workers=1,
+                                    round_trip=1e-3, compute=0.05)
+    assert one_worker == pytest.approx(10e6 / frame_rate + 3e-3 + 0.05)
+    crowded = model.step_seconds(6e6, 4e6, 100.0, num_ps=1, num_workers=4, round_trip=0.0,
+                                 compute=0.0)
+    assert crowded == pytest.approx(4 * 6e6 / frame_rate)
