@@ -78,7 +78,7 @@ class NumpyModel:
                        for t, v in layer.embedding_tables.items()}
         engine_variables = layer._tpu_embedding._variables
         self.slots = {name: [tf.convert_to_tensor(engine_variables[name][slot]).numpy()
-                             for slot in optimizer._slot_names()] for name in self.tables}
+                             for slot in optimizer.slot_names()] for name in self.tables}
 
     @staticmethod
     def table_of(name):
@@ -116,7 +116,7 @@ class NumpyModel:
             np.testing.assert_allclose(
                 tf.convert_to_tensor(engine_variables[name]["parameters"]).numpy(), table,
                 rtol=1e-5, atol=1e-6, err_msg=name)
-            for slot, expected in zip(self.optimizer._slot_names(), self.slots[name]):
+            for slot, expected in zip(self.optimizer.slot_names(), self.slots[name]):
                 np.testing.assert_allclose(
                     tf.convert_to_tensor(engine_variables[name][slot]).numpy(), expected,
                     rtol=1e-5, atol=1e-6, err_msg=f"{name}/{slot}")
@@ -382,9 +382,9 @@ def test_translate_keras_optimizer_copies_hyperparameters_and_follows_the_learni
     assert isinstance(translated, tf_embedding.Adam)
     assert (translated.beta_1, translated.beta_2, translated.epsilon) == (0.8, 0.999, 1e-3)
     assert translated.lazy_adam and translated.sum_inside_sqrt  # the TPU rule
-    assert float(translated._get_learning_rate()) == 0.25
+    assert float(translated.learning_rate_tensor()) == 0.25
     keras_optimizer.learning_rate.assign(0.5)
-    assert float(translated._get_learning_rate()) == 0.5
+    assert float(translated.learning_rate_tensor()) == 0.5
 
 
 @pytest.mark.parametrize("make, message", [

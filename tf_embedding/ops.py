@@ -77,14 +77,14 @@ def sparse_apply(optimizer, table_variable, slot_variables: Mapping[str, Any],
                  table_name: str | None = None):
     """Sums the gradients of `batches` per unique id and applies `optimizer` in place.
 
-    `optimizer` (tf_embedding.optimizers) provides `_description.op` (the op's registered
-    type, e.g. "TfeSparseApplyAdagrad"), `_slot_names()` and `_kernel_attrs()` (the op's
+    `optimizer` (tf_embedding.optimizers) provides `description.op` (the op's registered
+    type, e.g. "TfeSparseApplyAdagrad"), `slot_names()` and `kernel_attrs()` (the op's
     optimizer attrs). `slot_variables` maps each slot name to its variable;
     `learning_rate` is a float or a float32 scalar tensor (e.g.
-    `optimizer._get_learning_rate()`). Returns the op (None when executing eagerly).
+    `optimizer.learning_rate_tensor()`). Returns the op (None when executing eagerly).
     """
     row_splits, ids, gains, activation_gradients = _unzip_batches(batches)
-    return _apply(optimizer, optimizer._description.op,  # pylint: disable=protected-access
+    return _apply(optimizer, optimizer.description.op,
                   table_variable, slot_variables, learning_rate, table_name,
                   row_splits=row_splits, ids=ids, gains=gains,
                   activation_gradients=activation_gradients)
@@ -98,13 +98,13 @@ def sparse_apply_rows(optimizer, table_variable, slot_variables: Mapping[str, An
     `id_row_pairs` holds N >= 1 pairs `(unique_ids, rows)`: int64 [U_i] ids, strictly
     ascending, and their float32 [U_i, dim] gradient rows. An id may appear in several pairs;
     its rows are summed in pair order, then each id's row is updated once, as `sparse_apply`
-    does (same optimizer attrs and slots). Runs the op `optimizer._description.rows_op`
+    does (same optimizer attrs and slots). Runs the op `optimizer.description.rows_op`
     (e.g. TfeSparseApplyAdagradRows). Returns the op (None when executing eagerly).
     """
     if not id_row_pairs:
         raise ValueError("id_row_pairs must hold at least one (unique_ids, rows) pair.")
     unique_ids, rows = (list(column) for column in zip(*id_row_pairs))
-    return _apply(optimizer, optimizer._description.rows_op,  # pylint: disable=protected-access
+    return _apply(optimizer, optimizer.description.rows_op,
                   table_variable, slot_variables, learning_rate, table_name,
                   unique_ids=unique_ids, rows=rows)
 
@@ -112,7 +112,7 @@ def sparse_apply_rows(optimizer, table_variable, slot_variables: Mapping[str, An
 def _apply(optimizer, op_name: str, table_variable, slot_variables: Mapping[str, Any],
            learning_rate, table_name: str | None, **gradients):
     """Runs the sparse-apply op `op_name` of `optimizer` with the `gradients` inputs."""
-    slot_names = list(optimizer._slot_names())  # pylint: disable=protected-access
+    slot_names = optimizer.slot_names()
     missing = [name for name in slot_names if name not in slot_variables]
     if missing:
         raise ValueError(f"slot_variables lacks the slots {missing} of {type(optimizer).__name__}; "
@@ -125,7 +125,7 @@ def _apply(optimizer, op_name: str, table_variable, slot_variables: Mapping[str,
         **gradients,
         learning_rate=tf.cast(learning_rate, tf.float32),
         table_name=_table_name(table_variable, table_name),
-        **optimizer._kernel_attrs())  # pylint: disable=protected-access
+        **optimizer.kernel_attrs())
 
 
 def _unzip_batches(batches: Sequence[GradientBatch]):

@@ -195,11 +195,10 @@ class TableState:
         `replica_updates[r][b]` is replica r's `block_updates(...)[b]`.
         """
         optimizer = self.config.optimizer
-        # pylint: disable=protected-access
         blocks = {slot: list(variable) for slot, variable in self.variables.items()}
         for block, device in enumerate(self.layout.devices):
             updates = [per_replica[block] for per_replica in replica_updates]
-            slots = {slot: blocks[slot][block] for slot in optimizer._slot_names()}
+            slots = {slot: blocks[slot][block] for slot in optimizer.slot_names()}
             apply = ops.sparse_apply if self.combines_on_owner else ops.sparse_apply_rows
             with tf.device(device):
                 apply(optimizer, blocks["parameters"][block], slots, updates, learning_rate,
@@ -237,7 +236,7 @@ def apply_updates(strategy: tf.distribute.Strategy, tables: Sequence[TableState]
     for state, block_updates in zip(tables, updates):
         optimizer = state.config.optimizer
         if id(optimizer) not in learning_rates:
-            learning_rates[id(optimizer)] = optimizer._get_learning_rate()  # pylint: disable=protected-access
+            learning_rates[id(optimizer)] = optimizer.learning_rate_tensor()
         # Per replica, in replica order: its update of each block.
         replica_updates = [
             [tuple(strategy.experimental_local_results(part)[replica] for part in update)
