@@ -104,9 +104,7 @@ class TPUEmbeddingV0(embedding_base.EmbeddingBase):
         """
         self._maybe_build()
         validated = features_lib.validate_features(features, weights, self._feature_config)
-        by_table: dict[str, list[int]] = {}
-        for index, item in enumerate(validated):
-            by_table.setdefault(item.feature.table.name, []).append(index)
+        by_table = embedding_base.feature_indices_by_table([item.feature for item in validated])
 
         outputs: list[tf.Tensor | None] = [None] * len(validated)
         # The tables the custom ops look up, all in one op (`features_lookup`, differentiable):

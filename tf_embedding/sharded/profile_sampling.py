@@ -25,8 +25,10 @@ from tf_embedding.sharded.table_state import TableState
 class LookupProfiler:
     """Samples one engine's training batches into `directory`."""
 
-    def __init__(self, directory: str, tables: Sequence[TableState], flat_features: Sequence[Any],
-                 num_table_devices: int, num_replicas: int):
+    def __init__(self, directory: str, tables: Sequence[TableState],
+                 table_features: Sequence[Sequence[Any]], num_table_devices: int,
+                 num_replicas: int):
+        """`table_features[t]`: the `FeatureConfig`s of `tables[t]`'s features."""
         self._directory = directory
         self._tables = tuple(tables)
         self._parameters = [{
@@ -35,13 +37,12 @@ class LookupProfiler:
             "dim": state.config.dim,
             "combiner": state.config.combiner,
             "num_features": len(state.feature_indices),
-            "max_sequence_lengths": [flat_features[index].max_sequence_length
-                                     for index in state.feature_indices],
+            "max_sequence_lengths": [feature.max_sequence_length for feature in features],
             "partition_strategy": state.layout.partition_strategy,
             "num_blocks": len(state.layout.rows),
             "table_devices": num_table_devices,
             "replicas": num_replicas,
-        } for state in self._tables]
+        } for state, features in zip(self._tables, table_features)]
         for parameters in self._parameters:
             profile = profile_files.TableProfile(parameters)
             path = os.path.join(directory, profile.file_name)
