@@ -16,7 +16,7 @@ import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops
 
 from tf_embedding import _loader, ops
-from tf_embedding.feature_inputs import conversion as inputs
+from tf_embedding.feature_inputs import feature_input
 
 from references import csr, reference_lookup
 from subprocess_helpers import last_printed_words
@@ -366,10 +366,10 @@ def test_lookup_rejects_uninitialized_variable():
 ])
 def test_features_lookup_rejects_bad_table_variable(value, message):
     table = tf.Variable(value, name="video")
-    feature = inputs.FeatureInput(
+    feature = feature_input.FeatureInput(
         "f", tf.SparseTensor([[0, 0]], tf.constant([1], tf.int64), [1, 1]))
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
-        inputs.features_lookup([inputs.LookedUpTable(table, "video", 4, "sum")], [[feature]])
+        ops.features_lookup([ops.LookedUpTable(table, "video", 4, "sum")], [[feature]])
 
 
 def _features_lookup_of_two_features(**table_attrs):
@@ -456,7 +456,7 @@ def test_xla_embedding_gradient_rejects_malformed_shapes(batches, message):
 
 def feature_outputs(activations, counts, shapes, partial=False, jit_compile=False):
     """TfeFeatureOutputs of table 'video' with the message 'Does not fit.'."""
-    return tf.function(lambda a, c: inputs.feature_outputs(a, c, shapes, partial, "Does not fit.",
+    return tf.function(lambda a, c: ops.feature_outputs(a, c, shapes, partial, "Does not fit.",
                                                           "video"),
                        jit_compile=jit_compile)(activations, np.array(counts, np.int64))
 

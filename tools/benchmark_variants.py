@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
     import tf_embedding
     from tf_embedding import ops, optimizers
-    from tf_embedding.feature_inputs import conversion as inputs
+    from tf_embedding.feature_inputs import feature_input
 
 LEARNING_RATE = 0.01
 INITIAL_ACCUMULATOR = 0.1
@@ -135,12 +135,12 @@ def variant(name: str, phase: str, description: str, **options: Any
 
 def import_tensorflow() -> None:
     """Imports TensorFlow, Keras and tf_embedding into this module (worker processes only)."""
-    global tf, keras, tf_embedding, inputs, ops, optimizers  # pylint: disable=global-statement
+    global tf, keras, tf_embedding, feature_input, ops, optimizers  # pylint: disable=global-statement
     import keras  # pylint: disable=import-outside-toplevel,redefined-outer-name
     import tensorflow as tf  # pylint: disable=import-outside-toplevel,redefined-outer-name
     import tf_embedding  # pylint: disable=import-outside-toplevel,redefined-outer-name
     from tf_embedding import ops, optimizers  # pylint: disable=import-outside-toplevel
-    from tf_embedding.feature_inputs import conversion as inputs  # pylint: disable=import-outside-toplevel
+    from tf_embedding.feature_inputs import feature_input  # pylint: disable=import-outside-toplevel
 
 
 def _nbytes(variable: Any) -> int:
@@ -221,11 +221,11 @@ class Context:
                             name=f"table_{t}/accumulators")
                 for t in range(w.tables)]
 
-    def csr(self, features: Sequence[tf.SparseTensor]) -> list[inputs.CsrBatch]:
+    def csr(self, features: Sequence[tf.SparseTensor]) -> list[ops.CsrBatch]:
         """Our conversion, with the pruning of safe_embedding_lookup_sparse (the same work)."""
-        return [inputs.features_to_csr(f"table_{t}", self.workload.vocab, "sum",
-                                       [inputs.FeatureInput(f"feature_{t}", feature,
-                                                            prune_invalid=True)])
+        return [ops.features_to_csr(f"table_{t}", self.workload.vocab, "sum",
+                                    [feature_input.FeatureInput(f"feature_{t}", feature,
+                                                                prune_invalid=True)])
                 for t, feature in enumerate(features)]
 
     @staticmethod
@@ -808,7 +808,7 @@ def _part_csr(ctx: Context) -> Setup:
     return Setup(lambda i: convert(ctx.batch(i)), 0)
 
 
-def _precomputed_csr(ctx: Context) -> list[list[inputs.CsrBatch]]:
+def _precomputed_csr(ctx: Context) -> list[list[ops.CsrBatch]]:
     """Every batch converted once, outside the timing."""
     return [ctx.csr(ctx.batch(b)) for b in range(ctx.num_batches)]
 

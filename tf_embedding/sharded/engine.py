@@ -15,8 +15,8 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import tensorflow as tf
 
-from tf_embedding.feature_inputs import conversion as inputs_lib
-from tf_embedding.feature_inputs import rules as features_lib
+from tf_embedding.feature_inputs.feature_input import FeatureInput
+from tf_embedding.feature_inputs import rules
 from tf_embedding import ops
 from tf_embedding.sharded import handoff
 from tf_embedding.sharded import queues
@@ -96,11 +96,11 @@ class Engine:
     @library_code
     def table_inputs(self, table_features: Sequence[Sequence[Any]],
                      table_weights: Sequence[Sequence[Any]] | None = None
-                     ) -> list[list[inputs_lib.FeatureInput]]:
+                     ) -> list[list[FeatureInput]]:
         """How the conversion reads each table's enqueued features (and weights), grouped by
         table (`group_by_table`), as `convert_tables` and `lookup_features` take them."""
         output_shapes = self.output_shapes()
-        return [[features_lib.tpu_feature_input(
+        return [[rules.tpu_feature_input(
                     self.feature_paths[index], self._flat_features[index], feature,
                     None if table_weights is None else table_weights[position][slot],
                     output_shapes[index])
@@ -108,7 +108,7 @@ class Engine:
                 for position, (state, features) in enumerate(zip(self.tables, table_features))]
 
     @library_code
-    def convert_tables(self, table_inputs: Sequence[Sequence[inputs_lib.FeatureInput]],
+    def convert_tables(self, table_inputs: Sequence[Sequence[FeatureInput]],
                        training: Any = False) -> list[queues.TableBatch]:
         """This replica's CSR batch of each table, from `table_inputs[t]` (table t's
         `FeatureInput`s). `training` (a bool or bool tensor): whether the batch counts for
@@ -147,7 +147,7 @@ class Engine:
                 and all(state.looks_up_features_directly for state in self.tables))
 
     @library_code
-    def lookup_features(self, table_inputs: Sequence[Sequence[inputs_lib.FeatureInput]]
+    def lookup_features(self, table_inputs: Sequence[Sequence[FeatureInput]]
                         ) -> list[tuple[tf.Tensor, tf.Tensor]]:
         """Each table's (activations [R, dim], feature_row_counts) of this replica's features,
         converted and looked up in one op, for `table_inputs` as `convert_tables` takes them.

@@ -18,8 +18,8 @@ from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
-from tf_embedding.feature_inputs import rules as features_lib
-from tf_embedding.feature_inputs import conversion as inputs_lib
+from tf_embedding.feature_inputs import rules
+from tf_embedding.feature_inputs.feature_input import FeatureInput, split_activations
 from tf_embedding.sharded.engine import Engine
 from tf_embedding.sharded.tpu_embedding import TPUEmbedding
 
@@ -35,7 +35,7 @@ class FrontEnd:
         returns its interface."""
         return self._embedding.engine
 
-    def trained_lookup(self, plans: Sequence[features_lib.CpuLookupPlan], helper: Any,
+    def trained_lookup(self, plans: Sequence[rules.CpuLookupPlan], helper: Any,
                        gradient_scale: Callable[[], tf.Tensor] | None = None,
                        after_update: Callable[[], Any] | None = None,
                        training: Any = False) -> list[tf.Tensor]:
@@ -86,13 +86,13 @@ class FrontEnd:
         trapped = trap(tf.convert_to_tensor(helper))
         for state, counts, activations, inputs in zip(engine.tables, row_counts, trapped,
                                                       table_inputs):
-            blocks = inputs_lib.split_activations(activations, counts, inputs, state.config.dim)
+            blocks = split_activations(activations, counts, inputs, state.config.dim)
             for index, block in zip(state.feature_indices, blocks):
                 outputs[index] = plans[index].finish(block)
         return outputs
 
 
-def _lookup_and_batches(engine: Engine, table_inputs: list[list[inputs_lib.FeatureInput]],
+def _lookup_and_batches(engine: Engine, table_inputs: list[list[FeatureInput]],
                         training: Any) -> tuple[Callable[[], list[tuple[tf.Tensor, tf.Tensor]]],
                                                 Callable[[], list[Any]]]:
     """(look_up, training_batches): each table's (activations, feature row counts), and the
@@ -112,7 +112,7 @@ def _lookup_and_batches(engine: Engine, table_inputs: list[list[inputs_lib.Featu
             lambda: batches)
 
 
-def _check_static_batch_sizes(plans: Sequence[features_lib.CpuLookupPlan]) -> None:
+def _check_static_batch_sizes(plans: Sequence[rules.CpuLookupPlan]) -> None:
     """Raises ValueError for a feature with `output_shape` whose ragged input has no static
     batch size: the trained lookup must know its rows when it is traced."""
     for plan in plans:

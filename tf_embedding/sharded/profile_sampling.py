@@ -15,7 +15,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.python.ops import resource_variable_ops
 
-from tf_embedding.feature_inputs import conversion as inputs_lib
+from tf_embedding.feature_inputs.feature_input import FeatureInput, activation_shape
 from tf_embedding import ops
 from tf_embedding.sharded import profile_files
 from tf_embedding.sharded import queues
@@ -57,7 +57,7 @@ class LookupProfiler:
                 tf.constant(0, tf.int64), trainable=False, name="lookup_profile_batches")
 
     def observe(self, batches: Sequence[queues.TableBatch],
-                table_inputs: Sequence[Sequence[inputs_lib.FeatureInput]], training: Any) -> None:
+                table_inputs: Sequence[Sequence[FeatureInput]], training: Any) -> None:
         """Counts one replica's batch (`batches[t]`: table t's, from `table_inputs[t]`) if
         `training`, and profiles it if it is a sampled one."""
         if ops.compiling_with_xla():
@@ -73,7 +73,7 @@ class LookupProfiler:
             values = []
             for state, batch, inputs in zip(self._tables, batches, table_inputs):
                 ids = tf.gather(batch.unique_ids, batch.inverse_or_identity())
-                examples = inputs_lib.activation_shape(inputs[0], state.config.dim)[0]
+                examples = activation_shape(inputs[0], state.config.dim)[0]
                 values += [examples, ids, state.layout.block_of(ids)]
             return tf.py_function(self._write, values, tf.int64)
 

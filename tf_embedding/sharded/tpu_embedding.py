@@ -28,7 +28,7 @@ from tensorflow.python.distribute import device_util
 from tensorflow.python.distribute import sharded_variable
 from tensorflow.python.util import nest
 
-from tf_embedding.feature_inputs import rules as features_lib
+from tf_embedding.feature_inputs import rules
 from tf_embedding import embedding_base
 from tf_embedding.sharded import batch_paths
 from tf_embedding.sharded import engine as engine_lib
@@ -190,7 +190,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         """
         if self._built:
             return
-        output_shapes = features_lib.output_shapes_from_build_arguments(
+        output_shapes = rules.output_shapes_from_build_arguments(
             per_replica_input_shapes, per_replica_batch_size, nest.flatten(self._feature_config))
         if output_shapes is not None:
             self._set_output_shapes(output_shapes)
@@ -270,12 +270,12 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
 
         # As TF does, shapes are taken from the first replica's features.
         first = [self._local(inp, replicas[0]) for inp in flat_inputs]
-        features_lib.check_enqueue_types(self._feature_paths, first)
-        input_shapes = [features_lib.input_shape(path, inp, feature)
+        rules.check_enqueue_types(self._feature_paths, first)
+        input_shapes = [rules.input_shape(path, inp, feature)
                         for path, inp, feature in zip(self._feature_paths, first, flat_features)]
         self._maybe_build()
         self._set_output_shapes(
-            features_lib.output_shapes_from_input_shapes(input_shapes, flat_features))
+            rules.output_shapes_from_input_shapes(input_shapes, flat_features))
 
         training = tf.convert_to_tensor(training, tf.bool)
         engine = self._engine
@@ -316,7 +316,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             raise RuntimeError("dequeue called on unbuilt TPUEmbedding object. "
                                "Please either call enqueue first or manually call "
                                "the build method.")
-        features_lib.check_fully_defined(self._feature_paths, self._output_shapes)
+        rules.check_fully_defined(self._feature_paths, self._output_shapes)
         replica = self._replica_id("dequeue")
         with tf.name_scope(name or "dequeue"), tf.device(self._replica_devices[replica]):
             outputs = batch_paths.dequeue_outputs(self._engine, replica, partial)
@@ -349,7 +349,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         # Every check comes before the batch is taken (`take_pending`).
         engine = self._engine
         engine.check_trainable()
-        flat_gradients = features_lib.check_gradients(
+        flat_gradients = rules.check_gradients(
             self._feature_config, gradients, self._output_shapes, self._warned_paths)
         replica = self._replica_id("apply_gradients")
         with tf.name_scope(name or "apply_gradients"), tf.device(self._replica_devices[replica]):
@@ -379,9 +379,9 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
                 self.build()
 
     def _set_output_shapes(self, incoming: list[tf.TensorShape]) -> None:
-        features_lib.check_output_shapes(self._feature_paths, self._output_shapes, incoming)
-        self._output_shapes = features_lib.update_output_shapes(self._output_shapes, incoming)
-        features_lib.check_fully_defined(self._feature_paths, self._output_shapes)
+        rules.check_output_shapes(self._feature_paths, self._output_shapes, incoming)
+        self._output_shapes = rules.update_output_shapes(self._output_shapes, incoming)
+        rules.check_fully_defined(self._feature_paths, self._output_shapes)
 
     def _enqueue_replicas(self, device: str | None) -> list[int]:
         """The replicas an enqueue call feeds, from the calling context and `device`."""
