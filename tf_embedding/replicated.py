@@ -6,10 +6,11 @@ row per distinct id, so a Keras optimizer trains the tables; under a strategy, K
 those gradients. Lookups give the outputs of TF's CPU `serving_embedding_lookup` for every input
 kind and option.
 
-Where the custom ops cannot be used, a table is looked up with gathers and segment sums instead,
-with the same results: inside an XLA-compiled function (`jit_compile=True`, which XLA cannot
-compile the custom ops into), and for a ragged input whose `output_shape` needs a batch size
-known only at run time.
+Where the custom ops cannot be used, a table is looked up with stock gathers and segment sums
+instead, with the same results: while a SavedModel is saved (it must load where tf_embedding is
+not installed), and for a ragged input whose `output_shape` needs a batch size known only at run
+time. Inside an XLA-compiled function (`jit_compile=True`) the custom ops run through their XLA
+kernels.
 """
 import contextlib
 import math

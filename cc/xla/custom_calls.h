@@ -1,5 +1,5 @@
 // The XLA CPU custom calls of the kernels in cc/xla: on the XLA CPU compilation device each op
-// compiles to one typed-FFI custom call whose handler (ffi_handlers.cc) runs the TF kernel's
+// compiles to one typed-FFI custom call whose handler (ffi_*handlers.cc) runs the TF kernel's
 // cc/core code on XLA's buffers, on the intra-op pool, with the TF kernel's checks and errors.
 // A compiled step then computes what the uncompiled step does, bit for bit, at its speed, and
 // fails with the same InvalidArgumentError on bad data. The XLA-operations formulation

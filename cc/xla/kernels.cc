@@ -430,7 +430,7 @@ class FeaturesToCsrOp : public XlaOpKernel {
 
  private:
   // The conversion as a custom call of the TF kernel's code. Its ids and gains have one element
-  // per input id: the TF kernel's lookups, then padding (CompiledCsrBatch in ffi_handlers.cc).
+  // per input id: the TF kernel's lookups, then padding (CompiledCsrBatch in ffi_buffers.h).
   void ConvertInHandler(XlaOpKernelContext* ctx,
                         const std::vector<XlaFeatureInput>& features) const {
     std::vector<xla::XlaOp> operands;
