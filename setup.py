@@ -3,7 +3,7 @@
 Metadata lives in pyproject.toml; this file only adds the op library build.
 The library is compiled against the TensorFlow importable by the Python that
 runs the build, so install with `pip install --no-build-isolation .` from the
-environment that will use it (README.md, "Build").
+environment that will use it (docs/build.md).
 """
 
 import ast

@@ -8,6 +8,8 @@ import pathlib
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "tf_embedding"
 MAX_MODULE_LINES = 500

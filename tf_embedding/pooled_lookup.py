@@ -16,7 +16,8 @@ of stock TF ops only, so exported SavedModels still load without tf_embedding:
   when asked to (`TPUEmbeddingForServing(..., jit_compile=True)`); TF Serving runs such a model
   with `--xla_cpu_compilation_enabled=true`. The TF ops around the compiled function make at
   most one pass over the batch each: TF runs them one at a time, and at 1 thread they are
-  what the step spends beside the compiled function (docs/performance.md, "Where the time goes").
+  what the step spends beside the compiled function (docs/archive/benchmark_runs.md, "Where the
+  time went").
 
 Both fall back to TF's formulation (a `tf.cond`, decided per batch) where theirs does not
 apply: a `SparseTensor` whose indices are not in row order, ids TF prunes or outside the table

@@ -6,11 +6,11 @@ row per distinct id, so a Keras optimizer trains the tables; under a strategy, K
 those gradients. Lookups give the outputs of TF's CPU `serving_embedding_lookup` for every input
 kind and option.
 
-Where the custom ops cannot be used, a table is looked up with stock gathers and segment sums
-instead, with the same results: while a SavedModel is saved (it must load where tf_embedding is
-not installed), and for a ragged input whose `output_shape` needs a batch size known only at run
+Where the custom ops cannot be used, a table is looked up with gathers and segment sums instead,
+with the same results: while a SavedModel is saved (it must load in TensorFlow without
+tf_embedding), and for a ragged input whose `output_shape` needs a batch size known only at run
 time. Inside an XLA-compiled function (`jit_compile=True`) the custom ops run through their XLA
-kernels.
+kernels (docs/xla.md).
 """
 import contextlib
 import math
@@ -201,7 +201,7 @@ class _Lookups(NamedTuple):
 def _lookup_rows(feature_input: FeatureInput, combiner: str,
                  runtime_output_shape_feature: Any) -> _Lookups:
     """A feature's lookups, with the row layout and gains of the CSR conversion
-    (docs/internals.md) and `runtime_output_shape_feature` as in `features.CpuLookupPlan`."""
+    (docs/internals.md) and `runtime_output_shape_feature` as in `rules.CpuLookupPlan`."""
     tensor = feature_input.tensor
     if not isinstance(tensor, (tf.SparseTensor, tf.RaggedTensor)):
         ids = tf.cast(tf.reshape(tensor, [-1]), tf.int64)
@@ -253,7 +253,7 @@ def _lookup_rows(feature_input: FeatureInput, combiner: str,
 
 
 def _runtime_sequence_length(feature: Any, batch_size: tf.Tensor) -> tf.Tensor:
-    """`features.ragged_sequence_length` for a batch size known at run time.
+    """`rules.ragged_sequence_length` for a batch size known at run time.
 
     0 if the batch fills `feature.output_shape`, else the positions per sample. When neither fits
     it fails at run time with TF's message (XLA drops the check).

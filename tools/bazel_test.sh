@@ -8,7 +8,7 @@
 set -euo pipefail
 
 # The op tests: the ones that exercise the library directly.
-OP_TESTS_GLOB='tests/test_*ops*.py'
+OP_TESTS_GLOB='tests/ops/test_*ops*.py'
 
 python=${1:-python3}
 if [[ $python != */* ]]; then

@@ -452,7 +452,7 @@ def _gib(n: float) -> str:
     return f"{n / GIB:.2f}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 3) -> list[str]:
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 3) -> list[str]:
     """A Markdown table whose columns line up in a terminal too; the first `left` columns are
     labels (left-aligned), the others numbers."""
     widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
@@ -501,10 +501,10 @@ def limit_report(limits: dict[str, NativeLimit], workload: bv.Workload) -> list[
         f"granted; each phase at its fastest prefetch distance of "
         f"{', '.join(map(str, benchmark_limit.PREFETCH_DISTANCES))} rows ahead:",
         "",
-        *_table(["dist", "thr", "forward samples/s", "ms/step", "prefetch", "rows GB/s", "eff",
-                 "train samples/s", "ms/step", "prefetch", "eff",
-                 "fused train samples/s", "ms/step", "prefetch", "eff", "read GB/s", "rmw GB/s",
-                 "others"], body, left=2),
+        *table(["dist", "thr", "forward samples/s", "ms/step", "prefetch", "rows GB/s", "eff",
+                "train samples/s", "ms/step", "prefetch", "eff",
+                "fused train samples/s", "ms/step", "prefetch", "eff", "read GB/s", "rmw GB/s",
+                "others"], body, left=2),
         "",
         "forward: per table and sample, the sum of its looked-up rows; rows GB/s: the bytes of "
         "those rows per second.",
@@ -570,10 +570,10 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
                      f"{1000 * r.cpu_seconds:.1f}", _gib(r.result["model_bytes"]),
                      _gib(r.result["peak_rss"]), f"{over / GIB:+.2f}",
                      "-" if added is None else f"{max(added, 0) / GIB:+.2f}", r.others, check])
-    lines += _table(["dist", "phase", "variant", "thr", "samples/s", "vs stock", "paired",
-                     "of limit", "of fused", "par eff", "ms/step", "IQR", "CPU ms",
-                     "tables+slots GiB", "peak RSS GiB", "over GiB", "steps GiB", "others",
-                     "check"], body)
+    lines += table(["dist", "phase", "variant", "thr", "samples/s", "vs stock", "paired",
+                    "of limit", "of fused", "par eff", "ms/step", "IQR", "CPU ms",
+                    "tables+slots GiB", "peak RSS GiB", "over GiB", "steps GiB", "others",
+                    "check"], body)
     lines += ["", "Variants:"]
     for v in dict.fromkeys(r.variant for r in rows if r.variant.phase != "part"):
         lines.append(f"  {v.name:15} {v.description}{' [baseline]' if v.baseline else ''}")
@@ -622,8 +622,8 @@ def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workloa
                          f"{100 * r.cpu_seconds / whole.cpu_seconds:.0f}%" if whole else "",
                          r.others])
         lines += ["", "Breakdown (each part timed alone on precomputed inputs):", ""]
-        lines += _table(["dist", "step", "part", "thr", "ms/step", "of step", "CPU ms",
-                         "of step CPU", "others"], body)
+        lines += table(["dist", "step", "part", "thr", "ms/step", "of step", "CPU ms",
+                        "of step CPU", "others"], body)
 
     targets = []
     for r in rows:

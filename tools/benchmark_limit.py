@@ -25,7 +25,7 @@ TOOLS = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(TOOLS, "native_limit", "native_limit.cc")
 BUILD_DIR = os.path.join(os.path.dirname(TOOLS), "build", "native_limit")
 # -fno-math-errno: without it GCC keeps a scalar sqrt with an errno branch in the Adagrad rule
-# (as for the op library, docs/performance.md, "Where the time goes").
+# (as for the op library, docs/archive/benchmark_runs.md, "Where the time went").
 FLAGS = ("-std=c++17", "-O3", "-march=native", "-fno-math-errno", "-fopenmp")
 # TF_EMBEDDING_SIMD caps the op library's vector ISA (cc/core/simd_dispatch.cc); the limit is
 # compiled under the same cap, so a capped run on a wider CPU compares code of one ISA, as on a

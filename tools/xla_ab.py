@@ -16,7 +16,7 @@ memory speed drifts, which separate benchmark workers do not (tools/benchmark.py
 with the native limit instead). Then it compares the two results' checksums (`Setup.checksum`:
 the float64 sum of squares of batch 0's activations, or of the rows batch 0 touches after the
 same training steps): the compiled step runs the same kernels (docs/xla.md), so they must be
-equal, not merely close (tests/test_xla.py compares the tables themselves bit for bit).
+equal, not merely close (tests/sharded/test_xla.py compares the tables themselves bit for bit).
 
 Each ratio is printed beside its target (1.10 for a forward step, 1.15 for a training step);
 the exit status is 1 if any row's checksums differ.

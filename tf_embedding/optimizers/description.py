@@ -5,8 +5,8 @@ From a description come the v2 class (`tf_embedding.optimizers.<name>`, TF's sig
 checks), the v1 parameter class (`tf_embedding.feature_column.<name>Parameters`), the fused op
 that applies the rule (`op`, `rows_op`; the rule itself is C++, `cc/core/optimizers.h`), the
 slots and their initial values, TF1's slot variable names for checkpoint migration, and what the
-Keras translations copy. tests/test_optimizer_descriptions.py checks a description against the
-op the library registers.
+Keras translations copy. tests/optimizers/test_optimizer_descriptions.py checks a description
+against the op the library registers.
 """
 
 import dataclasses

@@ -1,7 +1,7 @@
 """`tensorflow.python.tpu.tpu_embedding_v2_utils`'s names: configs and embedding optimizers.
 
-`CustomCombiner` and `CustomOptimizer` run only on SparseCore and are absent (README,
-"Deliberately absent").
+`CustomCombiner` and `CustomOptimizer` run only on SparseCore and are absent
+(docs/api_differences.md, "Deliberately absent").
 """
 
 from tf_embedding.config import FeatureConfig, QuantizationConfig, RowIdInitializer, TableConfig

@@ -1,0 +1,313 @@
+"""`tf-embedding train` on a parameter-server cluster and `tf-embedding cluster`: which TF_CONFIG
+and --embedding-api a cluster run accepts; a loopback run of 2 ps tasks and 1 worker against the
+same run in one process (the reference: the same batches in the same order, so the same model up
+to the float rounding of tables split in blocks), and one stopped with SIGINT."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+import tensorflow as tf
+
+from tf_embedding import local_cluster, server
+from tf_embedding.job import cli, cluster, evaluation, launcher, training
+
+from helpers.job_runs import run_python
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+CLUSTER = {"chief": ["10.0.0.1:2222"], "ps": ["10.0.0.2:2222", "10.0.0.3:2222"],
+           "worker": ["10.0.0.4:2222"]}
+# A few seconds of training: small tables, small batches.
+CONFIG = {
+    "batch_size": 256, "steps": 100, "checkpoint_every": 40, "eval_examples": 4096,
+    "embedding_dim": 4, "bottom_mlp": "8", "top_mlp": "16", "progress": "lines",
+    "learning_rate": 0.005,
+    "tables": [
+        {"name": "user", "vocabulary_size": 500, "combiner": "sum", "head_size": 50},
+        {"name": "item", "vocabulary_size": 300, "combiner": "mean", "head_size": 50}],
+    "features": [
+        {"name": "user_id", "table": "user"}, {"name": "item_id", "table": "item"},
+        {"name": "history", "table": "item", "max_ids": 4, "effect_scale": 0.5}],
+    "num_dense": 2,
+}
+# A hang guard per cluster run, not a speed check (about 40 s on a busy 2-core machine).
+TIMEOUT = 240
+
+
+def options(*argv: str):
+    return cli.parse(["train", "--model-dir", "unused", *argv])[1]
+
+
+@pytest.mark.parametrize("text", [None, "", "  ", "{}", json.dumps({"cluster": {}}),
+                                  json.dumps({"task": {"type": "chief", "index": 0}})])
+def test_tf_config_naming_no_cluster_trains_in_this_process(text):
+    environ = {} if text is None else {"TF_CONFIG": text}
+    execution = cluster.execution_for(options(), sys.stdout, environ)
+    assert type(execution) is training.Execution  # pylint: disable=unidiomatic-typecheck
+
+
+BAD_CONFIGS = [
+    ("{cluster", server.ConfigError, "TF_CONFIG is not valid JSON"),
+    (json.dumps({"cluster": {"ps": "10.0.0.2:2222"}, "task": {"type": "chief", "index": 0}}),
+     server.ConfigError, "cluster entry 'ps' must be a list"),
+    (json.dumps({"cluster": CLUSTER}), server.ConfigError, 'TF_CONFIG needs "task"'),
+    (local_cluster.tf_config(CLUSTER, "worker", 0), server.ConfigError,
+     "task type 'worker' is not run by tf-embedding train, which runs ('chief',) tasks. "
+     "tf-embedding train is the cluster's chief (the coordinator); every ps and worker task "
+     "runs `python -m tf_embedding.server`."),
+    (local_cluster.tf_config(CLUSTER, "chief", 1), server.ConfigError,
+     "task index 1 is not an index of the 1 'chief' task(s)"),
+    (local_cluster.tf_config({"chief": CLUSTER["chief"], "worker": CLUSTER["worker"]}, "chief",
+                             0), ValueError,
+     "TF_CONFIG names a cluster without ps tasks: tf-embedding train trains on a "
+     "parameter-server cluster"),
+]
+
+
+@pytest.mark.parametrize("text, error, message", BAD_CONFIGS)
+def test_bad_tf_config_is_a_clear_error(text, error, message):
+    with pytest.raises(error) as raised:
+        cluster.execution_for(options(), sys.stdout, {"TF_CONFIG": text})
+    assert message in str(raised.value)
+
+
+@pytest.mark.parametrize("flags, reason", [
+    (("--embedding-api", "keras"), "Keras 3's model.fit, which has no parameter-server support"),
+    (("--embedding-api", "keras-rs"),
+     "Keras 3's model.fit, which has no parameter-server support"),
+    (("--embedding-api", "replicated"), "keeps every table in one variable"),
+    (("--jit-compile",), "a compiled step reads the variables of its own device only")])
+def test_what_cannot_train_on_a_cluster_is_refused(flags, reason, monkeypatch, capsys,
+                                                    tmp_path):
+    start = f"{' '.join(flags)} cannot train on a cluster: "
+    # Refused before connecting (nothing listens at CLUSTER's addresses) ...
+    with pytest.raises(ValueError) as raised:
+        cluster.execution_for(options(*flags), sys.stdout,
+                              {"TF_CONFIG": local_cluster.tf_config(CLUSTER, "chief", 0)})
+    assert str(raised.value).startswith(start)
+    assert reason in str(raised.value)
+    assert "in one process (tf-embedding train without TF_CONFIG)." in str(raised.value)
+    # ... and by both commands, with status 2, before any task starts.
+    monkeypatch.setenv("TF_CONFIG", local_cluster.tf_config(CLUSTER, "chief", 0))
+    assert cli.main(["train", "--model-dir", str(tmp_path / "train"), *flags]) == 2
+    monkeypatch.delenv("TF_CONFIG")
+    assert cli.main(["cluster", "--num-ps", "2", "--model-dir", str(tmp_path / "cluster"),
+                     *flags]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 2 and all(line.startswith(f"tf-embedding: error: {start}")
+                                    for line in errors), errors
+    assert not os.listdir(tmp_path)
+
+
+def test_cluster_command_arguments(capsys):
+    assert launcher.train_argv(["--num-ps", "3", "--steps", "5", "--num-ps=2", "--resume"]) == [
+        "--steps", "5", "--resume"]
+    assert cli.main(["cluster", "--num-ps", "0"]) == 2
+    assert "--num-ps must be at least 1, got 0" in capsys.readouterr().err
+    # An abbreviation would not be recognised (and left out) by train_argv.
+    with pytest.raises(SystemExit):
+        cli.main(["cluster", "--num-p", "2"])
+    assert "unrecognized arguments: --num-p 2" in capsys.readouterr().err
+
+
+def cluster_processes(address: str) -> list[str]:
+    """The command lines of this user's processes whose TF_CONFIG names `address` (the tasks
+    and the chief of one cluster)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode()
+        except OSError:  # ended meanwhile, or another user's
+            continue
+        if b"TF_CONFIG=" in environ and address.encode() in environ:
+            found.append(f"{pid}: {command}")
+    return found
+
+
+# The chief announces its address; its tasks' TF_CONFIG names it.
+CHIEF_LINE = re.compile(r"training as the chief \((127\.0\.0\.1:\d+)\)")
+
+
+def kill_task(chief_address: str, task_type: str, index: int) -> None:
+    """SIGKILLs task `index` of `task_type` of the cluster whose chief is at `chief_address`."""
+    for task in cluster_processes(chief_address):
+        pid = int(task.split(":", 1)[0])
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = dict(entry.split(b"=", 1) for entry in f.read().split(b"\0") if b"=" in entry)
+        if json.loads(environ[b"TF_CONFIG"])["task"] == {"type": task_type, "index": index}:
+            os.kill(pid, signal.SIGKILL)
+            return
+    raise AssertionError(f"no {task_type} task {index} in {cluster_processes(chief_address)}")
+
+
+def run_cluster(args: list[str], interrupt_after: str | None = None,
+                kill_ps_after: str | None = None, kill: str = "ps") -> tuple[int, str]:
+    """Runs `tf-embedding cluster` to its end, with SIGINT once it printed a line starting with
+    `interrupt_after`, or task 1 of `kill` (task 0 of "worker") killed once it printed one
+    starting with `kill_ps_after`; returns its status and output, after checking that none of
+    its processes is left."""
+    # SIGINT at its default disposition, as in a terminal: a script that runs these tests in the
+    # background hands them SIGINT ignored, and the command then rightly does not pass it on.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tf_embedding", "cluster", *args], stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, env=local_cluster.child_environment(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines = []
+
+    def kill_hung_run():
+        """Kills the command and its tasks, which hold its output open until they end."""
+        process.kill()
+        chief = CHIEF_LINE.search("".join(lines))
+        for task in cluster_processes(chief.group(1)) if chief else []:
+            os.kill(int(task.split(":", 1)[0]), signal.SIGKILL)
+
+    guard = threading.Timer(TIMEOUT, kill_hung_run)
+    guard.start()
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            if interrupt_after and line.startswith(interrupt_after):
+                process.send_signal(signal.SIGINT)
+                interrupt_after = None
+            if kill_ps_after and line.startswith(kill_ps_after):
+                kill_task(CHIEF_LINE.search("".join(lines)).group(1), kill,
+                          int(kill == "ps"))
+                kill_ps_after = None
+        status = process.wait()
+    finally:
+        guard.cancel()
+    output = "".join(lines)
+    chief = CHIEF_LINE.search(output)
+    assert chief, output
+    assert not cluster_processes(chief.group(1)), output
+    return status, output
+
+
+def printed_metrics(output: str) -> tuple[float, float]:
+    auc, loss = re.search(r"model   AUC (\S+)   log loss (\S+)", output).groups()
+    return float(auc), float(loss)
+
+
+def test_cluster_run_trains_the_one_process_model_and_exports_it(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(CONFIG))
+    status, output = run_cluster(["--num-ps", "2", "--config", str(config), "--model-dir",
+                                  str(tmp_path / "cluster")])
+    assert status == 0, output
+    assert "training as the chief" in output
+    auc, loss = printed_metrics(output)
+
+    # The reference: the same run in this process.
+    assert cli.main(["train", "--config", str(config), "--model-dir",
+                     str(tmp_path / "one_process"), "--progress", "none"]) == 0
+    reference = json.loads((tmp_path / "one_process" / "metrics.json").read_text())
+    assert auc == pytest.approx(reference["auc"], abs=2e-4)
+    assert loss == pytest.approx(reference["log_loss"], abs=2e-4)
+    assert auc > 0.7  # and it learned something (the Bayes AUC is 0.78)
+
+    # The export needs only stock TensorFlow, and scores the held-out examples as the
+    # evaluation did.
+    lines = tmp_path / "eval.tsv"
+    assert cli.main(["generate", "--config", str(config), "--output", str(lines),
+                     "--examples", str(CONFIG["eval_examples"])]) == 0
+    scored = json.loads(run_python(f"""
+        import json, sys
+        import tensorflow as tf
+        lines = open({str(lines)!r}).read().splitlines()
+        model = tf.saved_model.load({str(tmp_path / "cluster" / "export")!r})
+        out = model.signatures["serve_tsv"](lines=tf.constant(lines))
+        assert bool(tf.reduce_all(out["valid"]))
+        assert not any(m.split(".")[0] == "tf_embedding" for m in sys.modules)
+        print(json.dumps({{"labels": [float(line.split()[0]) for line in lines],
+                          "probability": out["probability"].numpy().tolist()}}))
+    """, env={"TF_EMBEDDING_OPS_LIBRARY": "/nonexistent"}).splitlines()[-1])
+    assert len(scored["labels"]) == CONFIG["eval_examples"]
+    assert evaluation.roc_auc(scored["labels"], scored["probability"]) == pytest.approx(
+        auc, abs=1e-4)
+
+
+def test_ctrl_c_saves_a_checkpoint_and_stops_every_task(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**CONFIG, "steps": 100000}))
+    # SIGINT as a terminal's Ctrl-C sends it (to the command, which passes it on to the chief,
+    # the tasks being in sessions of their own): the chief saves a checkpoint and says how to
+    # go on, then every task is stopped (run_cluster checks that none is left).
+    status, output = run_cluster(["--num-ps", "1", "--config", str(config), "--model-dir",
+                                  str(tmp_path / "run")], interrupt_after="step 25/100000")
+    assert status == 130, output
+    stopped = re.search(r"stopped at step (\d+) with a checkpoint in \S+; run again with "
+                        r"--resume to continue", output)
+    assert stopped, output
+    assert tf_checkpoint_step(tmp_path / "run") == int(stopped.group(1)) >= 25
+    assert "the chief exited with status 130; stopping the ps and worker tasks" in output
+
+
+def test_a_lost_ps_task_ends_the_run_with_one_line_and_resume_continues(tmp_path):
+    """A ps task killed mid-run: the chief ends at once, saying which task to restart and to
+    run again with --resume (no traceback, no TensorFlow log lines after it); the run resumed
+    on a new cluster finishes from the last checkpoint."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**CONFIG, "steps": 200, "checkpoint_every": 10}))
+    model_dir = tmp_path / "run"
+    status, output = run_cluster(["--num-ps", "2", "--config", str(config), "--model-dir",
+                                  str(model_dir), "--max-restarts", "0"],
+                                 kill_ps_after="step 30/200")
+    assert status == 1, output
+    lost = re.search(r"tf-embedding: error: lost /job:ps/replica:0/task:1 \(127\.0\.0\.1:\d+\): "
+                     r"restart it, then run tf-embedding train again with --resume to continue "
+                     r"from the last checkpoint in \S+", output)
+    assert lost, output
+    after = output[lost.end():].strip().splitlines()
+    assert after == ["tf-embedding cluster: the chief exited with status 1; stopping the ps "
+                     "and worker tasks",
+                     "tf-embedding cluster: ps task 1 died, and --max-restarts 0 restarts were "
+                     "used; giving up (raise --max-restarts, or find why it dies)"], output
+    assert "Traceback" not in output and "Remote function on worker" not in output, output
+    saved = tf_checkpoint_step(model_dir)
+    assert saved >= 10
+
+    config.write_text(json.dumps({**CONFIG, "steps": saved + 20}))
+    status, output = run_cluster(["--num-ps", "2", "--config", str(config), "--model-dir",
+                                  str(model_dir), "--resume"])
+    assert status == 0, output
+    assert f"step {saved + 20}/{saved + 20}" in output
+    assert tf_checkpoint_step(model_dir) == saved + 20
+
+
+@pytest.mark.parametrize("task_type", ["worker", "ps"])
+def test_cluster_restarts_a_killed_task_and_the_run_completes(tmp_path, task_type):
+    """kill -9 of the worker: restarted in place, TensorFlow's coordinator runs its steps again
+    on it. kill -9 of ps task 1: the chief fails, the command starts the cluster anew and runs
+    the chief again with --resume. Either way the run ends with status 0 at the last step."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**CONFIG, "steps": 150, "checkpoint_every": 20}))
+    model_dir = tmp_path / "run"
+    status, output = run_cluster(["--num-ps", "2", "--config", str(config), "--model-dir",
+                                  str(model_dir)], kill_ps_after="step 40/150", kill=task_type)
+    assert status == 0, output
+    index = int(task_type == "ps")
+    assert (f"tf-embedding cluster: {task_type} task {index} died; restarting it (restart 1 of 3)"
+            in output), output
+    resumed = re.search(r"resumed \S+ at step (\d+)", output)
+    if task_type == "ps":
+        assert resumed and int(resumed.group(1)) >= 20, output
+        assert output.count("starting 2 ps and 1 worker task(s)") == 2, output
+    else:
+        assert not resumed and output.count("starting 2 ps and 1 worker task(s)") == 1, output
+    assert "step 150/150" in output and "exported SavedModel" in output, output
+    assert tf_checkpoint_step(model_dir) == 150
+
+
+def tf_checkpoint_step(model_dir) -> int:
+    """The step of the latest checkpoint in `model_dir`."""
+    latest = tf.train.latest_checkpoint(str(model_dir / "checkpoints"))
+    return int(latest.rsplit("-", 1)[1])

@@ -1,0 +1,139 @@
+"""TPUEmbedding's checks of features, weights and gradients against its feature config.
+"""
+
+import logging
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_embedding
+
+from helpers.sharded import small_embedding, small_features
+
+pytestmark = pytest.mark.unit
+
+
+F = np.float32
+
+
+BAD_FEATURES = [
+    ({"a": tf.constant([[0], [1]], tf.int64)}, ValueError, "don't have the same nested"),
+    ({"a": [[0], [1]], "b": small_features()["b"]}, ValueError, "don't have the same nested"),
+    ({"a": tf.Variable([[0]]), "b": small_features()["b"]}, ValueError,
+     "Input a is of unknown type .*Variable"),
+    ({"a": tf.constant([[0, 1]], tf.int64), "b": small_features()["b"]}, ValueError,
+     "Input a: Rank 2 or above dense tensor should have last dimension as 1"),
+    ({"a": tf.constant(0, tf.int64), "b": small_features()["b"]}, ValueError,
+     "Only rank 1 and above dense tensor is supported"),
+    ({"a": tf.SparseTensor([[0]], tf.constant([1], tf.int64), [3]),
+      "b": small_features("sparse")["b"]}, ValueError,
+     "Only rank 2 and above sparse tensor is supported, find rank 1 sparse tensor for input a"),
+    ({"a": tf.ragged.constant([[[0]]], dtype=tf.int64), "b": small_features()["b"]}, ValueError,
+     "Only rank 2 ragged tensor is supported, find rank 3 ragged tensor for input a"),
+    ({"a": tf.ragged.constant([[0], [1], [2]], dtype=tf.int64), "b": small_features()["b"]},
+     ValueError, r"Inconsistent shape founded for input feature a, Output shape is set to be "
+                 r"\(2,\), But got incoming output shape \(3,\)"),
+]
+
+
+@pytest.mark.parametrize("features, error, message", BAD_FEATURES)
+def test_enqueue_rejects_features_not_matching_feature_config(features, error, message):
+    emb = small_embedding()
+    emb.build(per_replica_batch_size=2)
+    with pytest.raises(error, match=message):
+        emb.enqueue(features)
+
+
+BAD_WEIGHTS = [
+    ({"a": tf.ones([2, 1])}, ValueError, "don't have the same nested"),
+    ({"a": tf.ones([2, 1]), "b": None}, ValueError,
+     "Weight specified for dense input a, which is not allowed"),
+    ({"a": tf.ones([2]), "b": None}, ValueError,
+     "Weight for a is type .*EagerTensor.* which does not match type input which is "
+     "RaggedTensor."),
+    ({"a": None, "b": tf.ragged.constant([[1.0, 1.0], [1.0]])}, ValueError,
+     "Weight specified for b, but this is a sequence feature."),
+]
+
+
+@pytest.mark.parametrize("weights, error, message", BAD_WEIGHTS)
+def test_enqueue_rejects_weights_not_matching_feature_config(weights, error, message):
+    emb = small_embedding()
+    features = small_features()
+    if "Weight specified for dense" in message:
+        features = {"a": tf.constant([[0], [1]], tf.int64), "b": features["b"]}
+    with pytest.raises(error, match=message):
+        emb.enqueue(features, weights)
+
+
+def test_build_without_shapes_takes_them_from_the_first_enqueue():
+    # TF on a TPU raises at build() here; see docs/api_differences.md for why this does not.
+    emb = small_embedding()
+    emb.build()
+    with pytest.raises(ValueError, match="Input Feature a has output shape set as <unknown> "
+                                         "which is not fully defined"):
+        emb.dequeue()
+    emb.enqueue(small_features())
+    activations = emb.dequeue()
+    assert activations["a"].shape == (2, 2)
+    assert activations["b"].shape == (2, 2, 2)
+
+
+def test_enqueue_needs_defined_output_shapes():
+    emb = small_embedding()
+
+    @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.int64)])
+    def enqueue(ids):
+        emb.enqueue({"a": ids, "b": ids})
+
+    with pytest.raises(ValueError, match=r"Input Feature a has output shape set as \(None,\) "
+                                         "which is not fully defined"):
+        enqueue(tf.ragged.constant([[1]], dtype=tf.int64))
+
+
+BAD_GRADIENTS = [
+    ({"a": tf.ones([2, 2])}, ValueError, "don't have the same nested"),
+    ({"a": np.ones([2, 2], F), "b": tf.ones([2, 2, 2])}, ValueError,
+     "found non-tensor type: <class 'numpy.ndarray'> at path a."),
+    ({"a": tf.ones([2, 3]), "b": tf.ones([2, 2, 2])}, ValueError,
+     r"Found gradient of shape \(2, 3\) at path a. Expected shape \[2, 2\]."),
+    ({"a": tf.ones([3, 2]), "b": tf.ones([2, 2, 2])}, ValueError,
+     r"Found gradient of shape \(3, 2\) at path a."),
+]
+
+
+@pytest.mark.parametrize("gradients, error, message", BAD_GRADIENTS)
+def test_apply_gradients_rejects_gradients_not_matching_feature_config(gradients, error, message):
+    emb = small_embedding()
+    emb.enqueue(small_features())
+    emb.dequeue()
+    with pytest.raises(error, match=message):
+        emb.apply_gradients(gradients)
+
+
+def test_missing_gradient_is_zero_and_warned_once(caplog):
+    emb = small_embedding(tf_embedding.Adam(0.1))
+    before = tf.convert_to_tensor(emb.embedding_tables[emb._table_config[0]]).numpy()
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):
+            emb.enqueue(small_features())
+            activations = emb.dequeue()
+            emb.apply_gradients({"a": None, "b": tf.zeros_like(activations["b"])})
+    warnings = [r.getMessage() for r in caplog.records if "No gradient passed" in r.getMessage()]
+    assert warnings == ["No gradient passed for feature a, sending zero gradient. This may not "
+                        "be correct behavior for certain optimizers like Adam."]
+    # Zero gradients leave Adam's rows unchanged (the moments stay zero).
+    np.testing.assert_array_equal(
+        tf.convert_to_tensor(emb.embedding_tables[emb._table_config[0]]), before)
+
+
+def test_apply_gradients_without_optimizer():
+    table = tf_embedding.TableConfig(vocabulary_size=4, dim=2, name="t")
+    emb = tf_embedding.TPUEmbedding({"a": tf_embedding.FeatureConfig(table)}, None)
+    emb.build()
+    assert list(emb._variables["t"]) == ["parameters"]
+    emb.enqueue({"a": tf.constant([1, 2], tf.int64)})
+    activations = emb.dequeue()
+    with pytest.raises(ValueError, match="Table t has no optimizer"):
+        emb.apply_gradients(activations)

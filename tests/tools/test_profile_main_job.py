@@ -1,0 +1,35 @@
+"""tools/profile_main_job.py profiles a short `tf-embedding train` and splits its steps' time by
+part of the model: every part the job's step has shows up, and the shares add up."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from helpers.paths import REPO_ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_the_profile_splits_a_step_into_the_jobs_parts():
+    result = subprocess.run(
+        # The window (from the first checkpoint, at step 500, for 2 s) falls inside the 2000
+        # steps (3-20 ms each on 2-core machines), which stop with a checkpoint: no evaluation,
+        # no export. (Timed from the process's start, it missed the steps on a slower machine,
+        # whose setup took longer.)
+        [sys.executable, os.path.join(REPO_ROOT, "tools", "profile_main_job.py"), "--start", "0",
+         "--seconds", "2", "--steps", "100000", "--stop-at-step", "2000", "--batch-size", "512"],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-5000:]
+    steps = re.search(r"^(\d+) steps profiled, ([\d.]+) ms wall per step$", result.stdout, re.M)
+    assert steps and int(steps.group(1)) > 0, result.stdout
+    parts = {name: (float(ms), int(share)) for name, ms, share in re.findall(
+        r"^\| ([a-z ]+) \| ([\d.]+) \| (\d+)% \|$", result.stdout, re.M)}
+    # Every part of the job's step is found by its ops.
+    assert {"embedding", "dense model", "dense optimizer", "metrics",
+            "input pipeline"} <= set(parts), result.stdout
+    assert all(ms > 0 for ms, _ in parts.values()), result.stdout
+    # Rounded shares of one total.
+    assert 100 - len(parts) <= sum(share for _, share in parts.values()) <= 100 + len(parts)
