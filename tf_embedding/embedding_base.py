@@ -7,7 +7,7 @@ a checkpoint's object graph and keys match stock TF's node for node:
 """
 
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 from tensorflow.python.trackable import autotrackable
@@ -152,6 +152,16 @@ class EmbeddingBase(autotrackable.AutoTrackable):
             shape=shape,
             dtype=dtype,
             trainable=trainable)
+
+
+def feature_indices_by_table(flat_features: Sequence[Any]) -> dict[str, list[int]]:
+    """{table name: the indices of the `flat_features` (FeatureConfigs) that look it up, in
+    order}, tables in order of first occurrence: the one grouping of features by table, which
+    every engine's per-table step follows."""
+    indices: dict[str, list[int]] = {}
+    for index, feature in enumerate(flat_features):
+        indices.setdefault(feature.table.name, []).append(index)
+    return indices
 
 
 def _check_checkpoint_shape(table_name: str, variable_name: str, initializer: Initializer,

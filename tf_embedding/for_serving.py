@@ -14,7 +14,7 @@ from tensorflow.core.tpu.kernels import sparse_core_layout_pb2
 from tensorflow.python.tpu import tpu_embedding_v3_utils
 from tensorflow.python.trackable import base as trackable_base
 
-from tf_embedding.feature_inputs import rules as features_lib
+from tf_embedding.feature_inputs import rules
 from tf_embedding import pooled_lookup
 from tf_embedding.embedding_base import EmbeddingBase
 
@@ -147,13 +147,13 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
       `[batch, dim]`; sequence `[batch, max_sequence_length, dim]`; `output_shape + [dim]` for
       ragged inputs whose feature sets `output_shape`.
     """
-    outputs = [_lookup(features_lib.cpu_lookup_plan(item), item.feature,
+    outputs = [_lookup(rules.cpu_lookup_plan(item), item.feature,
                        tables[item.feature.table], jit_compile)
-               for item in features_lib.validate_features(inputs, weights, feature_config)]
+               for item in rules.validate_features(inputs, weights, feature_config)]
     return tf.nest.pack_sequence_as(inputs, outputs)
 
 
-def _lookup(plan: features_lib.CpuLookupPlan, feature: Any, table: Any,
+def _lookup(plan: rules.CpuLookupPlan, feature: Any, table: Any,
             jit_compile: bool) -> tf.Tensor:
     """One feature's activations, by the stock ops TF's CPU lookup uses for its plan (or a
     faster formulation of the same pooling: `pooled_lookup`)."""
@@ -176,7 +176,7 @@ def _lookup(plan: features_lib.CpuLookupPlan, feature: Any, table: Any,
 
 
 def _sparse_lookup(inp: tf.SparseTensor, weight: tf.SparseTensor | None, table: Any,
-                   plan: features_lib.CpuLookupPlan, feature: Any,
+                   plan: rules.CpuLookupPlan, feature: Any,
                    jit_compile: bool) -> tf.Tensor:
     combiner = feature.table.combiner
     if plan.sequence_length:
@@ -243,7 +243,7 @@ def _ragged_output_shape_lookup_dynamic_batch(inp: tf.RaggedTensor,
             tf.logical_and(batch_size > 0, batch_size < output_size),
             tf.equal(output_size % tf.maximum(batch_size, 1), 0))
         message = tf.strings.format(
-            features_lib.output_shape_factor_message(feature, "{}"), batch_size)
+            rules.output_shape_factor_message(feature, "{}"), batch_size)
         with tf.control_dependencies([tf.debugging.Assert(fits, [message])]):
             sequence_length = output_size // tf.maximum(batch_size, 1)
         activations = tf.nn.embedding_lookup(table, inp).to_tensor(
@@ -260,6 +260,6 @@ def _ragged_pooled_lookup(table: Any, ragged: tf.RaggedTensor,
         weights = tf.ones_like(ragged, dtype=table.dtype)
     weights = tf.expand_dims(weights, axis=2)
     activations = tf.reduce_sum(tf.nn.embedding_lookup(table, ragged) * weights, axis=1)
-    norms = features_lib.combiner_norm(combiner, weights,
+    norms = rules.combiner_norm(combiner, weights,
                                        lambda values: tf.reduce_sum(values, axis=1))
     return activations if norms is None else tf.math.divide_no_nan(activations, norms)

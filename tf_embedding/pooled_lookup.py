@@ -29,7 +29,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from tf_embedding.feature_inputs import rules as features_lib
+from tf_embedding.feature_inputs import rules
 
 Fallback = Callable[[], tf.Tensor]
 
@@ -194,7 +194,7 @@ def _compiled_grid_lookup(table: tf.Variable | tf.Tensor, ids: tf.Tensor,
         cell_weights *= tf.maximum(weights, 0.0) if prune_weights else weights
     rows = tf.gather(table, tf.maximum(ids, 0))
     activations = tf.reduce_sum(rows * cell_weights[:, :, tf.newaxis], axis=1)
-    norms = features_lib.combiner_norm(combiner, cell_weights,
+    norms = rules.combiner_norm(combiner, cell_weights,
                                        lambda values: tf.reduce_sum(values, axis=1))
     if norms is None:
         return activations

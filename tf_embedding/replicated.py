@@ -20,8 +20,11 @@ import tensorflow as tf
 from tensorflow.python.saved_model import save_context
 from tensorflow.python.util import nest
 
-from tf_embedding.feature_inputs import rules as features_lib
-from tf_embedding.feature_inputs import conversion as inputs_lib
+from tf_embedding.feature_inputs import rules
+from tf_embedding.feature_inputs.feature_input import FeatureInput
+from tf_embedding.feature_inputs.feature_input import activation_shape
+from tf_embedding.feature_inputs.feature_input import split_activations
+from tf_embedding import ops
 from tf_embedding import embedding_base
 
 
@@ -104,19 +107,17 @@ class TPUEmbeddingV0(embedding_base.EmbeddingBase):
         `serving_embedding_lookup` gives.
         """
         self._maybe_build()
-        validated = features_lib.validate_features(features, weights, self._feature_config)
-        by_table: dict[str, list[int]] = {}
-        for index, item in enumerate(validated):
-            by_table.setdefault(item.feature.table.name, []).append(index)
+        validated = rules.validate_features(features, weights, self._feature_config)
+        by_table = embedding_base.feature_indices_by_table([item.feature for item in validated])
 
         outputs: list[tf.Tensor | None] = [None] * len(validated)
         # The tables the custom ops look up, all in one op (`features_lookup`, differentiable):
         # (the table's config, its variable, its features' indices and plans).
-        fused: list[tuple[Any, Any, list[int], list[features_lib.CpuLookupPlan]]] = []
+        fused: list[tuple[Any, Any, list[int], list[rules.CpuLookupPlan]]] = []
         for indices in by_table.values():
             table = validated[indices[0]].feature.table
             variable = self._table_variable(table.name)
-            plans = [features_lib.cpu_lookup_plan(validated[i]) for i in indices]
+            plans = [rules.cpu_lookup_plan(validated[i]) for i in indices]
             # A SavedModel must load in TensorFlow (or TF Serving) without tf_embedding. (Inside
             # jit_compile=True the fused op runs through its XLA kernel.)
             if save_context.in_save_context() or any(plan.runtime_output_shape_feature
@@ -126,13 +127,13 @@ class TPUEmbeddingV0(embedding_base.EmbeddingBase):
                     outputs[index] = plan.finish(block)
             else:
                 fused.append((table, variable, indices, plans))
-        looked_up = inputs_lib.features_lookup(
-            [inputs_lib.LookedUpTable(variable, table.name, table.vocabulary_size, table.combiner)
+        looked_up = ops.features_lookup(
+            [ops.LookedUpTable(variable, table.name, table.vocabulary_size, table.combiner)
              for table, variable, _, _ in fused],
             [[plan.feature_input for plan in plans] for _, _, _, plans in fused])
         for (table, _, indices, plans), (activations, row_counts) in zip(fused, looked_up):
             feature_inputs = [plan.feature_input for plan in plans]
-            blocks = inputs_lib.split_activations(activations, row_counts, feature_inputs,
+            blocks = split_activations(activations, row_counts, feature_inputs,
                                                   table.dim)
             for index, plan, block in zip(indices, plans, blocks):
                 outputs[index] = plan.finish(block)
@@ -149,7 +150,7 @@ class TPUEmbeddingV0(embedding_base.EmbeddingBase):
 
 
 def _stock_lookup(table_variable: tf.Variable, table: Any,
-                  plans: list[features_lib.CpuLookupPlan]) -> list[tf.Tensor]:
+                  plans: list[rules.CpuLookupPlan]) -> list[tf.Tensor]:
     """The fused path's activation blocks for one table's `plans`, from stock ops XLA compiles.
 
     Every shape follows from the inputs' shapes: under XLA, `tf.unique` of a tensor whose size
@@ -173,12 +174,12 @@ def _stock_lookup(table_variable: tf.Variable, table: Any,
                                                    lookup.rows, lookup.num_rows)
         if not plan.runtime_output_shape_feature:  # finish() reshapes those to output_shape.
             activations = tf.reshape(activations,
-                                     inputs_lib.activation_shape(feature_input, table.dim))
+                                     activation_shape(feature_input, table.dim))
         blocks.append(activations)
     return blocks
 
 
-def _with_static_dense_shape(feature_input: inputs_lib.FeatureInput) -> inputs_lib.FeatureInput:
+def _with_static_dense_shape(feature_input: FeatureInput) -> FeatureInput:
     """A sparse input's dense shape as a constant when known: XLA needs the row counts and
     output shapes derived from it at compile time."""
     tensor = feature_input.tensor
@@ -197,10 +198,10 @@ class _Lookups(NamedTuple):
     num_rows: tf.Tensor  # int64 scalar
 
 
-def _lookup_rows(feature_input: inputs_lib.FeatureInput, combiner: str,
+def _lookup_rows(feature_input: FeatureInput, combiner: str,
                  runtime_output_shape_feature: Any) -> _Lookups:
     """A feature's lookups, with the row layout and gains of the CSR conversion
-    (docs/internals.md) and `runtime_output_shape_feature` as in `features_lib.CpuLookupPlan`."""
+    (docs/internals.md) and `runtime_output_shape_feature` as in `rules.CpuLookupPlan`."""
     tensor = feature_input.tensor
     if not isinstance(tensor, (tf.SparseTensor, tf.RaggedTensor)):
         ids = tf.cast(tf.reshape(tensor, [-1]), tf.int64)
@@ -252,7 +253,7 @@ def _lookup_rows(feature_input: inputs_lib.FeatureInput, combiner: str,
 
 
 def _runtime_sequence_length(feature: Any, batch_size: tf.Tensor) -> tf.Tensor:
-    """`features_lib.ragged_sequence_length` for a batch size known at run time.
+    """`rules.ragged_sequence_length` for a batch size known at run time.
 
     0 if the batch fills `feature.output_shape`, else the positions per sample. When neither fits
     it fails at run time with TF's message (XLA drops the check).
@@ -261,7 +262,7 @@ def _runtime_sequence_length(feature: Any, batch_size: tf.Tensor) -> tf.Tensor:
     sequence_length = tf.where(tf.equal(batch_size, output_size), tf.constant(0, tf.int64),
                                output_size // tf.maximum(batch_size, 1))
     fits = tf.equal(batch_size * tf.maximum(sequence_length, 1), output_size)
-    message = tf.strings.format(features_lib.output_shape_factor_message(feature, "{}"),
+    message = tf.strings.format(rules.output_shape_factor_message(feature, "{}"),
                                 batch_size)
     with tf.control_dependencies([tf.debugging.Assert(fits, [message])]):
         return tf.identity(sequence_length)
@@ -269,7 +270,7 @@ def _runtime_sequence_length(feature: Any, batch_size: tf.Tensor) -> tf.Tensor:
 
 def _gains(weights: tf.Tensor, rows: tf.Tensor, num_rows: tf.Tensor, combiner: str) -> tf.Tensor:
     """Weight times combiner factor: sum w; mean w / sum(w); sqrtn w / sqrt(sum(w^2))."""
-    norms = features_lib.combiner_norm(
+    norms = rules.combiner_norm(
         combiner, weights, lambda values: tf.math.unsorted_segment_sum(values, rows, num_rows))
     if norms is None:
         return weights

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
     import tf_embedding
     from tf_embedding import ops, optimizers
-    from tf_embedding.feature_inputs import conversion as inputs
+    from tf_embedding.feature_inputs import feature_input
 
 LEARNING_RATE = 0.01
 INITIAL_ACCUMULATOR = 0.1
@@ -135,12 +135,12 @@ def variant(name: str, phase: str, description: str, **options: Any
 
 def import_tensorflow() -> None:
     """Imports TensorFlow, Keras and tf_embedding into this module (worker processes only)."""
-    global tf, keras, tf_embedding, inputs, ops, optimizers  # pylint: disable=global-statement
+    global tf, keras, tf_embedding, feature_input, ops, optimizers  # pylint: disable=global-statement
     import keras  # pylint: disable=import-outside-toplevel,redefined-outer-name
     import tensorflow as tf  # pylint: disable=import-outside-toplevel,redefined-outer-name
     import tf_embedding  # pylint: disable=import-outside-toplevel,redefined-outer-name
     from tf_embedding import ops, optimizers  # pylint: disable=import-outside-toplevel
-    from tf_embedding.feature_inputs import conversion as inputs  # pylint: disable=import-outside-toplevel
+    from tf_embedding.feature_inputs import feature_input  # pylint: disable=import-outside-toplevel
 
 
 def _nbytes(variable: Any) -> int:
@@ -221,11 +221,11 @@ class Context:
                             name=f"table_{t}/accumulators")
                 for t in range(w.tables)]
 
-    def csr(self, features: Sequence[tf.SparseTensor]) -> list[inputs.CsrBatch]:
+    def csr(self, features: Sequence[tf.SparseTensor]) -> list[ops.CsrBatch]:
         """Our conversion, with the pruning of safe_embedding_lookup_sparse (the same work)."""
-        return [inputs.features_to_csr(f"table_{t}", self.workload.vocab, "sum",
-                                       [inputs.FeatureInput(f"feature_{t}", feature,
-                                                            prune_invalid=True)])
+        return [ops.features_to_csr(f"table_{t}", self.workload.vocab, "sum",
+                                    [feature_input.FeatureInput(f"feature_{t}", feature,
+                                                                prune_invalid=True)])
                 for t, feature in enumerate(features)]
 
     @staticmethod
@@ -315,16 +315,15 @@ def _one_feature_per_table(table_configs: Sequence[Any], configs: Any = None) ->
             for t, config in enumerate(table_configs)]
 
 
-def _filled_tables_and_accumulators(ctx: Context, table_configs: Sequence[Any],
-                                    embedding_tables: dict[Any, Any], engine: Any
+def _filled_tables_and_accumulators(ctx: Context, table_variables: dict[str, dict[str, Any]]
                                     ) -> tuple[list[tf.Variable], list[tf.Variable]]:
-    """The tables of a sharded TPUEmbedding `engine` (its `embedding_tables` by `table_configs`),
-    filled by the workload, and their Adagrad accumulators. Under the default strategy every
-    table is one block: that block is the table."""
-    tables = [list(embedding_tables[config])[0] for config in table_configs]
+    """The tables of a sharded TPUEmbedding, in its table order, filled by the workload, and their
+    Adagrad accumulators, from its (or its layer's) `table_variables()`. Under the default
+    strategy every table is one block: that block is the table."""
+    names = list(table_variables)
+    tables = [list(table_variables[name]["parameters"])[0] for name in names]
     ctx.workload.fill_tables(tables)
-    accumulators = [list(engine._variables[config.name]["accumulators"])[0]  # pylint: disable=protected-access
-                    for config in table_configs]
+    accumulators = [list(table_variables[name]["accumulators"])[0] for name in names]
     return tables, accumulators
 
 
@@ -441,8 +440,7 @@ def _sharded_embedding(ctx: Context) -> tuple[Any, list[tf.Variable], list[tf.Va
     table_configs = _table_configs(ctx.workload)
     embedding = tf_embedding.TPUEmbedding(_one_feature_per_table(table_configs), _adagrad())
     embedding.build(per_replica_batch_size=ctx.workload.batch)
-    return (embedding, *_filled_tables_and_accumulators(ctx, table_configs,
-                                                         embedding.embedding_tables, embedding))
+    return (embedding, *_filled_tables_and_accumulators(ctx, embedding.table_variables()))
 
 
 # The sharded TPUEmbedding's steps, one variant per input kind (`Context.batch`) and per
@@ -547,10 +545,7 @@ def _keras_layer(ctx: Context) -> tuple[Any, list[tf.Variable], list[tf.Variable
     table_configs = _table_configs(ctx.workload)
     layer = embedding_keras.TPUEmbedding(_one_feature_per_table(table_configs), _adagrad())
     layer.build(None)
-    # The layer's engine holds clones of the TableConfigs; its embedding_tables maps the user's.
-    return (layer, *_filled_tables_and_accumulators(
-        ctx, table_configs, layer.embedding_tables,
-        layer._tpu_embedding))  # pylint: disable=protected-access
+    return (layer, *_filled_tables_and_accumulators(ctx, layer.table_variables()))
 
 
 @variant("keras-layer-forward", "forward", "tf_embedding.keras.TPUEmbedding called for inference")
@@ -658,10 +653,7 @@ def _keras_rs_fit(ctx: Context) -> Setup:
         ctx, lambda: keras.optimizers.Adagrad(learning_rate=LEARNING_RATE,
                                               initial_accumulator_value=INITIAL_ACCUMULATOR)))
     layer.build({f"feature_{t}": (ctx.workload.batch, None) for t in range(ctx.workload.tables)})
-    engine = layer._tpu_embedding  # pylint: disable=protected-access
-    table_configs = sorted(engine.embedding_tables, key=lambda config: config.name)
-    tables, accumulators = _filled_tables_and_accumulators(
-        ctx, table_configs, engine.embedding_tables, engine)
+    tables, accumulators = _filled_tables_and_accumulators(ctx, layer.table_variables())
     return _fit_setup(ctx, layer, tables, [*tables, *accumulators])
 
 
@@ -817,7 +809,7 @@ def _part_csr(ctx: Context) -> Setup:
     return Setup(lambda i: convert(ctx.batch(i)), 0)
 
 
-def _precomputed_csr(ctx: Context) -> list[list[inputs.CsrBatch]]:
+def _precomputed_csr(ctx: Context) -> list[list[ops.CsrBatch]]:
     """Every batch converted once, outside the timing."""
     return [ctx.csr(ctx.batch(b)) for b in range(ctx.num_batches)]
 

@@ -58,7 +58,7 @@ def test_from_stock_keeps_every_hyperparameter(name):
     converted = optimizers.from_stock(getattr(stock, name)(**arguments))
     assert type(converted) is getattr(optimizers, name)
     assert converted == getattr(optimizers, name)(**arguments)
-    assert converted._kernel_attrs() == getattr(optimizers, name)(**arguments)._kernel_attrs()
+    assert converted.kernel_attrs() == getattr(optimizers, name)(**arguments).kernel_attrs()
 
 
 def test_from_stock_passes_other_objects_and_names_what_it_cannot_convert():

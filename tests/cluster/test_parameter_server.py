@@ -103,7 +103,7 @@ def one_process_training(name: str, traffic: str, partition_strategy: str):
                                     traffic=ps_chief.table_traffic(traffic),
                                     partition_strategy=partition_strategy)
     emb.build()
-    initial_slots = {table: [slots[slot] for slot in optimizer._slot_names()]
+    initial_slots = {table: [slots[slot] for slot in optimizer.slot_names()]
                      for table, slots in variable_values(emb).items()}
     samples, targets = ps_chief.training_data()
     iterator = iter(steps_lib.make_dataset(samples, targets, ps_chief.input_kind(name)))
@@ -225,6 +225,6 @@ def test_the_keras_layer_trains_under_tf_keras_model_fit(cluster, tmp_path):
     for table, expected in reference.tables.items():
         np.testing.assert_allclose(trained[f"{table}/parameters"], expected, rtol=1e-5,
                                    atol=1e-6, err_msg=table)
-        for slot, value in zip(optimizer._slot_names(), reference.slots[table]):
+        for slot, value in zip(optimizer.slot_names(), reference.slots[table]):
             np.testing.assert_allclose(trained[f"{table}/{slot}"], value, rtol=1e-5, atol=1e-6,
                                        err_msg=f"{table}/{slot}")

@@ -67,7 +67,7 @@ class NumpyModel:
                        for t, v in layer.embedding_tables.items()}
         engine_variables = layer._tpu_embedding._variables
         self.slots = {name: [tf.convert_to_tensor(engine_variables[name][slot]).numpy()
-                             for slot in optimizer._slot_names()] for name in self.tables}
+                             for slot in optimizer.slot_names()] for name in self.tables}
 
     @staticmethod
     def table_of(name):
@@ -105,7 +105,7 @@ class NumpyModel:
             np.testing.assert_allclose(
                 tf.convert_to_tensor(engine_variables[name]["parameters"]).numpy(), table,
                 rtol=1e-5, atol=1e-6, err_msg=name)
-            for slot, expected in zip(self.optimizer._slot_names(), self.slots[name]):
+            for slot, expected in zip(self.optimizer.slot_names(), self.slots[name]):
                 np.testing.assert_allclose(
                     tf.convert_to_tensor(engine_variables[name][slot]).numpy(), expected,
                     rtol=1e-5, atol=1e-6, err_msg=f"{name}/{slot}")

@@ -106,7 +106,7 @@ class NumpyTraining:
             value = lambda v: tf.convert_to_tensor(v).numpy().copy()
             self.tables[name] = value(variables["parameters"])
             self.slots[name] = [value(variables[slot])
-                                for slot in self.optimizers[name]._slot_names()]
+                                for slot in self.optimizers[name].slot_names()]
         self.bias = F(0)
 
     @staticmethod
@@ -141,7 +141,7 @@ class NumpyTraining:
         for name, expected in self.tables.items():
             np.testing.assert_allclose(tf.convert_to_tensor(variables[name]["parameters"]),
                                        expected, rtol=2e-5, atol=1e-6, err_msg=name)
-            for slot, value in zip(self.optimizers[name]._slot_names(), self.slots[name]):
+            for slot, value in zip(self.optimizers[name].slot_names(), self.slots[name]):
                 np.testing.assert_allclose(tf.convert_to_tensor(variables[name][slot]), value,
                                            rtol=2e-5, atol=1e-6, err_msg=f"{name}/{slot}")
         np.testing.assert_allclose(model.bias.numpy(), self.bias, rtol=1e-5, atol=1e-6)

@@ -267,7 +267,7 @@ RULES = {opt.SGD: sgd, opt.Adagrad: adagrad, opt.AdagradMomentum: adagrad_moment
 
 
 def reference_step(optimizer, table, slots, batches, lr):
-    """One apply on numpy copies: table [V, dim], slots list in _slot_names() order."""
+    """One apply on numpy copies: table [V, dim], slots list in slot_names() order."""
     sums = summed_gradients(batches)
     every_row = isinstance(optimizer, opt.Adam) and not optimizer.lazy_adam
     rows = range(len(table)) if every_row else sorted(sums)
@@ -276,10 +276,10 @@ def reference_step(optimizer, table, slots, batches, lr):
 
 
 def reference_update(optimizer, table, slots, gradients, lr):
-    """Updates table [V, dim] and slots (list in _slot_names() order) in place, row by row:
+    """Updates table [V, dim] and slots (list in slot_names() order) in place, row by row:
     `gradients` lists (row, summed gradient of that row) in update order. Constants are
     float32; the arithmetic runs in the arrays' dtype."""
-    a = optimizer._kernel_attrs()
+    a = optimizer.kernel_attrs()
     lr = F(lr)
     decay = F(a["weight_decay_factor"])
     if a["multiply_weight_decay_factor_by_learning_rate"]:

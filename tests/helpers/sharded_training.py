@@ -166,7 +166,7 @@ def train_and_check(strategy_name: str, kind: str, optimizer_factory, num_steps:
         emb = tf_embedding.TPUEmbedding(feature_config(), optimizer,
                                         pipeline_execution_with_tensor_core=pipelined, **options)
     emb.build()
-    slots = {name: [variables[slot] for slot in optimizer._slot_names()]
+    slots = {name: [variables[slot] for slot in optimizer.slot_names()]
              for name, variables in variable_values(emb).items()}
     reference = Reference(optimizer, slots)
     steps, targets = make_samples(num_steps, seed), make_targets(num_steps, seed + 1)
@@ -185,7 +185,7 @@ def train_and_check(strategy_name: str, kind: str, optimizer_factory, num_steps:
     for table in TABLES:
         assert_close(values[table]["parameters"], reference.tables[table], rtol=1e-4,
                      atol=1e-5, err_msg=table)
-        for slot, expected in zip(optimizer._slot_names(), reference.slots[table]):
+        for slot, expected in zip(optimizer.slot_names(), reference.slots[table]):
             assert_close(values[table][slot], expected, rtol=1e-4, atol=1e-5,
                          err_msg=f"{table}/{slot}")
     return emb

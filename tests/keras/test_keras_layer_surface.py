@@ -51,9 +51,9 @@ def test_translate_keras_optimizer_copies_hyperparameters_and_follows_the_learni
     assert isinstance(translated, tf_embedding.Adam)
     assert (translated.beta_1, translated.beta_2, translated.epsilon) == (0.8, 0.999, 1e-3)
     assert translated.lazy_adam and translated.sum_inside_sqrt  # the TPU rule
-    assert float(translated._get_learning_rate()) == 0.25
+    assert float(translated.learning_rate_tensor()) == 0.25
     keras_optimizer.learning_rate.assign(0.5)
-    assert float(translated._get_learning_rate()) == 0.5
+    assert float(translated.learning_rate_tensor()) == 0.5
 
 
 @pytest.mark.parametrize("make, message", [

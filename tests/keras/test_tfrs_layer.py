@@ -153,7 +153,7 @@ def test_keras_legacy_optimizers_translate_as_tfrs_translates_them():
             if name in ("learning_rate", "slot_variable_creation_fn"):
                 continue
             assert getattr(actual, name) == value, name
-        assert float(actual._get_learning_rate()) == pytest.approx(
+        assert float(actual.learning_rate_tensor()) == pytest.approx(
             float(tf.convert_to_tensor(keras_optimizer.learning_rate)))
 
 

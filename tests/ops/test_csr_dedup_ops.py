@@ -1,12 +1,12 @@
-"""TfeCsrDedup (feature_inputs.conversion.dedup): unique ids grouped by shard, each lookup's
+"""TfeCsrDedup (ops.dedup): unique ids grouped by shard, each lookup's
 index into them and the shards' splits, against a numpy reference, and its errors."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_embedding.feature_inputs import conversion as inputs
-from tf_embedding.feature_inputs.conversion import FeatureInput
+from tf_embedding import ops
+from tf_embedding.feature_inputs.feature_input import FeatureInput
 
 pytestmark = pytest.mark.unit
 
@@ -34,7 +34,7 @@ DEDUP_CASES = {
 @pytest.mark.parametrize("case", sorted(DEDUP_CASES))
 def test_dedup_matches_reference(case, num_shards):
     ids = DEDUP_CASES[case].astype(np.int64)
-    result = inputs.dedup(tf.constant(ids), num_shards)
+    result = ops.dedup(tf.constant(ids), num_shards)
     unique, inverse, shard_splits = reference_dedup(ids, num_shards)
     np.testing.assert_array_equal(result.unique_ids, unique)
     np.testing.assert_array_equal(result.inverse, inverse)
@@ -45,8 +45,8 @@ def test_dedup_matches_reference(case, num_shards):
 
 def test_dedup_of_a_csr_batch_partitions_by_shard():
     feature = FeatureInput("f", tf.ragged.constant([[9, 2, 9], [4], [2, 7]], tf.int64))
-    batch = inputs.features_to_csr("table", 10, "sum", [feature])
-    result = inputs.dedup(batch.ids, 3, table_name="table")
+    batch = ops.features_to_csr("table", 10, "sum", [feature])
+    result = ops.dedup(batch.ids, 3, table_name="table")
     np.testing.assert_array_equal(result.unique_ids, [9, 4, 7, 2])
     np.testing.assert_array_equal(result.shard_splits, [0, 1, 3, 4])
     np.testing.assert_array_equal(result.inverse, [0, 3, 0, 1, 3, 2])
@@ -62,4 +62,4 @@ def test_dedup_of_a_csr_batch_partitions_by_shard():
 ])
 def test_dedup_invalid_inputs_raise(ids, num_shards, error, message):
     with pytest.raises(error, match=message):
-        inputs.dedup(tf.constant(ids, tf.int64), num_shards, table_name="tbl")
+        ops.dedup(tf.constant(ids, tf.int64), num_shards, table_name="tbl")

@@ -1,4 +1,4 @@
-"""TfeFeaturesToCsr and tf_embedding.feature_inputs.conversion against numpy and stock TensorFlow.
+"""TfeFeaturesToCsr and tf_embedding.ops against numpy and stock TensorFlow.
 
 The CSR batch is checked two ways: against an independent plain-Python rendering of the row
 layout and gains rules (docs/internals.md; `reference_csr` in references.py), and, through
@@ -15,8 +15,9 @@ import pytest
 import tensorflow as tf
 
 from tf_embedding import _loader
-from tf_embedding.feature_inputs import conversion as inputs
-from tf_embedding.feature_inputs.conversion import FeatureInput
+from tf_embedding.feature_inputs import feature_input
+from tf_embedding.ops import features_to_csr
+from tf_embedding.feature_inputs.feature_input import FeatureInput
 
 from helpers.references import RawFeature, reference_csr
 from helpers.tables import random_table
@@ -74,12 +75,12 @@ def assert_matches_reference(batch, features, combiner):
 
 
 def convert(features, combiner, vocab=VOCAB, table_name="table"):
-    return inputs.features_to_csr(table_name, vocab, combiner, features)
+    return features_to_csr(table_name, vocab, combiner, features)
 
 
 def split(batch, features, table):
     acts = tf.constant(csr_activations(batch, table))
-    return inputs.split_activations(acts, batch.feature_row_counts, features, table.shape[1])
+    return feature_input.split_activations(acts, batch.feature_row_counts, features, table.shape[1])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,7 +353,7 @@ def test_empty_batches(feature, rows, combiner):
     np.testing.assert_array_equal(batch.feature_row_counts, [rows])
     (activations,) = split(batch, [feature], random_table(VOCAB, DIM))
     np.testing.assert_array_equal(activations, np.zeros(activations.shape))
-    expected = inputs.activation_shape(feature, DIM).numpy()
+    expected = feature_input.activation_shape(feature, DIM).numpy()
     assert activations.shape == tuple(expected) and math.prod(expected[:-1]) == rows
 
 
@@ -370,7 +371,7 @@ def test_split_activations_in_tf_function_with_unknown_batch(ops):
         rows = tf.ragged.row_splits_to_segment_ids(batch.row_splits)
         acts = tf.math.unsorted_segment_sum(batch.gains[:, None] * tf.gather(table, batch.ids),
                                             rows, tf.shape(batch.row_splits)[0] - 1)
-        return inputs.split_activations(acts, batch.feature_row_counts, features, DIM)
+        return feature_input.split_activations(acts, batch.feature_row_counts, features, DIM)
 
     ragged = tf.ragged.constant([[1, 2], [], [3]], tf.int64)
     sparse = tf.SparseTensor([[0, 0], [0, 1], [0, 2], [2, 0]],
@@ -507,7 +508,7 @@ def test_int32_and_int64_ids_mix_across_features(ops):
 
 
 # ---------------------------------------------------------------------------------------------
-# Python-side checks of tf_embedding.feature_inputs.conversion.
+# Python-side checks of tf_embedding.ops.
 
 
 @pytest.mark.parametrize("feature, error, message", [
@@ -537,7 +538,7 @@ def test_features_to_csr_rejects_bad_features(feature, error, message):
 
 def test_features_to_csr_needs_a_feature():
     with pytest.raises(ValueError, match="Table t: features_to_csr needs at least one feature"):
-        inputs.features_to_csr("t", VOCAB, "sum", [])
+        features_to_csr("t", VOCAB, "sum", [])
 
 
 def test_kernel_errors_name_the_feature_through_the_wrapper():
@@ -545,4 +546,4 @@ def test_kernel_errors_name_the_feature_through_the_wrapper():
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match=re.escape("Table 'videos', feature 'clicks': id 99 at lookup 1 is "
                                        "out of range for vocabulary size 10")):
-        inputs.features_to_csr("videos", VOCAB, "sum", [feature])
+        features_to_csr("videos", VOCAB, "sum", [feature])

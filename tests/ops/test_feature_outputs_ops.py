@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from tf_embedding import _loader
-from tf_embedding.feature_inputs import conversion as inputs
+from tf_embedding import ops
 
 pytestmark = pytest.mark.unit
 
@@ -18,7 +18,7 @@ def lib():
 
 def feature_outputs(activations, counts, shapes, partial=False, jit_compile=False):
     """TfeFeatureOutputs of table 'video' with the message 'Does not fit.'."""
-    return tf.function(lambda a, c: inputs.feature_outputs(a, c, shapes, partial, "Does not fit.",
+    return tf.function(lambda a, c: ops.feature_outputs(a, c, shapes, partial, "Does not fit.",
                                                           "video"),
                        jit_compile=jit_compile)(activations, np.array(counts, np.int64))
 

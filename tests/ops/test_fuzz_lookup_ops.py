@@ -195,7 +195,7 @@ OPTIMIZERS = {
        lr=st.sampled_from([0.1, 0.1, 0.1, float("nan"), float("inf"), [0.1, 0.2]]))
 def test_sparse_apply(lib, optimizer, vocab, dim, data, slot_kind, lr):
     cls, attrs = OPTIMIZERS[optimizer]
-    op_name, slot_names = cls._description.op, cls._description.slot_names
+    op_name, slot_names = cls.description.op, cls.description.slot_names
     table = tf.Variable(np.zeros([vocab, dim], np.float32))
     slots = {name: tf.Variable(np.full([vocab, dim], 0.1, np.float32)) for name in slot_names}
     if slot_names and slot_kind == "shape":

@@ -12,7 +12,7 @@ import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops
 
 from tf_embedding import _loader, ops
-from tf_embedding.feature_inputs import conversion as inputs
+from tf_embedding.feature_inputs import feature_input
 
 from helpers.references import csr, reference_lookup
 from helpers.tables import random_table
@@ -360,10 +360,10 @@ def test_lookup_rejects_uninitialized_variable():
 ])
 def test_features_lookup_rejects_bad_table_variable(value, message):
     table = tf.Variable(value, name="video")
-    feature = inputs.FeatureInput(
+    feature = feature_input.FeatureInput(
         "f", tf.SparseTensor([[0, 0]], tf.constant([1], tf.int64), [1, 1]))
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
-        inputs.features_lookup([inputs.LookedUpTable(table, "video", 4, "sum")], [[feature]])
+        ops.features_lookup([ops.LookedUpTable(table, "video", 4, "sum")], [[feature]])
 
 
 def _features_lookup_of_two_features(**table_attrs):

@@ -38,7 +38,7 @@ _ISA_SCRIPT = textwrap.dedent("""
         gradients = rng.normal(size=[len(counts), dim]).astype(np.float32)
         for optimizer in (optimizers.Adagrad(0.1), optimizers.Adam(0.1, lazy_adam=False)):
             slots = {name: tf.Variable(rng.uniform(0.5, 2.0, size=[vocab, dim]).astype(np.float32))
-                     for name in optimizer._slot_names()}
+                     for name in optimizer.slot_names()}
             ops.sparse_apply(optimizer, table, slots, [(row_splits, ids, gains, gradients)], 0.1)
             for variable in (table, *slots.values()):
                 digest.update(variable.numpy().tobytes())

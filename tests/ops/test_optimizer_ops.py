@@ -113,13 +113,13 @@ def run_apply(optimizer, table, batches_per_step, learning_rates, apply=ops.spar
     table_variable, slot_variables = make_variables(optimizer, table)
     for batches, lr in zip(batches_per_step, learning_rates):
         apply(optimizer, table_variable, slot_variables, batches, lr)
-    return table_variable.numpy(), [slot_variables[n].numpy() for n in optimizer._slot_names()]
+    return table_variable.numpy(), [slot_variables[n].numpy() for n in optimizer.slot_names()]
 
 
 def run_reference(optimizer, table, batches_per_step, learning_rates):
     table = table.copy()
     _, slot_variables = make_variables(optimizer, table)
-    slots = [slot_variables[n].numpy() for n in optimizer._slot_names()]
+    slots = [slot_variables[n].numpy() for n in optimizer.slot_names()]
     for batches, lr in zip(batches_per_step, learning_rates):
         reference_step(optimizer, table, slots, batches, lr)
     return table, slots
@@ -213,7 +213,7 @@ def test_learning_rate_tensor_and_optimizer_schedule():
     optimizer = opt.SGD(learning_rate=lambda: tf.constant(0.25))
     table_variable, slots = make_variables(optimizer, np.zeros([VOCAB, DIM], F))
     ops.sparse_apply(optimizer, table_variable, slots,
-                     [(*csr([[(2, 1.0)]]), np.ones([1, DIM], F))], optimizer._get_learning_rate())
+                     [(*csr([[(2, 1.0)]]), np.ones([1, DIM], F))], optimizer.learning_rate_tensor())
     np.testing.assert_array_equal(table_variable.numpy()[2], [-0.25] * DIM)
 
 
@@ -251,7 +251,7 @@ _DETERMINISM_SCRIPT = textwrap.dedent("""
         for step in range(2):
             ops.sparse_apply(optimizer, variable, slots, batches, 0.1)
         digest.update(variable.numpy().tobytes())
-        for name in optimizer._slot_names():
+        for name in optimizer.slot_names():
             digest.update(slots[name].numpy().tobytes())
     print(digest.hexdigest())
 """)

@@ -76,13 +76,13 @@ def run(optimizer, table, pairs_per_step, apply=ops.sparse_apply_rows):
     table_variable, slot_variables = make_variables(optimizer, table)
     for pairs, lr in zip(pairs_per_step, LEARNING_RATES):
         apply(optimizer, table_variable, slot_variables, pairs, lr)
-    return table_variable.numpy(), [slot_variables[n].numpy() for n in optimizer._slot_names()]
+    return table_variable.numpy(), [slot_variables[n].numpy() for n in optimizer.slot_names()]
 
 
 def run_reference(optimizer, table, pairs_per_step):
     table = table.copy()
     _, slot_variables = make_variables(optimizer, table)
-    slots = [slot_variables[n].numpy() for n in optimizer._slot_names()]
+    slots = [slot_variables[n].numpy() for n in optimizer.slot_names()]
     for pairs, lr in zip(pairs_per_step, LEARNING_RATES):
         reference_step(optimizer, table, slots, as_batches(pairs), lr)
     return table, slots

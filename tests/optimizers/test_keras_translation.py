@@ -152,7 +152,7 @@ def test_sgd_mapping(flavour):
                                                      clipvalue=0.5))
     assert type(optimizer) is optimizers.SGD
     assert (optimizer.clip_gradient_min, optimizer.clip_gradient_max) == (-0.5, 0.5)
-    assert float(optimizer._get_learning_rate()) == pytest.approx(0.3)
+    assert float(optimizer.learning_rate_tensor()) == pytest.approx(0.3)
 
 
 @pytest.mark.parametrize("flavour", ["keras", "tf_keras"])
@@ -178,7 +178,7 @@ def test_adam_mapping(flavour):
         keras_optimizer.iterations.assign(iterations)
         step = iterations + 1
         expected = 0.01 * math.sqrt(1 - 0.9 ** step) / (1 - 0.8 ** step)
-        assert float(optimizer._get_learning_rate()) == pytest.approx(expected, rel=1e-6)
+        assert float(optimizer.learning_rate_tensor()) == pytest.approx(expected, rel=1e-6)
 
 
 @pytest.mark.parametrize("flavour", list(FLAVOURS))
@@ -199,10 +199,10 @@ def test_ftrl_mapping(flavour):
 def test_learning_rate_follows_keras(flavour):
     keras_optimizer = _keras_optimizer(flavour, "SGD", learning_rate=0.1)
     optimizer = translate_optimizer(keras_optimizer)
-    traced = tf.function(optimizer._get_learning_rate)
+    traced = tf.function(optimizer.learning_rate_tensor)
     assert float(traced()) == pytest.approx(0.1)
     keras_optimizer.learning_rate = 0.5
-    assert float(optimizer._get_learning_rate()) == pytest.approx(0.5)
+    assert float(optimizer.learning_rate_tensor()) == pytest.approx(0.5)
     assert float(traced()) == pytest.approx(0.5)
 
 
@@ -210,7 +210,7 @@ def test_learning_rate_follows_keras(flavour):
 def test_schedule_is_evaluated_at_iterations(flavour):
     keras_optimizer = _keras_optimizer(flavour, "SGD", learning_rate="schedule")
     optimizer = translate_optimizer(keras_optimizer)
-    traced = tf.function(optimizer._get_learning_rate)
+    traced = tf.function(optimizer.learning_rate_tensor)
     for iterations in (0, 3):
         keras_optimizer.iterations.assign(iterations)
         assert float(traced()) == pytest.approx(0.2 * 0.7 ** iterations, rel=1e-6)
@@ -218,7 +218,7 @@ def test_schedule_is_evaluated_at_iterations(flavour):
 
 def test_keras3_callable_learning_rate():
     optimizer = translate_optimizer(keras.optimizers.SGD(learning_rate=lambda: 0.125))
-    assert float(optimizer._get_learning_rate()) == 0.125
+    assert float(optimizer.learning_rate_tensor()) == 0.125
 
 
 def test_unused_legacy_optimizer_in_tf_function():
@@ -226,14 +226,14 @@ def test_unused_legacy_optimizer_in_tf_function():
     keras_optimizer = tf_keras.optimizers.legacy.Adam(learning_rate=0.1, decay=0.5)
     optimizer = translate_optimizer(keras_optimizer)
     expected = 0.1 * math.sqrt(1 - 0.999) / (1 - 0.9)
-    assert float(tf.function(optimizer._get_learning_rate)()) == pytest.approx(expected, rel=1e-5)
+    assert float(tf.function(optimizer.learning_rate_tensor)()) == pytest.approx(expected, rel=1e-5)
 
 
 def test_legacy_decay_is_honoured():
     keras_optimizer = tf_keras.optimizers.legacy.SGD(learning_rate=0.2, decay=0.5)
     optimizer = translate_optimizer(keras_optimizer)
     keras_optimizer.iterations.assign(4)
-    assert float(optimizer._get_learning_rate()) == pytest.approx(0.2 / (1 + 0.5 * 4))
+    assert float(optimizer.learning_rate_tensor()) == pytest.approx(0.2 / (1 + 0.5 * 4))
 
 
 def test_legacy_adagrad_with_zero_backend_epsilon():
@@ -304,7 +304,7 @@ def test_translated_update_matches_keras(flavour, kind, kwargs):
     variable = tf.Variable(initial)
     table = initial.astype(np.float64)
     slots = {name: initializer((VOCABULARY, DIM), dtype=tf.float64).numpy()
-             for name, initializer in zip(optimizer._slot_names(),
+             for name, initializer in zip(optimizer.slot_names(),
                                           optimizer._slot_initializers())}
     compared = set(range(VOCABULARY)) if keras_updates_every_row else set()
     for step in range(STEPS):
@@ -313,10 +313,10 @@ def test_translated_update_matches_keras(flavour, kind, kwargs):
         gradient = np.zeros((VOCABULARY, DIM), np.float32)
         gradient[looked_up] = rng.normal(size=(len(looked_up), DIM))
         # The embedding update runs in the backward pass, before Keras's own step.
-        lr = float(optimizer._get_learning_rate())
+        lr = float(optimizer.learning_rate_tensor())
         rows = looked_up if getattr(optimizer, "lazy_adam", True) else range(VOCABULARY)
         # On float64 arrays, so the reference's own rounding is negligible next to Keras's.
-        reference_update(optimizer, table, [slots[name] for name in optimizer._slot_names()],
+        reference_update(optimizer, table, [slots[name] for name in optimizer.slot_names()],
                          [(row, gradient[row].astype(np.float64)) for row in rows], lr)
         keras_optimizer.apply_gradients([(tf.constant(gradient), variable)])
     compared = sorted(compared)

@@ -1,4 +1,4 @@
-"""Each optimizer's `_description` against the op it names, as the op library registers it.
+"""Each optimizer's `description` against the op it names, as the op library registers it.
 
 The Python side (tf_embedding/optimizers/catalogue.py) and the C++ side (cc/ops/optimizer_ops.cc) each
 state an optimizer once; this test is what keeps the two statements the same, for both of its
@@ -50,7 +50,7 @@ CASE_IDS = [f"{cls.__name__}.{op}" for cls, op in CASES]
 
 
 def _op_name(cls, op):
-    return getattr(cls._description, op)
+    return getattr(cls.description, op)
 
 
 def _op_def(cls, op):
@@ -83,7 +83,7 @@ def test_every_optimizer_class_is_covered():
 @pytest.mark.parametrize("cls", OPTIMIZER_CLASSES, ids=lambda cls: cls.__name__)
 def test_every_optimizer_class_states_its_own_description(cls):
     # Not one inherited from another optimizer, which would apply that optimizer's rule.
-    assert isinstance(vars(cls).get("_description"), OptimizerDescription), cls.__name__
+    assert isinstance(vars(cls).get("description"), OptimizerDescription), cls.__name__
 
 
 @pytest.mark.parametrize("cls,op", CASES, ids=CASE_IDS)
@@ -97,7 +97,7 @@ def test_the_op_exists_and_the_library_has_its_wrapper(cls, op):
 @pytest.mark.parametrize("cls,op", CASES, ids=CASE_IDS)
 def test_slot_inputs_are_the_slot_names_in_order(cls, op):
     inputs = _op_def(cls, op).input_arg
-    slots = cls()._slot_names()
+    slots = cls().slot_names()
     assert [arg.name for arg in inputs] == LEADING_INPUTS + slots + OPS[op]
     for arg in inputs[len(LEADING_INPUTS):len(LEADING_INPUTS) + len(slots)]:
         assert arg.type == types_pb2.DT_RESOURCE, arg.name
@@ -107,10 +107,10 @@ def test_slot_inputs_are_the_slot_names_in_order(cls, op):
 @pytest.mark.parametrize("cls,op", CASES, ids=CASE_IDS)
 def test_attrs_are_the_kernel_attrs_with_their_types(cls, op):
     op_attrs = _optimizer_attrs(_op_def(cls, op))
-    kernel_attrs = cls()._kernel_attrs()
+    kernel_attrs = cls().kernel_attrs()
     # Same names in the same order: the common attrs, then the description's hyperparameters.
     assert [attr.name for attr in op_attrs] == list(kernel_attrs)
-    hyperparameters = cls._description.hyperparameters
+    hyperparameters = cls.description.hyperparameters
     assert [attr.name for attr in op_attrs[len(op_attrs) - len(hyperparameters):]] == [
         name for name, _ in hyperparameters]
     for attr in op_attrs:
@@ -125,14 +125,14 @@ def test_attrs_are_the_kernel_attrs_with_their_types(cls, op):
 def test_defaults_agree(cls, op):
     op_attrs = _optimizer_attrs(_op_def(cls, op))
     # A default-constructed optimizer passes the op's own defaults ...
-    kernel_attrs = cls()._kernel_attrs()
+    kernel_attrs = cls().kernel_attrs()
     for attr in op_attrs:
         assert attr.HasField("default_value"), attr.name
         assert _as_attr(kernel_attrs[attr.name], attr) == _default(attr), attr.name
     # ... and where the class's signature (TF's) has an argument of the attr's name, its default
     # is the op's default (None is the op's "off": an unbounded clip, no decay).
     parameters = inspect.signature(cls).parameters
-    assert {name for name, _ in cls._description.hyperparameters} <= set(parameters)
+    assert {name for name, _ in cls.description.hyperparameters} <= set(parameters)
     for attr in op_attrs:
         if attr.name not in parameters:
             continue

@@ -231,10 +231,10 @@ def test_slots_match_tf(name, defaults):
     ours, theirs = _pair(name)
     kwargs = {} if defaults else _kwargs_for(name)
     optimizer, stock_optimizer = ours(**kwargs), theirs(**kwargs)
-    assert optimizer._slot_names() == stock_optimizer._slot_names()
+    assert optimizer.slot_names() == stock_optimizer._slot_names()
     initializers = optimizer._slot_initializers()
     stock_initializers = stock_optimizer._slot_initializers()
-    assert len(initializers) == len(optimizer._slot_names())
+    assert len(initializers) == len(optimizer.slot_names())
     for initializer, stock_initializer in zip(initializers, stock_initializers):
         assert initializer.get_config() == stock_initializer.get_config()
         np.testing.assert_array_equal(initializer((3, 2), dtype=tf.float32).numpy(),
@@ -255,7 +255,7 @@ def test_slots_match_tf(name, defaults):
 ])
 def test_slot_names_and_initial_values(name, slots):
     optimizer = getattr(optimizers, name)()
-    assert optimizer._slot_names() == list(slots)
+    assert optimizer.slot_names() == list(slots)
     for initializer, value in zip(optimizer._slot_initializers(), slots.values()):
         np.testing.assert_allclose(initializer((2, 3), dtype=tf.float32).numpy(),
                                    np.full((2, 3), value, np.float32))
@@ -272,8 +272,8 @@ def test_create_slots_with_variable_creator(name):
         return tf.Variable(initializer((4, 2), dtype=tf.float32), name=slot_name)
 
     slots = optimizer._create_slots(table, creator)
-    assert list(slots) == optimizer._slot_names() == calls
-    for slot_name, initializer in zip(optimizer._slot_names(), optimizer._slot_initializers()):
+    assert list(slots) == optimizer.slot_names() == calls
+    for slot_name, initializer in zip(optimizer.slot_names(), optimizer._slot_initializers()):
         np.testing.assert_array_equal(slots[slot_name].numpy(),
                                       initializer((4, 2), dtype=tf.float32).numpy())
 
@@ -296,7 +296,7 @@ def test_create_slots_with_slot_variable_creation_fn(name):
     assert len(received) == 1
     table_variable, slot_names, initializers = received[0]
     assert table_variable is table
-    assert slot_names == optimizer._slot_names() == list(slots)
+    assert slot_names == optimizer.slot_names() == list(slots)
     assert [i.get_config() for i in initializers] == [
         i.get_config() for i in optimizer._slot_initializers()]
 
@@ -333,7 +333,7 @@ def test_sgd_create_slots_is_empty():
 # Learning rate and kernel attrs
 
 def test_get_learning_rate_float_and_callable():
-    rate = optimizers.Adagrad(learning_rate=0.25)._get_learning_rate()
+    rate = optimizers.Adagrad(learning_rate=0.25).learning_rate_tensor()
     assert rate.dtype == tf.float32 and rate.shape == () and float(rate) == 0.25
 
     calls = []
@@ -343,13 +343,13 @@ def test_get_learning_rate_float_and_callable():
         return 0.5 * len(calls)
 
     optimizer = optimizers.SGD(learning_rate=schedule)
-    assert float(optimizer._get_learning_rate()) == 0.5
-    assert float(optimizer._get_learning_rate()) == 1.0
+    assert float(optimizer.learning_rate_tensor()) == 0.5
+    assert float(optimizer.learning_rate_tensor()) == 1.0
 
     variable = tf.Variable(0.125, dtype=tf.float64)
     optimizer = optimizers.Adam(learning_rate=lambda: variable)
-    assert optimizer._get_learning_rate().dtype == tf.float32
-    traced = tf.function(optimizer._get_learning_rate)
+    assert optimizer.learning_rate_tensor().dtype == tf.float32
+    traced = tf.function(optimizer.learning_rate_tensor)
     assert float(traced()) == 0.125
     variable.assign(2.0)
     assert float(traced()) == 2.0
@@ -373,7 +373,7 @@ OP_NAMES = {"SGD": "TfeSparseApplySgd", "Adagrad": "TfeSparseApplyAdagrad",
 @pytest.mark.parametrize("name", NAMES)
 def test_kernel_attrs_defaults(name):
     optimizer = getattr(optimizers, name)()
-    attrs = optimizer._kernel_attrs()
+    attrs = optimizer.kernel_attrs()
     assert list(attrs) == COMMON_ATTRS + SPECIFIC_ATTRS[name]
     assert attrs["clip_gradient_min"] == -math.inf and attrs["clip_gradient_max"] == math.inf
     assert attrs["clip_weight_min"] == -math.inf and attrs["clip_weight_max"] == math.inf
@@ -384,13 +384,13 @@ def test_kernel_attrs_defaults(name):
         assert attrs[attr] == stored
         assert type(attrs[attr]) is (bool if isinstance(stored, bool) else float)
     # The op is named by the class's description now (was `_op_name`, the name's suffix).
-    assert type(optimizer)._description.op == OP_NAMES[name]
+    assert type(optimizer).description.op == OP_NAMES[name]
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_kernel_attrs_set(name):
     optimizer = getattr(optimizers, name)(**_kwargs_for(name))
-    attrs = optimizer._kernel_attrs()
+    attrs = optimizer.kernel_attrs()
     assert attrs["clip_gradient_min"] == -1.0 and attrs["clip_gradient_max"] == math.inf
     assert attrs["clip_weight_min"] == -2.0 and attrs["clip_weight_max"] == 3.0
     assert attrs["weight_decay_factor"] == 0.01
@@ -401,12 +401,12 @@ def test_kernel_attrs_set(name):
 
 
 def test_kernel_attrs_types():
-    attrs = optimizers.AdagradMomentum(exponent=4, beta2=1, clipvalue=2)._kernel_attrs()
+    attrs = optimizers.AdagradMomentum(exponent=4, beta2=1, clipvalue=2).kernel_attrs()
     assert type(attrs["exponent"]) is float and type(attrs["beta2"]) is float
     assert attrs["clip_gradient_min"] == -2.0 and type(attrs["clip_gradient_max"]) is float
-    assert optimizers.SGD(clipvalue=(None, 0.5))._kernel_attrs()["clip_gradient_min"] == -math.inf
+    assert optimizers.SGD(clipvalue=(None, 0.5)).kernel_attrs()["clip_gradient_min"] == -math.inf
     # A weight decay factor of 0 and None both mean no decay.
-    assert optimizers.SGD(weight_decay_factor=0)._kernel_attrs()["weight_decay_factor"] == 0.0
+    assert optimizers.SGD(weight_decay_factor=0).kernel_attrs()["weight_decay_factor"] == 0.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -447,9 +447,9 @@ def test_v1_only_optimizer_validation(make, message):
 
 def test_v1_only_optimizer_kernel_attrs():
     attrs = optimizers.ProximalYogi(beta1=0, l1_regularization_strength=1, clipvalue=2,
-                                    initial_accumulator_value=0.5)._kernel_attrs()
+                                    initial_accumulator_value=0.5).kernel_attrs()
     assert attrs["beta1"] == 0.0 and type(attrs["beta1"]) is float
     assert attrs["l1_regularization_strength"] == 1.0 and attrs["clip_gradient_min"] == -2.0
     assert "initial_accumulator_value" not in attrs  # a slot initial value, not an attr
-    assert optimizers.Momentum(momentum=0.9, use_nesterov=1)._kernel_attrs()["use_nesterov"] is True
-    assert optimizers.RMSProp(rho=0.5)._kernel_attrs()["rho"] == 0.5
+    assert optimizers.Momentum(momentum=0.9, use_nesterov=1).kernel_attrs()["use_nesterov"] is True
+    assert optimizers.RMSProp(rho=0.5).kernel_attrs()["rho"] == 0.5

@@ -133,7 +133,7 @@ def checkpoint_name_map(spec: spec_lib.EmbeddingConfigSpec,
     mapping = {}
     # TPUEstimator infers the slot names from TF1's optimizers; a slot TF1 had no name for
     # (Proximal Yogi's) is not mapped.
-    slots = [slot for slot in spec.optimization_parameters._description.slots  # pylint: disable=protected-access
+    slots = [slot for slot in spec.optimization_parameters.description.slots
              if slot.v1_suffix is not None]
     for feature in column_features(spec):
         column, table = feature.column, feature.config.table.name

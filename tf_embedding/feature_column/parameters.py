@@ -29,13 +29,14 @@ _CLIPS = ("clip_gradient_min", "clip_gradient_max")
 
 
 class _OptimizationParameters:
-    """Parameters every v1 optimizer shares; subclasses set `_description`."""
+    """Parameters every v1 optimizer shares; subclasses set `description`
+    (the optimizer's description, public as the v2 optimizers' is)."""
 
-    _description: ClassVar[OptimizerDescription]
+    description: ClassVar[OptimizerDescription]
 
     def _set(self, values: Dict[str, Any]) -> None:
         """Stores and checks the bound arguments (by v1 name)."""
-        v1 = self._description.v1
+        v1 = self.description.v1
         # v1 accumulates only when a gradient clip needs it where it has no switch (SGD).
         clipped = any(values[clip] is not None for clip in _CLIPS)
         self.learning_rate = values["learning_rate"]
@@ -75,7 +76,7 @@ class _OptimizationParameters:
           clip_limit: bounds the gradient to [-clip_limit, clip_limit] where these parameters set
             no gradient clip (EmbeddingConfigSpec's `clipping_limit`).
         """
-        v1 = self._description.v1
+        v1 = self.description.v1
         arguments = {v2_name: getattr(self, name) for name, _, v2_name in v1.arguments()
                      if name != "learning_rate"}
         if v1.allows_zero_accumulator:
@@ -83,7 +84,7 @@ class _OptimizationParameters:
                 arguments["allow_zero_accumulator"]
                 or arguments["initial_accumulator_value"] == 0)
         arguments.update(self._common_arguments(clip_limit))
-        return optimizers.CLASSES[self._description.name](
+        return optimizers.CLASSES[self.description.name](
             learning_rate=learning_rate or self.learning_rate, **arguments)
 
 
@@ -117,7 +118,7 @@ def _make_class(description: OptimizerDescription) -> type:
     name = description.v1.class_name + "Parameters"
     __init__.__qualname__ = f"{name}.__init__"
     return type(name, (_OptimizationParameters,), {
-        "__init__": __init__, "_description": description, "__module__": __name__,
+        "__init__": __init__, "description": description, "__module__": __name__,
         "__qualname__": name, "__doc__": description.rule})
 
 

@@ -24,7 +24,7 @@ from absl import logging
 from tensorflow.python.util import nest
 
 from tf_embedding.combiners import COMBINERS
-from tf_embedding.feature_inputs import conversion as inputs_lib
+from tf_embedding.feature_inputs.feature_input import FeatureInput
 
 Feature = tf.Tensor | tf.SparseTensor | tf.RaggedTensor
 
@@ -91,7 +91,7 @@ def check_enqueue_types(paths: Sequence[str], flat_inputs: Sequence[Any]) -> Non
 
 
 def tpu_feature_input(path: str, feature: Any, inp: Any, weight: Any,
-                      output_shape: tf.TensorShape) -> inputs_lib.FeatureInput:
+                      output_shape: tf.TensorShape) -> FeatureInput:
     """How the CSR conversion reads one enqueued feature, after TF's weight checks.
 
     `output_shape` is the feature's, wherever it came from (`FeatureConfig.output_shape`,
@@ -111,7 +111,7 @@ def tpu_feature_input(path: str, feature: Any, inp: Any, weight: Any,
                 "Weight specified for dense input {}, which is not allowed. "
                 "Weight will always be 1 in this case.".format(path))
         # A TPU reads a dense input as one id per output row, whatever max_sequence_length says.
-        return inputs_lib.FeatureInput(path, inp)
+        return FeatureInput(path, inp)
 
     kind = "SparseTensor" if isinstance(inp, tf.SparseTensor) else "RaggedTensor"
     if weight is not None and not isinstance(weight, type(inp)):
@@ -146,8 +146,8 @@ def tpu_feature_input(path: str, feature: Any, inp: Any, weight: Any,
             # such weights too.
             raise ValueError(
                 "Weight specified for {}, but this is a sequence feature.".format(path))
-        return inputs_lib.FeatureInput(path, inp, max_sequence_length=sequence_length)
-    return inputs_lib.FeatureInput(path, inp, weight, prune_invalid=prune_invalid)
+        return FeatureInput(path, inp, max_sequence_length=sequence_length)
+    return FeatureInput(path, inp, weight, prune_invalid=prune_invalid)
 
 
 # Output shapes on the TPU path. Every feature's activations have the per-replica shape
@@ -401,7 +401,7 @@ class CpuLookupPlan:
     lookup converts it, the serving lookup picks the stock op it names.
     """
 
-    feature_input: inputs_lib.FeatureInput
+    feature_input: FeatureInput
     # Reshape the activations to this (output_shape + [dim]) at the end.
     output_shape: list[int] | None = None
     # TF uses embedding_lookup_sparse: no pruning, and rows past the largest sample id present
@@ -434,34 +434,34 @@ def cpu_lookup_plan(item: ValidatedFeature) -> CpuLookupPlan:
     if isinstance(inp, tf.SparseTensor):
         rank = inp.shape.rank
         if not feature.output_shape and feature.max_sequence_length > 0 and rank in (None, 2):
-            return CpuLookupPlan(inputs_lib.FeatureInput(
+            return CpuLookupPlan(FeatureInput(
                 path, inp, max_sequence_length=feature.max_sequence_length))
         if feature.max_sequence_length > 0:
             logging.warning(
                 "max_sequence_length setting will be ignored because the rank of the input "
                 "tensor is %s which is not 2.", rank)
         if not feature.validate_weights_and_indices and rank is not None and rank <= 2:
-            return CpuLookupPlan(inputs_lib.FeatureInput(path, inp, item.weights),
+            return CpuLookupPlan(FeatureInput(path, inp, item.weights),
                                  trim_trailing_rows=True)
-        return CpuLookupPlan(inputs_lib.FeatureInput(path, inp, item.weights,
+        return CpuLookupPlan(FeatureInput(path, inp, item.weights,
                                                      prune_invalid=True))
     if isinstance(inp, tf.RaggedTensor):
         if feature.output_shape:
             output_shape = feature.output_shape.as_list() + [feature.table.dim]
             if inp.shape[0] is None:
-                return CpuLookupPlan(inputs_lib.FeatureInput(path, inp, item.weights),
+                return CpuLookupPlan(FeatureInput(path, inp, item.weights),
                                      output_shape=output_shape,
                                      runtime_output_shape_feature=feature)
             # validate_features has checked that output_shape fits the batch size.
             sequence_length = ragged_sequence_length(feature, inp.shape[0])
             if sequence_length:
                 # TF ignores the weights and the combiner of such a feature.
-                return CpuLookupPlan(inputs_lib.FeatureInput(
+                return CpuLookupPlan(FeatureInput(
                     path, inp, max_sequence_length=sequence_length), output_shape=output_shape)
-            return CpuLookupPlan(inputs_lib.FeatureInput(path, inp, item.weights),
+            return CpuLookupPlan(FeatureInput(path, inp, item.weights),
                                  output_shape=output_shape)
         if feature.max_sequence_length > 0:
-            return CpuLookupPlan(inputs_lib.FeatureInput(
+            return CpuLookupPlan(FeatureInput(
                 path, inp, max_sequence_length=feature.max_sequence_length))
-        return CpuLookupPlan(inputs_lib.FeatureInput(path, inp, item.weights))
-    return CpuLookupPlan(inputs_lib.FeatureInput(path, inp))
+        return CpuLookupPlan(FeatureInput(path, inp, item.weights))
+    return CpuLookupPlan(FeatureInput(path, inp))

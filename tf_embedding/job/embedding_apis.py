@@ -149,17 +149,10 @@ class KerasTraining(EmbeddingTraining):
         return {"embedding": self.layer}
 
 
-_EMBEDDING_APIS: dict[str, type[EmbeddingTraining]] = {
+# The adapters this module holds, by `--embedding-api`; keras-rs's, an extra, is in
+# keras_rs_training.py (which builds on `KerasTraining`).
+EMBEDDING_APIS: dict[str, type[EmbeddingTraining]] = {
     "sharded": ShardedTraining, "replicated": ReplicatedTraining, "keras": KerasTraining}
-
-
-def embedding_class(embedding_api: str) -> type[EmbeddingTraining]:
-    """The `--embedding-api` adapter; keras-rs's is imported only when asked for (an extra),
-    and before seeding: importing keras-rs draws from Python's random generator."""
-    if embedding_api == "keras-rs":
-        from tf_embedding.job import keras_rs_training  # pylint: disable=import-outside-toplevel
-        return keras_rs_training.KerasRsTraining
-    return _EMBEDDING_APIS[embedding_api]
 
 
 def embedding_optimizer(options: TrainOptions) -> Any:

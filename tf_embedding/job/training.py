@@ -169,11 +169,20 @@ class _Run:
     keras_model: KerasRankingModel | None  # for --embedding-api keras, compiled for model.fit
 
 
+def _embedding_class(embedding_api: str) -> type[embedding_apis.EmbeddingTraining]:
+    """The `--embedding-api` adapter; keras-rs's is imported only when asked for (an extra),
+    and before seeding: importing keras-rs draws from Python's random generator."""
+    if embedding_api == "keras-rs":
+        from tf_embedding.job import keras_rs_training  # pylint: disable=import-outside-toplevel
+        return keras_rs_training.KerasRsTraining
+    return embedding_apis.EMBEDDING_APIS[embedding_api]
+
+
 def _build_run(options: TrainOptions, spec: DataSpec, checkpoints: str) -> _Run:
-    embedding_class = embedding_apis.embedding_class(options.embedding_api)
+    embedding_class = _embedding_class(options.embedding_api)
     keras.utils.set_random_seed(options.seed)
-    embedding = embedding_class(embedding_apis.feature_config(spec, options.embedding_dim, options.seed),
-                                options)
+    embedding = embedding_class(
+        embedding_apis.feature_config(spec, options.embedding_dim, options.seed), options)
     model = build_model(options, spec)
     optimizer = keras.optimizers.Adam(options.learning_rate)
     step = tf.Variable(0, dtype=tf.int64, trainable=False)
@@ -398,7 +407,12 @@ def train(options: TrainOptions, spec: DataSpec, stream: TextIO = sys.stdout,
         if not finished:
             raise KeyboardInterrupt
         return None
+    return _evaluate_and_export(run, options, spec, source, execution)
 
+
+def _evaluate_and_export(run: _Run, options: TrainOptions, spec: DataSpec,
+                         source: sources.Source, execution: Execution) -> dict[str, Any]:
+    """Evaluates the trained run, exports it and writes metrics.json; returns the metrics."""
     eval_dataset = source.eval(options.eval_examples)
 
     def replica_predict(batch: common.Batch) -> tf.Tensor:
@@ -417,8 +431,8 @@ def train(options: TrainOptions, spec: DataSpec, stream: TextIO = sys.stdout,
     # A fresh config: training wrote its optimizer into the TableConfigs, and the serving
     # tables must come without optimizer slots.
     export.export(export_dir, run.model, run.manager.latest_checkpoint,
-                  embedding_apis.feature_config(spec, options.embedding_dim, options.seed), spec, embedding_apis.EMBEDDING_API,
-                  tables_at=run.embedding.tables_at)
+                  embedding_apis.feature_config(spec, options.embedding_dim, options.seed), spec,
+                  embedding_apis.EMBEDDING_API, tables_at=run.embedding.tables_at)
     result["export_dir"] = export_dir
     with open(os.path.join(options.model_dir, "metrics.json"), "w") as f:
         json.dump(result, f, indent=2)

@@ -70,6 +70,11 @@ class EngineWeights:
             name=self._HELPER_NAME, shape=(1,), initializer="zeros", trainable=True,
             dtype="float32"))
 
+    def table_variables(self) -> dict[str, dict[str, Any]]:
+        """(Not in TFRS.) {table name: {"parameters": table, <slot name>: slot}}: the engine's
+        variables, each whole whatever its blocks (`TPUEmbedding.table_variables`)."""
+        return self._tpu_embedding.table_variables()
+
     def _saved_variables(self) -> dict[str, Any]:
         return engine_variables(self._tpu_embedding)
 

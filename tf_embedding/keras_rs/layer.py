@@ -26,8 +26,8 @@ from keras.src.backend.common import symbolic_scope
 import tensorflow as tf
 from tensorflow.python.saved_model import save_context
 
-from tf_embedding.feature_inputs import rules as features_lib
-from tf_embedding.feature_inputs import conversion as inputs_lib
+from tf_embedding.feature_inputs import rules
+from tf_embedding.feature_inputs.feature_input import FeatureInput
 from tf_embedding.keras import export
 from tf_embedding.keras import weights_store
 from tf_embedding.keras_rs import inputs as rs_inputs
@@ -143,7 +143,7 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
 
     def _trained_lookup(self, engine_inputs: Sequence[rs_inputs.EngineInput],
                         training: Any) -> list[tf.Tensor]:
-        plans = [features_lib.CpuLookupPlan(inputs_lib.FeatureInput(path, item.ids, item.weights))
+        plans = [rules.CpuLookupPlan(FeatureInput(path, item.ids, item.weights))
                  for path, item in zip(self._paths, engine_inputs)]
         return self._front_end.trained_lookup(
             plans, getattr(self, _HELPER_NAME),

@@ -33,7 +33,7 @@ ProximalYogi = make_class(catalogue.PROXIMAL_YOGI)
 # `_max`).
 CLASSES = {cls.__name__: cls for cls in (SGD, Adagrad, AdagradMomentum, FTRL, Adam,
                                          ProximalAdagrad, Momentum, RMSProp, ProximalYogi)}
-_STOCK_CLASSES = {name: cls for name, cls in CLASSES.items() if cls._description.public}
+_STOCK_CLASSES = {name: cls for name, cls in CLASSES.items() if cls.description.public}
 
 
 def is_embedding_optimizer(optimizer: Any) -> bool:

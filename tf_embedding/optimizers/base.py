@@ -2,9 +2,11 @@
 that `tf_embedding.optimizers` makes from their descriptions (`catalogue.py`).
 
 An optimizer runs the fused CPU update op its description names instead of TPU load/retrieve
-ops and configuration protos: `_description` (the class's `OptimizerDescription`),
-`_kernel_attrs()` (the op's attrs) and `_get_learning_rate()` (its `learning_rate` input). The
-private slot protocol (`_slot_names`, `_slot_initializers`, `_create_slots`) is TensorFlow's, so
+ops and configuration protos. Its public contract, which the ops, the engines, the feature
+columns and the Keras translations use: `description` (the class's `OptimizerDescription`: op,
+slots, hyperparameters), `slot_names()`, `kernel_attrs()` (the op's attrs) and
+`learning_rate_tensor()` (its `learning_rate` input). The private slot protocol
+(`_slot_names`, `_slot_initializers`, `_create_slots`) is TensorFlow's, kept beside it so that
 embedding classes and `slot_variable_creation_fn` callbacks written for stock TF work unchanged.
 Common arguments, validation and equality are those of TF 2.21's `tf.tpu.experimental.embedding`
 `_Optimizer`.
@@ -41,11 +43,12 @@ def _limit(value: Optional[float], unbounded: float) -> float:
 class _Optimizer(metaclass=abc.ABCMeta):
     """Parameters shared by every embedding optimizer (TF's `_Optimizer(_WithSlotVariables)`).
 
-    Subclasses set `_description`; the slots, the op's attrs and the optimizer-specific
+    Subclasses set `description`; the slots, the op's attrs and the optimizer-specific
     arguments follow from it.
     """
 
-    _description: ClassVar[OptimizerDescription]
+    # The optimizer's description (catalogue.py): its fused op, slots and hyperparameters.
+    description: ClassVar[OptimizerDescription]
 
     def __init__(
         self,
@@ -88,17 +91,21 @@ class _Optimizer(metaclass=abc.ABCMeta):
             multiply_weight_decay_factor_by_learning_rate)
         self.low_dimensional_packing_status = low_dimensional_packing_status
 
-    def _slot_names(self) -> List[str]:
+    def slot_names(self) -> List[str]:
         """Names of the slot variables, in the order the fused update op takes them."""
-        return list(self._description.slot_names)
+        return list(self.description.slot_names)
+
+    def _slot_names(self) -> List[str]:
+        """`slot_names()` under the name of TF's slot protocol."""
+        return self.slot_names()
 
     def _slot_initializers(self) -> List[init_ops_v2.Initializer]:
-        """Initializers of the slot variables, parallel to `_slot_names()`: each slot's initial
+        """Initializers of the slot variables, parallel to `slot_names()`: each slot's initial
         value, a number or the argument that holds it."""
         return [_constant_slot_initializer(getattr(self, slot.initial_value)
                                            if isinstance(slot.initial_value, str)
                                            else slot.initial_value)
-                for slot in self._description.slots]
+                for slot in self.description.slots]
 
     def _create_slots(
         self,
@@ -113,7 +120,7 @@ class _Optimizer(metaclass=abc.ABCMeta):
         `slot_variable_creation_fn(table, slot_names, initializers)`, which then makes them all.
         `initializer_wrapper(slot_name, initializer)` may replace each initializer first.
         """
-        names = self._slot_names()
+        names = self.slot_names()
         initializers = self._slot_initializers()
         if initializer_wrapper is not None:
             initializers = [initializer_wrapper(name, initializer)
@@ -123,7 +130,7 @@ class _Optimizer(metaclass=abc.ABCMeta):
         return {name: variable_creator(name, initializer)
                 for name, initializer in zip(names, initializers)}
 
-    def _get_learning_rate(self) -> tf.Tensor:
+    def learning_rate_tensor(self) -> tf.Tensor:
         """The current learning rate as a float32 scalar; a callable is evaluated on each call,
         so schedules advance with whatever step counter they read."""
         learning_rate = self.learning_rate
@@ -131,8 +138,8 @@ class _Optimizer(metaclass=abc.ABCMeta):
             learning_rate = learning_rate()
         return tf.cast(learning_rate, tf.float32)
 
-    def _kernel_attrs(self) -> _KernelAttrs:
-        """Attrs of the fused `_description.op` (without `table_name`)."""
+    def kernel_attrs(self) -> _KernelAttrs:
+        """Attrs of the fused `description.op` (without `table_name`)."""
         attrs: _KernelAttrs = {
             "clip_gradient_min": _limit(self.clip_gradient_min, -math.inf),
             "clip_gradient_max": _limit(self.clip_gradient_max, math.inf),
@@ -142,7 +149,7 @@ class _Optimizer(metaclass=abc.ABCMeta):
             "multiply_weight_decay_factor_by_learning_rate": bool(
                 self.multiply_weight_decay_factor_by_learning_rate),
         }
-        for name, attr_type in self._description.hyperparameters:
+        for name, attr_type in self.description.hyperparameters:
             attrs[name] = attr_type(getattr(self, name))
         return attrs
 

@@ -72,5 +72,5 @@ def make_class(description: OptimizerDescription) -> type:
     __init__.__doc__ = f"Arguments as in {origin}."
     __init__.__qualname__ = f"{description.name}.__init__"
     return type(description.name, (_Optimizer,), {
-        "__init__": __init__, "__doc__": description.rule, "_description": description,
+        "__init__": __init__, "__doc__": description.rule, "description": description,
         "__module__": "tf_embedding.optimizers", "__qualname__": description.name})

@@ -379,7 +379,7 @@ def _translate_by_tpu_rule(optimizer: Any) -> _Optimizer:
     # The embedding optimizer's own arguments that Keras' config also has (Adam's betas and
     # epsilon, ...) are copied; the learning rate is read at every update.
     copied = ("learning_rate",) + tuple(
-        argument.name for argument in embedding_class._description.arguments
+        argument.name for argument in embedding_class.description.arguments
         if argument.name in config)
     for clip in ("clipnorm", "clipvalue"):
         if getattr(optimizer, clip, None) is not None:

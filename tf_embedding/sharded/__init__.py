@@ -2,7 +2,10 @@
 
 * `tpu_embedding`: the public class (enqueue / dequeue / apply_gradients, checkpoints).
 * `engine_options`: the checks of its constructor's options (strategy, devices, traffic).
-* `front_end`: the declared interface Keras front ends drive the engine through.
+* `engine`: the engine's declared interface (`Engine`: group features by table, convert, look
+  up, apply activation gradients), which everything below `tpu_embedding` is driven through.
+* `front_end`: what Keras front ends ask of the engine (look up these features; the gradient
+  trap trains on their activation gradients).
 * `batch_paths`: which way a batch goes (converted first, looked up directly, handed to XLA).
 * `handoff`: batches carried between traced functions.
 * `parameter_server`: the engine on ParameterServerStrategy's ps tasks.

@@ -1,5 +1,5 @@
 """How a replica's batch travels from `enqueue` to `dequeue` to `apply_gradients` in the sharded
-`TPUEmbedding` (`engine` below, whose package this is):
+`TPUEmbedding`, through its `engine.Engine` (`engine` below):
 
 * converted at `enqueue` (CSR batches per table) and carried by the replica's engine queues
   (`queues.ReplicaQueues`), or inside one traced function that cannot hold queue ops (an
@@ -18,24 +18,13 @@ import tensorflow as tf
 from tensorflow.python.framework import func_graph
 
 from tf_embedding import ops
-from tf_embedding.sharded import handoff
 from tf_embedding.sharded import queues
+from tf_embedding.sharded.engine import Carrier, Engine
 
-# pylint: disable=protected-access  (the engine's own package)
-
-Carrier = queues.ReplicaQueues | handoff.FunctionHandoff
 T = TypeVar("T")
 
 
-def carrier(engine: Any, replica: int) -> Carrier:
-    """What carries `replica`'s batches between the calls of a step: its engine queues, or
-    inside an XLA-compiled function, which cannot hold queue ops, that function's trace."""
-    if ops.compiling_with_xla():
-        return engine._compiled_handoff
-    return engine._queues[replica]
-
-
-def raw_forward_batch(engine: Any, batch_carrier: Carrier, flat_inputs: list[Any],
+def raw_forward_batch(engine: Engine, batch_carrier: Carrier, flat_inputs: list[Any],
                       flat_weights: list[Any], training: tf.Tensor
                       ) -> tuple[str, list[list[Any]]] | None:
     """(kind, each table's features) if this replica's batch may skip the conversion at
@@ -50,8 +39,7 @@ def raw_forward_batch(engine: Any, batch_carrier: Carrier, flat_inputs: list[Any
     kinds = {_raw_kind(inp) for inp in flat_inputs}
     if len(kinds) != 1 or None in kinds:
         return None
-    return kinds.pop(), [[flat_inputs[index] for index in state.feature_indices]
-                         for state in engine._tables]
+    return kinds.pop(), engine.group_by_table(flat_inputs)
 
 
 def _raw_kind(inp: Any) -> str | None:
@@ -64,18 +52,18 @@ def _raw_kind(inp: Any) -> str | None:
     return None
 
 
-def takes_raw_batches(engine: Any, batch_carrier: Carrier) -> bool:
+def takes_raw_batches(engine: Engine, batch_carrier: Carrier) -> bool:
     """Whether forward-only batches may wait in `batch_carrier` unconverted, for `dequeue` to
     convert and look up in one op: engine queues without pipelining, or a compiled function's
-    hand-off, and the engine `_looks_up_features_directly` (not under ParameterServerStrategy,
+    hand-off, and the engine `looks_up_features_directly` (not under ParameterServerStrategy,
     whose functions hand off their batches too)."""
-    return batch_carrier.takes_raw_batches and engine._looks_up_features_directly()
+    return batch_carrier.takes_raw_batches and engine.looks_up_features_directly()
 
 
-def dequeue_outputs(engine: Any, replica: int, partial: bool) -> list[tf.Tensor]:
+def dequeue_outputs(engine: Engine, replica: int, partial: bool) -> list[tf.Tensor]:
     """The flat activations of `replica`'s next batch, wherever it waits."""
-    batch_carrier = carrier(engine, replica)
-    if batch_carrier is engine._compiled_handoff and not batch_carrier.holds_batch():
+    batch_carrier = engine.carrier(replica)
+    if batch_carrier is engine.compiled_handoff and not batch_carrier.holds_batch():
         return _batch_outputs(engine, batch_carrier, partial,
                               _batch_of_calling_function(engine, replica))
     if takes_raw_batches(engine, batch_carrier):
@@ -109,39 +97,30 @@ def _unless_raw(queue: queues.ReplicaQueues, raw: Callable[[str], T],
                    lambda: _unless_raw(queue, raw, converted, kinds[1:]))
 
 
-def _batch_outputs(engine: Any, batch_carrier: Carrier, partial: bool,
+def _batch_outputs(engine: Engine, batch_carrier: Carrier, partial: bool,
                    batch: queues.Batch | None = None) -> list[tf.Tensor]:
     """The flat activations of `batch`, by default the next converted batch of `batch_carrier`;
     kept in `batch_carrier` for apply_gradients if it is a training batch."""
-    outputs: list[tf.Tensor | None] = [None] * len(engine._feature_paths)
     if batch is None:
         batch = batch_carrier.take_batch()
-    for index, (state, table_batch) in enumerate(zip(engine._tables, batch.tables)):
-        activations = state.lookup(table_batch, None if batch.rows is None else batch.rows[index])
-        for feature_index, block in state.split_outputs(
-                activations, table_batch.feature_row_counts, engine._output_shapes,
-                engine._feature_paths, partial):
-            outputs[feature_index] = block
+    activations = engine.lookup_batches(batch.tables, batch.rows)
+    outputs = engine.feature_outputs(
+        [(table_activations, table_batch.feature_row_counts)
+         for table_activations, table_batch in zip(activations, batch.tables)], partial)
     with tf.control_dependencies(outputs):
         batch_carrier.put_pending(batch.tables, batch.training)
     return outputs
 
 
-def _raw_batch_outputs(engine: Any, batch_carrier: Carrier, kind: str,
+def _raw_batch_outputs(engine: Engine, batch_carrier: Carrier, kind: str,
                        partial: bool) -> list[tf.Tensor]:
     """The flat activations of the next raw batch of `kind` (`raw_forward_batch`), each
     table's features converted and looked up in one op."""
-    outputs: list[tf.Tensor | None] = [None] * len(engine._feature_paths)
-    table_inputs = engine._table_inputs(batch_carrier.take_raw_batch(kind))
-    for state, (activations, row_counts) in zip(engine._tables,
-                                                 engine._lookup_features(table_inputs)):
-        for feature_index, block in state.split_outputs(
-                activations, row_counts, engine._output_shapes, engine._feature_paths, partial):
-            outputs[feature_index] = block
-    return outputs
+    table_inputs = engine.table_inputs(batch_carrier.take_raw_batch(kind))
+    return engine.feature_outputs(engine.lookup_features(table_inputs), partial)
 
 
-def _batch_of_calling_function(engine: Any, replica: int) -> queues.Batch:
+def _batch_of_calling_function(engine: Engine, replica: int) -> queues.Batch:
     """For a compiled dequeue with no batch of its own: the batch enqueued in the function that
     calls the compiled one, taken there (from its queues, converting a waiting sparse batch; or
     its own hand-off when it is compiled too, then further out).
@@ -151,19 +130,19 @@ def _batch_of_calling_function(engine: Any, replica: int) -> queues.Batch:
     """
     outer = getattr(tf.compat.v1.get_default_graph(), "outer_graph", None)
     if not isinstance(outer, func_graph.FuncGraph):
-        return engine._compiled_handoff.take_batch()  # raises, naming the rule
+        return engine.compiled_handoff.take_batch()  # raises, naming the rule
     with outer.as_default():
         # TF enters a compiled function's XLA context on the graph that calls it, so whether
         # the caller is compiled itself is known from its own caller.
         caller = getattr(outer, "outer_graph", None)
         if caller is not None and ops.compiling_with_xla(caller):
-            compiled = engine._compiled_handoff
+            compiled = engine.compiled_handoff
             if compiled.holds_batch():
                 return _from_next_batch(compiled, lambda kind: _converted_raw_batch(
                     engine, compiled.take_raw_batch(kind)), compiled.take_batch)
             return _batch_of_calling_function(engine, replica)
-        queue = engine._queues[replica]
-        with tf.device(engine._replica_devices[replica]):
+        queue = engine.replica_carrier(replica)
+        with tf.device(engine.replica_devices[replica]):
             # Not `takes_raw_batches(engine, ...)`: this graph is in the compiled function's
             # XLA context now, but a raw batch may wait, put by an enqueue outside it.
             if not queue.takes_raw_batches:
@@ -174,9 +153,9 @@ def _batch_of_calling_function(engine: Any, replica: int) -> queues.Batch:
                 queue.take_batch))
 
 
-def _converted_raw_batch(engine: Any, tables: list[list[Any]]) -> queues.Batch:
+def _converted_raw_batch(engine: Engine, tables: list[list[Any]]) -> queues.Batch:
     """A raw batch's tables converted, as enqueue converts a forward-only batch."""
-    return queues.Batch(engine._convert_tables(engine._table_inputs(tables)), None,
+    return queues.Batch(engine.convert_tables(engine.table_inputs(tables)), None,
                         tf.constant(False))
 
 

@@ -1,10 +1,11 @@
 """The sharded engine as Keras front ends use it: look up these features, train on these
 activation gradients.
 
-The Keras layer (`tf_embedding.keras.TPUEmbedding`) and `EmbeddingFeatures` hold a
-`FrontEnd` beside the `TPUEmbedding` they track for checkpoints, and use nothing else of the
-engine. Which way a batch is looked up (converted and looked up in one op, or converted first)
-is the engine's choice, made here.
+The Keras layer (`tf_embedding.keras.TPUEmbedding`), `EmbeddingFeatures` and keras-rs's layer
+hold a `FrontEnd` beside the `TPUEmbedding` they track for checkpoints, and use nothing else of
+the engine; the `FrontEnd` drives the engine's declared interface (`engine.Engine`). Which way a
+batch is looked up (converted and looked up in one op, or converted first) is the engine's
+choice, made here.
 
 As on a TPU, the tables are not trainable variables. `trained_lookup` runs the lookups inside a
 `tf.custom_gradient` of a trainable helper variable; when the helper's gradient is computed
@@ -17,23 +18,24 @@ from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
-from tf_embedding.feature_inputs import rules as features_lib
-from tf_embedding.feature_inputs import conversion as inputs_lib
-
-# pylint: disable=protected-access  (the engine's own package)
+from tf_embedding.feature_inputs import rules
+from tf_embedding.feature_inputs.feature_input import FeatureInput, split_activations
+from tf_embedding.sharded.engine import Engine
+from tf_embedding.sharded.tpu_embedding import TPUEmbedding
 
 
 class FrontEnd:
-    """What a Keras front end asks of a sharded `TPUEmbedding` (`engine`)."""
+    """What a Keras front end asks of a sharded `TPUEmbedding` (`embedding`)."""
 
-    def __init__(self, engine: Any) -> None:
-        self._engine = engine
+    def __init__(self, embedding: TPUEmbedding) -> None:
+        self._embedding = embedding
 
-    def build(self) -> None:
-        """Creates the engine's variables (once, eagerly, also while a function is traced)."""
-        self._engine._maybe_build()
+    def build(self) -> Engine:
+        """Creates the engine's variables (once, eagerly, also while a function is traced) and
+        returns its interface."""
+        return self._embedding.engine
 
-    def trained_lookup(self, plans: Sequence[features_lib.CpuLookupPlan], helper: Any,
+    def trained_lookup(self, plans: Sequence[rules.CpuLookupPlan], helper: Any,
                        gradient_scale: Callable[[], tf.Tensor] | None = None,
                        after_update: Callable[[], Any] | None = None,
                        training: Any = False) -> list[tf.Tensor]:
@@ -56,11 +58,9 @@ class FrontEnd:
           ValueError: a feature with `output_shape` whose ragged input has no static batch size.
         """
         _check_static_batch_sizes(plans)
-        engine = self._engine
-        self.build()
-        table_inputs = [[plans[index].feature_input for index in state.feature_indices]
-                        for state in engine._tables]
-        look_up, training_batches = self._lookup_and_batches(table_inputs, training)
+        engine = self.build()
+        table_inputs = engine.group_by_table([plan.feature_input for plan in plans])
+        look_up, training_batches = _lookup_and_batches(engine, table_inputs, training)
         row_counts: list[tf.Tensor] = []
 
         @tf.custom_gradient
@@ -75,7 +75,7 @@ class FrontEnd:
                 if gradient_scale is not None:
                     scale = tf.cast(gradient_scale(), tf.float32)
                     gradients = [gradient * scale for gradient in gradients]
-                engine._apply_table_gradients(training_batches(), gradients)
+                engine.apply_table_gradients(training_batches(), gradients)
                 if after_update is not None:
                     after_update()
                 return tf.zeros_like(helper_value)
@@ -84,36 +84,35 @@ class FrontEnd:
 
         outputs: list[Any] = [None] * len(plans)
         trapped = trap(tf.convert_to_tensor(helper))
-        for state, counts, activations, inputs in zip(engine._tables, row_counts, trapped,
+        for state, counts, activations, inputs in zip(engine.tables, row_counts, trapped,
                                                       table_inputs):
-            blocks = inputs_lib.split_activations(activations, counts, inputs, state.config.dim)
+            blocks = split_activations(activations, counts, inputs, state.config.dim)
             for index, block in zip(state.feature_indices, blocks):
                 outputs[index] = plans[index].finish(block)
         return outputs
 
-    def _lookup_and_batches(self, table_inputs: list[list[inputs_lib.FeatureInput]],
-                            training: Any) -> tuple[Callable[[], list[tuple[tf.Tensor,
-                                                                            tf.Tensor]]],
-                                                    Callable[[], list[Any]]]:
-        """(look_up, training_batches): each table's (activations, feature row counts), and
-        the converted batches an update needs.
 
-        Where the engine can, each table's features are converted and looked up in one op and
-        the update, if a gradient asks for one, converts the same inputs then: a forward pass
-        (predict, evaluate) never builds the converted batches. Otherwise the batches are
-        converted once, for both.
-        """
-        engine = self._engine
-        if engine._looks_up_features_directly():
-            return (lambda: engine._lookup_features(table_inputs),
-                    lambda: engine._convert_tables(table_inputs, training))
-        batches = engine._convert_tables(table_inputs, training)
-        return (lambda: [(activations, batch.feature_row_counts) for activations, batch
-                         in zip(engine._lookup_batches(batches), batches)],
-                lambda: batches)
+def _lookup_and_batches(engine: Engine, table_inputs: list[list[FeatureInput]],
+                        training: Any) -> tuple[Callable[[], list[tuple[tf.Tensor, tf.Tensor]]],
+                                                Callable[[], list[Any]]]:
+    """(look_up, training_batches): each table's (activations, feature row counts), and the
+    converted batches an update needs.
+
+    Where the engine can, each table's features are converted and looked up in one op and the
+    update, if a gradient asks for one, converts the same inputs then: a forward pass (predict,
+    evaluate) never builds the converted batches. Otherwise the batches are converted once, for
+    both.
+    """
+    if engine.looks_up_features_directly():
+        return (lambda: engine.lookup_features(table_inputs),
+                lambda: engine.convert_tables(table_inputs, training))
+    batches = engine.convert_tables(table_inputs, training)
+    return (lambda: [(activations, batch.feature_row_counts) for activations, batch
+                     in zip(engine.lookup_batches(batches), batches)],
+            lambda: batches)
 
 
-def _check_static_batch_sizes(plans: Sequence[features_lib.CpuLookupPlan]) -> None:
+def _check_static_batch_sizes(plans: Sequence[rules.CpuLookupPlan]) -> None:
     """Raises ValueError for a feature with `output_shape` whose ragged input has no static
     batch size: the trained lookup must know its rows when it is traced."""
     for plan in plans:

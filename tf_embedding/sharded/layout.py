@@ -15,7 +15,7 @@ blocks and saves the reassembled full tensor under the same key. Either restores
 strategy and block count and into the unsharded classes.
 
 Ids "in layout order" are grouped by block, in block order, ascending within a block: ascending
-for 'div', and what `inputs.dedup(ids, num_shards=dedup_shards)` returns for both.
+for 'div', and what `ops.dedup(ids, num_shards=dedup_shards)` returns for both.
 """
 
 import itertools

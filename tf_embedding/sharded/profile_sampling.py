@@ -15,7 +15,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.python.ops import resource_variable_ops
 
-from tf_embedding.feature_inputs import conversion as inputs_lib
+from tf_embedding.feature_inputs.feature_input import FeatureInput, activation_shape
 from tf_embedding import ops
 from tf_embedding.sharded import profile_files
 from tf_embedding.sharded import queues
@@ -25,8 +25,10 @@ from tf_embedding.sharded.table_state import TableState
 class LookupProfiler:
     """Samples one engine's training batches into `directory`."""
 
-    def __init__(self, directory: str, tables: Sequence[TableState], flat_features: Sequence[Any],
-                 num_table_devices: int, num_replicas: int):
+    def __init__(self, directory: str, tables: Sequence[TableState],
+                 table_features: Sequence[Sequence[Any]], num_table_devices: int,
+                 num_replicas: int):
+        """`table_features[t]`: the `FeatureConfig`s of `tables[t]`'s features."""
         self._directory = directory
         self._tables = tuple(tables)
         self._parameters = [{
@@ -35,13 +37,12 @@ class LookupProfiler:
             "dim": state.config.dim,
             "combiner": state.config.combiner,
             "num_features": len(state.feature_indices),
-            "max_sequence_lengths": [flat_features[index].max_sequence_length
-                                     for index in state.feature_indices],
+            "max_sequence_lengths": [feature.max_sequence_length for feature in features],
             "partition_strategy": state.layout.partition_strategy,
             "num_blocks": len(state.layout.rows),
             "table_devices": num_table_devices,
             "replicas": num_replicas,
-        } for state in self._tables]
+        } for state, features in zip(self._tables, table_features)]
         for parameters in self._parameters:
             profile = profile_files.TableProfile(parameters)
             path = os.path.join(directory, profile.file_name)
@@ -56,7 +57,7 @@ class LookupProfiler:
                 tf.constant(0, tf.int64), trainable=False, name="lookup_profile_batches")
 
     def observe(self, batches: Sequence[queues.TableBatch],
-                table_inputs: Sequence[Sequence[inputs_lib.FeatureInput]], training: Any) -> None:
+                table_inputs: Sequence[Sequence[FeatureInput]], training: Any) -> None:
         """Counts one replica's batch (`batches[t]`: table t's, from `table_inputs[t]`) if
         `training`, and profiles it if it is a sampled one."""
         if ops.compiling_with_xla():
@@ -72,7 +73,7 @@ class LookupProfiler:
             values = []
             for state, batch, inputs in zip(self._tables, batches, table_inputs):
                 ids = tf.gather(batch.unique_ids, batch.inverse_or_identity())
-                examples = inputs_lib.activation_shape(inputs[0], state.config.dim)[0]
+                examples = activation_shape(inputs[0], state.config.dim)[0]
                 values += [examples, ids, state.layout.block_of(ids)]
             return tf.py_function(self._write, values, tf.int64)
 

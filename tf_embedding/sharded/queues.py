@@ -17,7 +17,7 @@ from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 
 import tensorflow as tf
 
-from tf_embedding import _loader
+from tf_embedding import ops
 
 T = TypeVar("T")
 
@@ -78,9 +78,8 @@ def _checked(queues: Sequence[tf.queue.FIFOQueue], min_size: int, max_size: int,
         if not min_size <= sum(int(queue.size()) for queue in queues) <= max_size:
             raise RuntimeError(message)
         return action()
-    check = _loader.load_ops().tfe_check_queue_sizes(
-        queues=[queue.queue_ref for queue in queues], min_size=min_size, max_size=max_size,
-        message=message)
+    check = ops.check_queue_sizes([queue.queue_ref for queue in queues], min_size, max_size,
+                                  message)
     with tf.control_dependencies([check]):
         return action()
 

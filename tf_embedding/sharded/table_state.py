@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
-from tf_embedding.feature_inputs import conversion as inputs_lib
+from tf_embedding.feature_inputs.feature_input import FeatureInput
 from tf_embedding import ops
 from tf_embedding.sharded import queues
 from tf_embedding.sharded.layout import ShardLayout
@@ -77,17 +77,17 @@ class TableState:
             "enqueue, and must fit every batch.")
         # A batch that does not fit fails this op, which the step's outputs come from, so the
         # step stops before the batch is kept for apply_gradients (which follows the outputs).
-        outputs = inputs_lib.feature_outputs(activations, feature_row_counts, shapes, partial,
+        outputs = ops.feature_outputs(activations, feature_row_counts, shapes, partial,
                                              message, self.name)
         return list(zip(self.feature_indices, outputs))
 
-    def convert(self, feature_inputs: Sequence[inputs_lib.FeatureInput]) -> queues.TableBatch:
+    def convert(self, feature_inputs: Sequence[FeatureInput]) -> queues.TableBatch:
         """One replica's features of this table -> its CSR batch: grouped by block in the
         partial mode, deduplicated in the rows mode."""
         table = self.config
         if ops.compiling_with_xla():
             self._check_compilable()
-        batch = inputs_lib.features_to_csr(table.name, table.vocabulary_size, table.combiner,
+        batch = ops.features_to_csr(table.name, table.vocabulary_size, table.combiner,
                                            feature_inputs)
         if self.combines_on_owner:
             # Each block reads and updates straight from its lookups' ids (`lookup`,
@@ -99,7 +99,7 @@ class TableState:
             row_splits, gains = batch.row_splits, batch.gains
             # Unique ids in the layout's order (ascending for 'div', grouped by block for 'mod'),
             # so each block's ids are one contiguous run (`ShardLayout.split`).
-            unique = inputs_lib.dedup(batch.ids, num_shards=self.layout.dedup_shards,
+            unique = ops.dedup(batch.ids, num_shards=self.layout.dedup_shards,
                                       table_name=table.name)
             ids, inverse = unique.unique_ids, tf.cast(unique.inverse, tf.int64)
         return queues.TableBatch(row_splits, ids, inverse, gains, batch.feature_row_counts)
@@ -109,10 +109,10 @@ class TableState:
         """Whether `lookup_features` may be used: one block, read as it is (no quantization)."""
         return self.is_single_block and self.config.quantization_config is None
 
-    def looked_up_table(self) -> inputs_lib.LookedUpTable:
+    def looked_up_table(self) -> ops.LookedUpTable:
         """The table as `lookup_features` reads it. REQUIRES: looks_up_features_directly."""
         (block,) = list(self.variables["parameters"])
-        return inputs_lib.LookedUpTable(block, self.config.name, self.config.vocabulary_size,
+        return ops.LookedUpTable(block, self.config.name, self.config.vocabulary_size,
                                         self.config.combiner)
 
     def _check_compilable(self) -> None:
@@ -195,11 +195,10 @@ class TableState:
         `replica_updates[r][b]` is replica r's `block_updates(...)[b]`.
         """
         optimizer = self.config.optimizer
-        # pylint: disable=protected-access
         blocks = {slot: list(variable) for slot, variable in self.variables.items()}
         for block, device in enumerate(self.layout.devices):
             updates = [per_replica[block] for per_replica in replica_updates]
-            slots = {slot: blocks[slot][block] for slot in optimizer._slot_names()}
+            slots = {slot: blocks[slot][block] for slot in optimizer.slot_names()}
             apply = ops.sparse_apply if self.combines_on_owner else ops.sparse_apply_rows
             with tf.device(device):
                 apply(optimizer, blocks["parameters"][block], slots, updates, learning_rate,
@@ -207,7 +206,7 @@ class TableState:
 
 
 def lookup_features(tables: Sequence[TableState],
-                    table_inputs: Sequence[Sequence[inputs_lib.FeatureInput]]
+                    table_inputs: Sequence[Sequence[FeatureInput]]
                     ) -> list[tuple[tf.Tensor, tf.Tensor]]:
     """One replica's features of each table -> (its [R, dim] activations, each feature's row
     count): `TableState.convert` + `lookup`'s bits, for a batch that no update follows, in one op
@@ -220,7 +219,7 @@ def lookup_features(tables: Sequence[TableState],
     results: list[Any] = [None] * len(tables)
     for device, positions in positions_by_device.items():
         with tf.device(device):
-            looked_up = inputs_lib.features_lookup(
+            looked_up = ops.features_lookup(
                 [tables[position].looked_up_table() for position in positions],
                 [table_inputs[position] for position in positions])
         for position, result in zip(positions, looked_up):
@@ -237,7 +236,7 @@ def apply_updates(strategy: tf.distribute.Strategy, tables: Sequence[TableState]
     for state, block_updates in zip(tables, updates):
         optimizer = state.config.optimizer
         if id(optimizer) not in learning_rates:
-            learning_rates[id(optimizer)] = optimizer._get_learning_rate()  # pylint: disable=protected-access
+            learning_rates[id(optimizer)] = optimizer.learning_rate_tensor()
         # Per replica, in replica order: its update of each block.
         replica_updates = [
             [tuple(strategy.experimental_local_results(part)[replica] for part in update)

@@ -28,23 +28,17 @@ from tensorflow.python.distribute import device_util
 from tensorflow.python.distribute import sharded_variable
 from tensorflow.python.util import nest
 
-from tf_embedding.feature_inputs import rules as features_lib
-from tf_embedding.feature_inputs import conversion as inputs_lib
+from tf_embedding.feature_inputs import rules
 from tf_embedding import embedding_base
 from tf_embedding.sharded import batch_paths
+from tf_embedding.sharded import engine as engine_lib
 from tf_embedding.sharded import engine_options
 from tf_embedding.sharded import handoff
 from tf_embedding.sharded import parameter_server
 from tf_embedding.sharded import queues
 from tf_embedding.sharded import layout as layout_lib
 from tf_embedding.sharded.profile_sampling import LookupProfiler
-from tf_embedding.sharded import table_state
 from tf_embedding.sharded.table_state import TableState
-
-# The public methods, and the Keras layer's entry points (`_convert_tables` ...), branch on Python
-# values only; letting AutoGraph convert them (and everything they call) when they are traced in
-# a tf.function (tf_keras converts a whole train step) would only cost seconds per trace.
-_library_code = tf.autograph.experimental.do_not_convert
 
 _ONE_COMPILED_FUNCTION = (
     "Inside a tf.function(jit_compile=True), dequeue() takes the batch that enqueue() gave "
@@ -129,7 +123,6 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         self._partition_strategy = layout_lib.check_partition_strategy(partition_strategy)
         engine_options.check_profile_directory(profile_data_directory, parameter_servers)
         self._profile_data_directory = profile_data_directory
-        self._profiler: LookupProfiler | None = None
         self._pipeline_execution_with_tensor_core = pipeline_execution_with_tensor_core
         super().__init__(feature_config, optimizer)
         self._parameter_servers = parameter_servers
@@ -138,10 +131,8 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         self._feature_paths = self._no_dependency(
             [path for path, _ in nest.flatten_with_joined_string_paths(feature_config)])
         self._warned_paths = self._no_dependency(set())
-        # One TableState per table, in `_table_config` order; made by build().
-        self._tables: list[TableState] = self._no_dependency([])
-        self._compiled_handoff = self._no_dependency(
-            handoff.FunctionHandoff(_ONE_COMPILED_FUNCTION))
+        # The tables' states, queues and per-step operations; made by build().
+        self._engine: engine_lib.Engine | None = None
 
     def _place_tables(self, table_devices: Sequence[str] | None,
                       traffic: Mapping[str, str] | None) -> None:
@@ -158,6 +149,13 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             engine_options.checked_table_devices(table_devices, self._parameter_servers))
         self._partial_tables = self._no_dependency(engine_options.checked_traffic(
             traffic or {}, self._table_config, self._pipeline_execution_with_tensor_core))
+
+    @property
+    def engine(self) -> engine_lib.Engine:
+        """(Not in TF.) The engine's declared interface (`sharded/engine.py`), which the Keras
+        front ends drive; builds this object if needed."""
+        self._maybe_build()
+        return self._engine
 
     @property
     def embedding_tables(self) -> dict[Any, sharded_variable.ShardedVariable]:
@@ -177,7 +175,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         assignment). Here every lookup and update reads the variables themselves, so the next
         step already sees what was assigned: there is nothing to copy."""
 
-    @_library_code
+    @engine_lib.library_code
     def build(self, per_replica_input_shapes: Any = None,
               per_replica_batch_size: int | None = None) -> None:
         """Creates the sharded variables and the engine queues, and fixes output shapes.
@@ -192,39 +190,49 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         """
         if self._built:
             return
-        output_shapes = features_lib.output_shapes_from_build_arguments(
+        output_shapes = rules.output_shapes_from_build_arguments(
             per_replica_input_shapes, per_replica_batch_size, nest.flatten(self._feature_config))
         if output_shapes is not None:
             self._set_output_shapes(output_shapes)
         super().build()
         flat_features = nest.flatten(self._feature_config)
-        self._tables.extend(
-            TableState(table,
-                       tuple(index for index, feature in enumerate(flat_features)
-                             if feature.table is table),
-                       self._layout(table.vocabulary_size),
-                       self._variables[table.name], partial=table.name in self._partial_tables)
-            for table in self._table_config)
-        self._check_slot_layouts()
-        if self._profile_data_directory:
-            self._profiler = self._no_dependency(LookupProfiler(
-                self._profile_data_directory, self._tables, flat_features,
-                len(self._table_devices), len(self._replica_devices)))
+        indices = embedding_base.feature_indices_by_table(flat_features)
+        tables = [TableState(table, tuple(indices.get(table.name, ())),
+                             self._layout(table.vocabulary_size), self._variables[table.name],
+                             partial=table.name in self._partial_tables)
+                  for table in self._table_config]
+        _check_slot_layouts(tables)
+        self._engine = self._no_dependency(engine_lib.Engine(
+            tables, flat_features, self._feature_paths, lambda: self._output_shapes,
+            self._replica_devices, self._replica_carriers(tables),
+            handoff.FunctionHandoff(_ONE_COMPILED_FUNCTION),
+            pipelined=self._pipeline_execution_with_tensor_core,
+            parameter_servers=self._parameter_servers,
+            profiler=self._profiler(tables, flat_features)))
+
+    def _profiler(self, tables: list[TableState],
+                  flat_features: list[Any]) -> LookupProfiler | None:
+        """The `profile_data_directory` sampler, if one was asked for."""
+        if not self._profile_data_directory:
+            return None
+        return LookupProfiler(self._profile_data_directory, tables,
+                              engine_lib.group_by_table(tables, flat_features),
+                              len(self._table_devices), len(self._replica_devices))
+
+    def _replica_carriers(self, tables: list[TableState]) -> list[engine_lib.Carrier]:
+        """Each replica's batch carrier: its engine queues, or under ParameterServerStrategy
+        the hand-off of the scheduled function (a worker runs one replica)."""
         if self._parameter_servers:
             parameter_server.check_ops_on(self._table_devices)
-            # A worker runs one replica; its batch stays inside the scheduled function.
-            self._queues = self._no_dependency(
-                [handoff.FunctionHandoff(parameter_server.ONE_FUNCTION)])
-            return
+            return [handoff.FunctionHandoff(parameter_server.ONE_FUNCTION)]
         specs = [queues.TableSpec(len(state.feature_indices), state.config.dim,
                                   deduplicated=not state.combines_on_owner)
-                 for state in self._tables]
-        self._queues = self._no_dependency([
-            queues.ReplicaQueues(replica, device, specs,
-                                         self._pipeline_execution_with_tensor_core)
-            for replica, device in enumerate(self._replica_devices)])
+                 for state in tables]
+        return [queues.ReplicaQueues(replica, device, specs,
+                                     self._pipeline_execution_with_tensor_core)
+                for replica, device in enumerate(self._replica_devices)]
 
-    @_library_code
+    @engine_lib.library_code
     def enqueue(self, features: Any, weights: Any = None, training: bool = True,
                 name: str | None = None, device: str | None = None) -> None:
         """Hands a batch of ids to the engine of each replica, for the next `dequeue`.
@@ -262,29 +270,30 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
 
         # As TF does, shapes are taken from the first replica's features.
         first = [self._local(inp, replicas[0]) for inp in flat_inputs]
-        features_lib.check_enqueue_types(self._feature_paths, first)
-        input_shapes = [features_lib.input_shape(path, inp, feature)
+        rules.check_enqueue_types(self._feature_paths, first)
+        input_shapes = [rules.input_shape(path, inp, feature)
                         for path, inp, feature in zip(self._feature_paths, first, flat_features)]
         self._maybe_build()
         self._set_output_shapes(
-            features_lib.output_shapes_from_input_shapes(input_shapes, flat_features))
+            rules.output_shapes_from_input_shapes(input_shapes, flat_features))
 
         training = tf.convert_to_tensor(training, tf.bool)
+        engine = self._engine
         with tf.name_scope(name or "enqueue"):
             for replica in replicas:
                 replica_inputs = [self._local(inp, replica) for inp in flat_inputs]
                 replica_weights = [self._local(weight, replica) for weight in flat_weights]
-                carrier = batch_paths.carrier(self, replica)
-                raw = batch_paths.raw_forward_batch(self, carrier, replica_inputs,
+                carrier = engine.carrier(replica)
+                raw = batch_paths.raw_forward_batch(engine, carrier, replica_inputs,
                                                     replica_weights, training)
                 with tf.device(self._replica_devices[replica]):
                     if raw is not None:
                         carrier.put_raw_batch(*raw)
                     else:
-                        carrier.put_batch(self._convert(replica_inputs, replica_weights,
-                                                        training))
+                        carrier.put_batch(engine.convert(replica_inputs, replica_weights,
+                                                         training))
 
-    @_library_code
+    @engine_lib.library_code
     def dequeue(self, name: str | None = None, partial: bool = False) -> Any:
         """Returns this replica's activations of the next enqueued batch.
 
@@ -307,19 +316,20 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             raise RuntimeError("dequeue called on unbuilt TPUEmbedding object. "
                                "Please either call enqueue first or manually call "
                                "the build method.")
-        features_lib.check_fully_defined(self._feature_paths, self._output_shapes)
+        rules.check_fully_defined(self._feature_paths, self._output_shapes)
         replica = self._replica_id("dequeue")
         with tf.name_scope(name or "dequeue"), tf.device(self._replica_devices[replica]):
-            outputs = batch_paths.dequeue_outputs(self, replica, partial)
+            outputs = batch_paths.dequeue_outputs(self._engine, replica, partial)
         return nest.pack_sequence_as(self._feature_config, outputs)
 
-    @_library_code
+    @engine_lib.library_code
     def apply_gradients(self, gradients: Any, name: str | None = None) -> None:
         """Updates the tables with the gradients of the last dequeued training activations.
 
         Call it inside `strategy.run` after `dequeue` (directly under the default strategy).
         Gradients of all replicas are summed per table row, and each touched row is updated
-        once. A None gradient counts as zeros (TF's warning is logged once per feature).
+        once. A None gradient counts as zeros (TF's warning is logged once per feature). A
+        call that raises leaves the dequeued batch in place, for a correct call to train on.
 
         Args:
           gradients: gradients of the activations, in the structure of `feature_config`.
@@ -336,49 +346,16 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             raise RuntimeError("apply_gradients called on unbuilt TPUEmbedding "
                                "object. Please either call enqueue first or manually "
                                "call the build method.")
-        flat_gradients = features_lib.check_gradients(
+        # Every check comes before the batch is taken (`take_pending`).
+        engine = self._engine
+        engine.check_trainable()
+        flat_gradients = rules.check_gradients(
             self._feature_config, gradients, self._output_shapes, self._warned_paths)
         replica = self._replica_id("apply_gradients")
         with tf.name_scope(name or "apply_gradients"), tf.device(self._replica_devices[replica]):
-            pending = batch_paths.carrier(self, replica).take_pending()
-            self._apply_table_gradients(
-                pending, [state.activation_gradients(table_batch, flat_gradients)
-                          for state, table_batch in zip(self._tables, pending)])
-
-    @_library_code
-    def _convert_tables(self, table_inputs: list[list[Any]],
-                        training: Any = False) -> list[queues.TableBatch]:
-        """This replica's CSR batches without the engine queues (the Keras layer's path).
-
-        `table_inputs[t]` are the `FeatureInput`s of table t's features, in `_table_config`
-        order. Look the batches up with `_lookup_batches`; hand them and the activations'
-        gradients to `_apply_table_gradients` to train. `training` (a bool or bool tensor):
-        whether the batch counts for `profile_data_directory`.
-        """
-        self._maybe_build()
-        batches = [state.convert(inputs) for state, inputs in zip(self._tables, table_inputs)]
-        if self._profiler is not None:
-            self._profiler.observe(batches, table_inputs, training)
-        return batches
-
-    @_library_code
-    def _lookup_batches(self, batches: list[queues.TableBatch]) -> list[tf.Tensor]:
-        """Each table's [R, dim] activations of this replica's `batches`."""
-        return [state.lookup(batch, None) for state, batch in zip(self._tables, batches)]
-
-    @_library_code
-    def _apply_table_gradients(self, batches: list[queues.TableBatch],
-                               activation_gradients: list[tf.Tensor]) -> None:
-        """Updates every table with this replica's [R, dim] activation gradients of `batches`,
-        summed with the other replicas' in one merge_call (call it in replica context)."""
-        for table in self._table_config:
-            if table.optimizer is None:
-                raise ValueError(f"Table {table.name} has no optimizer, so apply_gradients cannot "
-                                 "update it: pass one to TPUEmbedding or to its TableConfig.")
-        updates = [state.block_updates(batch, gradient)
-                   for state, batch, gradient in zip(self._tables, batches, activation_gradients)]
-        tf.distribute.get_replica_context().merge_call(
-            table_state.apply_updates, args=(self._tables, len(self._replica_devices), updates))
+            pending = engine.carrier(replica).take_pending()
+            engine.apply_table_gradients(pending,
+                                         engine.activation_gradients(pending, flat_gradients))
 
     def _create_variables_and_slots(self) -> dict[str, dict[str, Any]]:
         # As on a TPU, tables are not trainable variables: only apply_gradients updates them.
@@ -395,17 +372,6 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         return layout_lib.ShardLayout(vocabulary_size, self._table_devices,
                                       self._partition_strategy)
 
-    def _check_slot_layouts(self) -> None:
-        """Slots made by a `slot_variable_creation_fn` must be sharded like their table."""
-        for state in self._tables:
-            for slot, variable in state.variables.items():
-                if not (isinstance(variable, sharded_variable.ShardedVariable) and
-                        [block.shape[0] for block in variable] == list(state.layout.rows)):
-                    raise ValueError(
-                        f"Slot '{slot}' of table {state.name} is not sharded like the table "
-                        f"(row blocks {list(state.layout.rows)}). TPUEmbedding "
-                        "creates slots itself; a slot_variable_creation_fn is not supported.")
-
     def _maybe_build(self) -> None:
         if not self._built:
             # Eagerly even inside a tf.function: variables and queues are made once.
@@ -413,9 +379,9 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
                 self.build()
 
     def _set_output_shapes(self, incoming: list[tf.TensorShape]) -> None:
-        features_lib.check_output_shapes(self._feature_paths, self._output_shapes, incoming)
-        self._output_shapes = features_lib.update_output_shapes(self._output_shapes, incoming)
-        features_lib.check_fully_defined(self._feature_paths, self._output_shapes)
+        rules.check_output_shapes(self._feature_paths, self._output_shapes, incoming)
+        self._output_shapes = rules.update_output_shapes(self._output_shapes, incoming)
+        rules.check_fully_defined(self._feature_paths, self._output_shapes)
 
     def _enqueue_replicas(self, device: str | None) -> list[int]:
         """The replicas an enqueue call feeds, from the calling context and `device`."""
@@ -456,42 +422,14 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         values = self._strategy.experimental_local_results(value)
         return values[replica] if len(values) > 1 else values[0]
 
-    def _convert(self, flat_inputs: list[Any], flat_weights: list[Any],
-                 training: tf.Tensor) -> queues.Batch:
-        """One replica's features -> one CSR batch per table (+ its rows if pipelined)."""
-        batches = self._convert_tables(self._table_inputs(
-            [[flat_inputs[index] for index in state.feature_indices] for state in self._tables],
-            [[flat_weights[index] for index in state.feature_indices] for state in self._tables]
-        ), training)
-        rows = None
-        if self._pipeline_execution_with_tensor_core:
-            rows = [state.gather(batch.unique_ids) for state, batch in zip(self._tables, batches)]
-        return queues.Batch(batches, rows, training)
 
-    def _table_inputs(self, table_features: list[list[Any]],
-                      table_weights: list[list[Any]] | None = None
-                      ) -> list[list[inputs_lib.FeatureInput]]:
-        """How the conversion reads each table's enqueued features (and weights), in
-        `_tables` order, as `_convert_tables` and `_lookup_features` take them."""
-        flat_features = nest.flatten(self._feature_config)
-        return [[features_lib.tpu_feature_input(
-                    self._feature_paths[index], flat_features[index], feature,
-                    None if table_weights is None else table_weights[position][slot],
-                    self._output_shapes[index])
-                 for slot, (index, feature) in enumerate(zip(state.feature_indices, features))]
-                for position, (state, features) in enumerate(zip(self._tables, table_features))]
-
-    def _looks_up_features_directly(self) -> bool:
-        """Whether `_lookup_features` may look this replica's batch up (the Keras layer's path):
-        no parameter-server tasks, no lookup profile to record (it observes converted batches),
-        and every table one block read as it is."""
-        return (not self._parameter_servers and self._profiler is None
-                and all(state.looks_up_features_directly for state in self._tables))
-
-    def _lookup_features(self, table_inputs: list[list[Any]]
-                         ) -> list[tuple[tf.Tensor, tf.Tensor]]:
-        """Each table's (activations [R, dim], feature_row_counts) of this replica's features,
-        converted and looked up in one op, for `table_inputs` as `_convert_tables` takes them.
-        Not differentiable: convert the same inputs (`_convert_tables`) to update. REQUIRES:
-        `_looks_up_features_directly()`."""
-        return table_state.lookup_features(self._tables, table_inputs)
+def _check_slot_layouts(tables: list[TableState]) -> None:
+    """Slots made by a `slot_variable_creation_fn` must be sharded like their table."""
+    for state in tables:
+        for slot, variable in state.variables.items():
+            if not (isinstance(variable, sharded_variable.ShardedVariable) and
+                    [block.shape[0] for block in variable] == list(state.layout.rows)):
+                raise ValueError(
+                    f"Slot '{slot}' of table {state.name} is not sharded like the table "
+                    f"(row blocks {list(state.layout.rows)}). TPUEmbedding "
+                    "creates slots itself; a slot_variable_creation_fn is not supported.")

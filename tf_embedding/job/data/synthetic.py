@@ -20,7 +20,7 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
-from tf_embedding.feature_inputs import rules as features
+from tf_embedding.feature_inputs import rules
 from tf_embedding.job.data import common
 from tf_embedding.job.data.spec import DataSpec, TableSpec
 
@@ -133,5 +133,5 @@ class SyntheticClickLog:
 def _combine(weights: tf.RaggedTensor, effects: tf.Tensor, combiner: str) -> tf.Tensor:
     """The combiner applied to scalar effects, as the embedding lookup applies it to rows."""
     weighted = tf.reduce_sum(weights.with_flat_values(weights.flat_values * effects), axis=1)
-    norms = features.combiner_norm(combiner, weights, lambda values: tf.reduce_sum(values, axis=1))
+    norms = rules.combiner_norm(combiner, weights, lambda values: tf.reduce_sum(values, axis=1))
     return weighted if norms is None else tf.math.divide_no_nan(weighted, norms)

@@ -1,0 +1,74 @@
+"""One feature's input as the fused ops read it (`FeatureInput`), and the shapes stock TF's CPU
+lookup gives its activations, so that a table's stacked `[R, dim]` activations split back into
+per-feature outputs."""
+
+from typing import List, NamedTuple, Optional, Sequence, Union
+
+import tensorflow as tf
+
+TensorLike = Union[tf.Tensor, tf.SparseTensor, tf.RaggedTensor]
+
+
+class FeatureInput(NamedTuple):
+    """One feature's ids as given by the user, with how to read them."""
+
+    name: str
+    tensor: TensorLike
+    weight: Optional[TensorLike] = None
+    max_sequence_length: int = 0
+    # Stock safe_embedding_lookup_sparse: drop ids < 0, and weights <= 0 unless combiner is sum.
+    prune_invalid: bool = False
+
+
+def input_kind(tensor: TensorLike) -> str:
+    """"dense", "sparse" or "ragged": how the ops read a feature's ids (or weights)."""
+    if isinstance(tensor, tf.SparseTensor):
+        return "sparse"
+    if isinstance(tensor, tf.RaggedTensor):
+        return "ragged"
+    return "dense"
+
+
+def activation_shape(feature: FeatureInput, dim: int) -> tf.Tensor:
+    """The shape (int64) stock TF's CPU lookup gives this feature's activations.
+
+    Dense: input shape + [dim]. Sparse: dense_shape[:-1] + [dim], or [B, msl, dim] for a
+    sequence feature of rank 2 (or unknown rank). Ragged: [B, dim], or [B, msl, dim].
+    """
+    tensor, msl = feature.tensor, tf.constant([feature.max_sequence_length], tf.int64)
+    kind = input_kind(tensor)
+    if kind == "sparse":
+        if feature.max_sequence_length > 0 and tensor.shape.rank in (None, 2):
+            outer = tf.concat([tensor.dense_shape[:1], msl], axis=0)
+        else:
+            outer = tensor.dense_shape[:-1]
+    elif kind == "ragged":
+        batch = tf.reshape(tensor.nrows(out_type=tf.int64), [1])
+        outer = tf.concat([batch, msl], axis=0) if feature.max_sequence_length > 0 else batch
+    else:
+        outer = tf.shape(tensor, out_type=tf.int64)
+    return tf.concat([outer, tf.constant([dim], tf.int64)], axis=0)
+
+
+def split_activations(activations: tf.Tensor, feature_row_counts: tf.Tensor,
+                      features: Sequence[FeatureInput], dim: int) -> List[tf.Tensor]:
+    """Splits a batch's stacked [R, dim] activations into each feature's output, given the
+    output rows of each feature (`CsrBatch.feature_row_counts`). A lone feature's rows are all
+    of them, with no split op (a step runs this per table)."""
+    blocks = ([activations] if len(features) == 1 else
+              tf.split(activations, feature_row_counts, num=len(features), axis=0))
+    return [_shaped_activations(block, feature, dim) for block, feature in zip(blocks, features)]
+
+
+def _shaped_activations(rows: tf.Tensor, feature: FeatureInput, dim: int) -> tf.Tensor:
+    """A feature's [R, dim] activations in the shape `activation_shape` gives. A pooled feature
+    of rank-2 ids (or dense ids of rank 1) has one row per sample, already its shape: it needs
+    no reshape, nor the ops that would compute its shape, only its static batch size."""
+    tensor = feature.tensor
+    kind = input_kind(tensor)
+    if (kind == "dense" and tensor.shape.rank == 1) or (
+            feature.max_sequence_length == 0 and (
+                kind == "ragged" or (kind == "sparse" and tensor.shape.rank == 2))):
+        rows.set_shape([tensor.shape[0], dim])
+        return rows
+    return tf.reshape(rows, activation_shape(feature, dim))
