@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from helpers.processes import fresh_process_output
-from tf_embedding.feature_inputs.conversion import dedup
+from tf_embedding import ops
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +62,7 @@ def test_the_ops_compile_for_the_xla_cpu_device_only(order):
 def test_an_op_without_a_kernel_for_the_device_fails_the_compilation_naming_it():
     @tf.function(jit_compile=True)
     def deduplicate(ids):
-        return dedup(ids, num_shards=1, table_name="t").unique_ids
+        return ops.dedup(ids, num_shards=1, table_name="t").unique_ids
 
     message = ("Detected unsupported operations when trying to compile graph .* on XLA_CPU_JIT: "
                + re.escape("TfeCsrDedup (No registered 'TfeCsrDedup' OpKernel for XLA_CPU_JIT "
