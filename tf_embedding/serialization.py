@@ -59,6 +59,11 @@ def _keras_package(value: Any) -> str | None:
     return package if package in _KERAS_PACKAGES else None
 
 
+def is_keras_optimizer(value: Any) -> bool:
+    """Whether `value` is an optimizer of Keras 3 or tf_keras."""
+    return _keras_package(value) is not None and keras_translation.is_keras_optimizer(value)
+
+
 def _keras_module(package: str, name: str) -> Any:
     return importlib.import_module(f"{package}.{name}")
 
@@ -123,8 +128,8 @@ def serialize_optimizer(optimizer: Any, where: str) -> Any:
             return _tagged(type(ours).__name__, ours.get_config())
         except ValueError as error:
             raise ValueError(f"{where}: {error}.") from error
-    package = _keras_package(optimizer)
-    if package is not None and keras_translation.is_keras_optimizer(optimizer):
+    if is_keras_optimizer(optimizer):
+        package = _keras_package(optimizer)
         if keras_translation.has_callable_learning_rate(optimizer):
             raise ValueError(
                 f"{where}: the Keras optimizer's `learning_rate` is a Python callable, which a "
@@ -156,9 +161,7 @@ def keras_optimizers(feature_config: Any, optimizer: Any) -> list[Any]:
     candidates = [optimizer] + [feature.table.optimizer
                                 for feature in tf.nest.flatten(feature_config)]
     for candidate in candidates:
-        if (_keras_package(candidate) is not None
-                and keras_translation.is_keras_optimizer(candidate)
-                and not any(candidate is known for known in found)):
+        if is_keras_optimizer(candidate) and not any(candidate is known for known in found):
             found.append(candidate)
     return found
 
