@@ -54,6 +54,13 @@ class Scorer(K.Model):
         self.embedding = embedding
         self.dense = K.layers.Dense(1, kernel_initializer="ones")
 
+    def build(self, input_shape):
+        # Keras 3 builds a loaded subclassed model from its build config only through
+        # `build`; the model's optimizer loads its variables only once the model is built.
+        self.embedding.build(input_shape)
+        self.dense.build((None, LENGTH, 6))  # the two tables' dims, concatenated
+        self.built = True
+
     def call(self, inputs):
         activations = self.embedding(inputs)
         return self.dense(tf.concat([activations[name] for name in VOCAB], axis=-1))

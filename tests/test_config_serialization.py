@@ -5,6 +5,7 @@ runs with TF_USE_LEGACY_KERAS=1); what a config cannot hold raises, naming table
 import collections
 import inspect
 import json
+import os
 
 import numpy as np
 import pytest
@@ -15,6 +16,10 @@ from tf_embedding import optimizers
 from tf_embedding import serialization
 
 K = tf.keras
+LEGACY = os.environ.get("TF_USE_LEGACY_KERAS") == "1"
+# tf_keras's optimizers evaluate a callable learning rate once, into a variable: the callable is
+# gone before any saving, and its config holds that value.
+TF_KERAS_CALLABLE = "tf_keras's optimizers keep no callable learning rate"
 STOCK = tf.tpu.experimental.embedding
 
 
@@ -168,8 +173,10 @@ Pair = collections.namedtuple("Pair", ["a", "b"])
         0.1, slot_variable_creation_fn=lambda table, names, inits: {})),
      "Table 'user': `optimizer`: the optimizer's `slot_variable_creation_fn` is a Python "
      "callable"),
-    (lambda: features_of(optimizer=K.optimizers.Adagrad(lambda: 0.1)),
-     "Table 'user': `optimizer`: the Keras optimizer's `learning_rate` is a Python callable"),
+    pytest.param(
+        lambda: features_of(optimizer=K.optimizers.Adagrad(lambda: 0.1)),
+        "Table 'user': `optimizer`: the Keras optimizer's `learning_rate` is a Python callable",
+        marks=pytest.mark.skipif(LEGACY, reason=TF_KERAS_CALLABLE)),
     (lambda: features_of(initializer=own_initializer),
      "Table 'user': `initializer` is <function own_initializer"),
     (lambda: features_of(layout=object()),

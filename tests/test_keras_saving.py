@@ -156,6 +156,8 @@ def test_saving_a_value_a_config_cannot_hold_names_table_and_argument(tmp_path):
         model.to_json()
 
 
+@pytest.mark.skipif(LEGACY, reason="tf_keras's optimizers evaluate a callable learning rate "
+                                   "once, into a variable; no callable is left to lose")
 def test_a_layer_optimizer_with_a_callable_learning_rate_is_named_when_saving():
     layer = embedding_keras.TPUEmbedding(helpers.feature_config(),
                                          K.optimizers.SGD(lambda: 0.1))
