@@ -55,10 +55,11 @@ class Scorer(K.Model):
         self.dense = K.layers.Dense(1, kernel_initializer="ones")
 
     def build(self, input_shape):
-        # Keras 3 builds a loaded subclassed model from its build config only through
-        # `build`; the model's optimizer loads its variables only once the model is built.
-        self.embedding.build(input_shape)
-        self.dense.build((None, LENGTH, 6))  # the two tables' dims, concatenated
+        # Keras builds a loaded subclassed model from its input shapes (its optimizer loads
+        # its variables only into a built model), by default calling it on float inputs; ids
+        # must be integers, so it is called on zero ids of those shapes.
+        self.call({name: tf.zeros([1] + list(input_shape[name])[1:], tf.int64)
+                   for name in VOCAB})
         self.built = True
 
     def call(self, inputs):
