@@ -73,6 +73,13 @@ class QuantizationConfig:
 
         return _quantize(x)
 
+    def get_config(self) -> dict[str, Any]:
+        return {"num_buckets": self.num_buckets, "lower": self.lower, "upper": self.upper}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "QuantizationConfig":
+        return cls(**config)
+
     def __repr__(self) -> str:
         return ("QuantizationConfig(num_buckets={num_buckets!r}, lower={lower!r}, "
                 "upper={upper!r})".format(num_buckets=self.num_buckets, lower=self.lower,
@@ -181,6 +188,13 @@ class RowIdInitializer:
                  dtype: tf.dtypes.DType) -> tf.Tensor:
         return tf.range(start=self.offset, limit=self.offset + shape[0], delta=1,
                         dtype=dtype)[:, None] * tf.ones(shape, dtype=dtype)
+
+    def get_config(self) -> dict[str, Any]:
+        return {"offset": self.offset}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "RowIdInitializer":
+        return cls(**config)
 
 
 class FeatureConfig:

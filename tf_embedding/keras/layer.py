@@ -30,6 +30,7 @@ from tf_embedding import config as config_lib
 from tf_embedding.feature_inputs import rules
 from tf_embedding import for_serving
 from tf_embedding.keras import export
+from tf_embedding.keras import layer_config
 from tf_embedding.keras import weights_store
 from tf_embedding.optimizers import keras_translation
 from tf_embedding.replicated import TPUEmbeddingV0
@@ -74,6 +75,7 @@ def _clone_and_prepare_features(feature_config: Any) -> tuple[Any, list[tuple[An
     return tf.nest.pack_sequence_as(feature_config, cloned_features), table_map
 
 
+@tf.keras.utils.register_keras_serializable(package="tf_embedding")
 class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
     """Looks up features in embedding tables; trains them with an embedding optimizer.
 
@@ -90,7 +92,7 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
     def __init__(self, feature_config: Any, optimizer: Any,
                  pipeline_execution_with_tensor_core: bool = False,
                  batch_size: int | None = None, *,
-                 tables_trained_by: str = "embedding_optimizer"):
+                 tables_trained_by: str = "embedding_optimizer", **kwargs: Any):
         """Creates the layer; the tables are made by `build()`.
 
         Args:
@@ -105,13 +107,15 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
           batch_size: accepted for TFRS compatibility (TFRS uses it only on a TPU).
           tables_trained_by: "embedding_optimizer" (TPU semantics) or "model_optimizer"
             (TFRS's CPU behaviour, tf_keras only).
+          **kwargs: the Keras layer's (`name`, `trainable`, `dtype`: float32 only, ...).
 
         Raises:
           ValueError: an unknown optimizer or `tables_trained_by`, a Keras optimizer setting
             the embedding optimizer cannot express, or duplicate table names.
           RuntimeError: created under a strategy the engine does not run under.
         """
-        super().__init__()
+        super().__init__(**kwargs)
+        layer_config.check_float32(self)
         if tables_trained_by not in _TRAINING_MODES:
             raise ValueError(f"tables_trained_by must be one of {_TRAINING_MODES}, got "
                              f"{tables_trained_by!r}.")
@@ -124,6 +128,8 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
         self._tables_trained_by = tables_trained_by
         self.batch_size = batch_size
         self._pipeline_execution_with_tensor_core = pipeline_execution_with_tensor_core
+        self._given = self._no_dependency(
+            layer_config.GivenArguments(feature_config, optimizer))
         feature_config, table_config_map = _clone_and_prepare_features(feature_config)
         self._feature_config = self._no_dependency(feature_config)
         self._table_config_map = self._no_dependency(table_config_map)
@@ -140,6 +146,25 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
         self._front_end = self._no_dependency(
             FrontEnd(self._tpu_embedding) if tables_trained_by == "embedding_optimizer"
             else None)
+
+    def get_config(self) -> dict[str, Any]:
+        """Keras' config: the arguments as given (`keras.layer_config`).
+
+        Raises:
+          ValueError: a setting a config cannot hold, naming the table and the argument.
+        """
+        return {**super().get_config(), **layer_config.get_config(self._given, {
+            "pipeline_execution_with_tensor_core": self._pipeline_execution_with_tensor_core,
+            "batch_size": self.batch_size, "tables_trained_by": self._tables_trained_by})}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "TPUEmbedding":
+        feature_config, optimizer, kwargs = layer_config.from_config(config)
+        return cls(feature_config, optimizer, **kwargs)
+
+    def _saved_variables(self) -> dict[str, Any]:
+        """The tables and slots (`weights_store`), and the Keras optimizers' step counters."""
+        return {**super()._saved_variables(), **layer_config.optimizer_iterations(self._given)}
 
     @property
     def embedding_tables(self) -> dict[Any, Any]:

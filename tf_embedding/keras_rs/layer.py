@@ -29,8 +29,10 @@ from tensorflow.python.saved_model import save_context
 from tf_embedding.feature_inputs import rules
 from tf_embedding.feature_inputs.feature_input import FeatureInput
 from tf_embedding.keras import export
+from tf_embedding.keras import layer_config
 from tf_embedding.keras import weights_store
 from tf_embedding.keras_rs import inputs as rs_inputs
+from tf_embedding.keras_rs import saving
 from tf_embedding.keras_rs import translation
 from tf_embedding.sharded.front_end import FrontEnd
 from tf_embedding.sharded.tpu_embedding import TPUEmbedding
@@ -93,6 +95,29 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
         # Keras 3's jit_compile="auto" must not compile the step: this front end's lookups
         # are not tested under XLA.
         self.supports_jit = False
+
+    def get_config(self) -> dict[str, Any]:
+        """keras-rs's config, plus the layer's `optimizer` (for tables without their own),
+        which keras-rs's leaves out.
+
+        Raises:
+          ValueError: an initializer or optimizer Keras cannot serialize, naming the table and
+            the argument (`keras_rs.saving`).
+        """
+        saving.check_tables(self._feature_configs, self._optimizer)
+        return {**super().get_config(),
+                "optimizer": keras.saving.serialize_keras_object(self._optimizer)}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "DistributedEmbedding":
+        optimizer = keras.saving.deserialize_keras_object(config.get("optimizer"))
+        return super().from_config({**config, "optimizer": optimizer})
+
+    def _saved_variables(self) -> dict[str, Any]:
+        """The tables and slots (`weights_store`), and the step counters of the tables' Keras
+        optimizers, which keras-rs's translated learning-rate schedules read."""
+        return {**super()._saved_variables(), **layer_config.optimizer_iterations(
+            layer_config.GivenArguments(self._feature_configs, self._optimizer))}
 
     def call(self, inputs: Any, weights: Any = None, training: Any = False) -> Any:
         """keras-rs's `call`, given plain Python containers: Keras 3's default serving

@@ -7,12 +7,12 @@ Each optimizer is described once (`catalogue.py`); its class here, its v1 parame
 What the classes share is `base._Optimizer`.
 """
 
-import inspect
 from typing import Any
 
 from tensorflow.python.tpu import tpu_embedding_v2_utils
 
 from tf_embedding.optimizers import catalogue
+from tf_embedding.optimizers import serialization
 from tf_embedding.optimizers.base import (ClipValueType, LearningRate, SlotVariableCreationFn,
                                           _Optimizer)
 from tf_embedding.optimizers.classes import make_class
@@ -60,13 +60,7 @@ def from_stock(optimizer: Any) -> _Optimizer:
             f"{type(optimizer).__name__} has no tf_embedding equivalent (CustomOptimizer runs "
             "only on SparseCore); pass one of tf.tpu.experimental.embedding's "
             f"{', '.join(sorted(_STOCK_CLASSES))} or tf_embedding's own.")
-    arguments = {}
-    for argument in list(inspect.signature(ours.__init__).parameters)[1:]:
-        if argument == "clipvalue":
-            bounds = (optimizer.clip_gradient_min, optimizer.clip_gradient_max)
-            arguments[argument] = None if bounds == (None, None) else bounds
-        else:
-            arguments[argument] = getattr(optimizer, argument)
+    arguments = serialization.constructor_arguments(optimizer, ours)
     return ours(**arguments)
 
 

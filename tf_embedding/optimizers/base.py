@@ -20,6 +20,7 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Union
 import tensorflow as tf
 from tensorflow.python.ops import init_ops_v2
 
+from tf_embedding.optimizers import serialization
 from tf_embedding.optimizers.description import OptimizerDescription
 
 LearningRate = Union[float, Callable[[], Any]]
@@ -162,3 +163,16 @@ class _Optimizer(metaclass=abc.ABCMeta):
     def __hash__(self) -> int:
         return hash(tuple(self.__dict__.items()))
 
+    def get_config(self) -> Dict[str, Any]:
+        """Every constructor argument as a plain value (`optimizers.serialization`).
+
+        Raises:
+          ValueError: a callable learning rate or `slot_variable_creation_fn`, which no config
+            can hold.
+        """
+        return serialization.get_config(self)
+
+    @classmethod
+    def from_config(cls, config: Dict[str, Any]) -> "_Optimizer":
+        """The optimizer `get_config` described."""
+        return cls(**serialization.arguments_from_config(config))

@@ -335,7 +335,7 @@ def _unsupported_parameter(name: str) -> ValueError:
         "defined (which is probably not the intended behavior).")
 
 
-def _is_keras_optimizer(optimizer: Any) -> bool:
+def is_keras_optimizer(optimizer: Any) -> bool:
     """Whether `optimizer` is an optimizer of Keras 3 or tf_keras (new or legacy); only the
     package it comes from is imported."""
     package = type(optimizer).__module__.split(".", 1)[0]
@@ -350,6 +350,17 @@ def _is_keras_optimizer(optimizer: Any) -> bool:
         if isinstance(optimizer, base):
             return True
     return False
+
+
+def has_callable_learning_rate(optimizer: Any) -> bool:
+    """Whether a Keras optimizer was given a Python callable (not a schedule, not a number) as
+    its learning rate: its config cannot hold it (Keras 3 stores the function's code, tf_keras
+    its current value), so saving it would lose or fake it."""
+    package = type(optimizer).__module__.split(".", 1)[0]
+    raw = (optimizer._hyper["learning_rate"] if hasattr(optimizer, "_hyper")  # pylint: disable=protected-access
+           else optimizer._learning_rate)  # pylint: disable=protected-access
+    schedules = importlib.import_module(f"{package}.optimizers.schedules")
+    return callable(raw) and not isinstance(raw, schedules.LearningRateSchedule)
 
 
 def _translate_by_tpu_rule(optimizer: Any) -> _Optimizer:
@@ -369,7 +380,7 @@ def _translate_by_tpu_rule(optimizer: Any) -> _Optimizer:
         that differs from its default.
     """
     class_name = type(optimizer).__name__
-    if not _is_keras_optimizer(optimizer):
+    if not is_keras_optimizer(optimizer):
         raise ValueError(
             f"{class_name} is an unsupported optimizer class. Please pass a Keras optimizer.")
     if class_name not in _KERAS_CLASSES.values():
@@ -441,7 +452,7 @@ def embedding_optimizer(optimizer: Any, rule: KerasRule) -> Optional[_Optimizer]
             raise ValueError(f"Unknown optimizer name '{optimizer}'. Please use one of 'sgd',"
                              "'adagrad', 'adam', or 'ftrl'")
         return _EMBEDDING_CLASSES[optimizer]()
-    if rule == "tpu" and not _is_keras_optimizer(optimizer):
+    if rule == "tpu" and not is_keras_optimizer(optimizer):
         raise ValueError(
             f"Unknown optimizer type {type(optimizer)}. Please pass a string optimizer name, a "
             "subclass of keras optimizer or an instance of one of the optimizer parameter "
