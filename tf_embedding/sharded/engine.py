@@ -24,9 +24,9 @@ from tf_embedding.sharded import table_state
 from tf_embedding.sharded.profile_sampling import LookupProfiler
 from tf_embedding.sharded.table_state import TableState
 
-# The engine's operations (and TPUEmbedding's public methods) branch on Python values only; letting AutoGraph convert them (and
-# everything they call) when a front end's call is traced in a tf.function (tf_keras converts a
-# whole train step) would only cost seconds per trace.
+# The engine's operations (and TPUEmbedding's public methods) branch on Python values only;
+# letting AutoGraph convert them (and everything they call) when a front end's call is traced in
+# a tf.function (tf_keras converts a whole train step) would only cost seconds per trace.
 library_code = tf.autograph.experimental.do_not_convert
 
 # What carries a replica's batches between the calls of a step.
