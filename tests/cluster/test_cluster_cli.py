@@ -211,7 +211,12 @@ def test_cluster_restarts_a_killed_task_and_the_run_completes(tmp_path, task_typ
     else:
         assert not resumed and output.count("starting 2 ps and 1 worker task(s)") == 1, output
     assert "step 150/150" in output and "exported SavedModel" in output, output
-    assert tf_checkpoint_step(model_dir) == 150
+    if task_type == "ps":
+        assert tf_checkpoint_step(model_dir) == 150
+    else:
+        # The step the killed worker had in flight runs again on its restart: at least once
+        # (docs/parameter_server.md, "Retried steps"), so its first run may have counted too.
+        assert tf_checkpoint_step(model_dir) in (150, 151)
 
 
 def tf_checkpoint_step(model_dir) -> int:
