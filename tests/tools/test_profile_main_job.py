@@ -27,9 +27,10 @@ def test_the_profile_splits_a_step_into_the_jobs_parts():
     assert steps and int(steps.group(1)) > 0, result.stdout
     parts = {name: (float(ms), int(share)) for name, ms, share in re.findall(
         r"^\| ([a-z ]+) \| ([\d.]+) \| (\d+)% \|$", result.stdout, re.M)}
-    # Every part of the job's step is found by its ops.
+    # Every part of the job's step is found by its ops: the table lists only the parts whose ops
+    # took time in the profile (the printed ms are rounded to 0.01, so a part as small as the
+    # metrics may print 0.00 on a loaded machine).
     assert {"embedding", "dense model", "dense optimizer", "metrics",
             "input pipeline"} <= set(parts), result.stdout
-    assert all(ms > 0 for ms, _ in parts.values()), result.stdout
     # Rounded shares of one total.
     assert 100 - len(parts) <= sum(share for _, share in parts.values()) <= 100 + len(parts)
