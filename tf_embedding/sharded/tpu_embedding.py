@@ -37,6 +37,8 @@ from tf_embedding.sharded import handoff
 from tf_embedding.sharded import parameter_server
 from tf_embedding.sharded import queues
 from tf_embedding.sharded import layout as layout_lib
+from tf_embedding.sharded.multi_worker import group as group_lib
+from tf_embedding.sharded.multi_worker.block_variable import WorkerBlockVariable
 from tf_embedding.sharded.profile_sampling import LookupProfiler
 from tf_embedding.sharded.table_state import TableState
 
@@ -82,7 +84,8 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
                  table_devices: Sequence[str] | None = None,
                  traffic: Mapping[str, str] | None = None,
                  partition_strategy: str = "div",
-                 profile_data_directory: str | None = None):
+                 profile_data_directory: str | None = None,
+                 collective_timeout_seconds: float | None = None):
         """Creates the object; variables and queues are made by `build()` or the first `enqueue`.
 
         Args:
@@ -110,9 +113,13 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             example, unique ids, lookups per block of this layout) to one file per table,
             named by a hash of the table's and the engine's configuration, so models of the
             same configuration add to the same files (`tf-embedding stats --profile-dir`).
+          collective_timeout_seconds: (not in TF) under MultiWorkerMirroredStrategy, how long
+            an exchange waits for the other workers before the step fails with
+            DeadlineExceeded (default 600; 0: forever): how a lost worker stops the others.
 
         Raises:
-          RuntimeError: under a strategy other than the default, Mirrored or ParameterServer.
+          RuntimeError: under a strategy other than the default, Mirrored,
+            MultiWorkerMirrored or ParameterServer.
           ValueError: a bad `table_devices`, `traffic` ("partial" with quantization or
             pipelining, too), `partition_strategy`, or `profile_data_directory` (none under
             ParameterServerStrategy); the message names it (engine_options.py).
@@ -122,6 +129,16 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         self._strategy = strategy
         self._partition_strategy = layout_lib.check_partition_strategy(partition_strategy)
         engine_options.check_profile_directory(profile_data_directory, parameter_servers)
+        # Under MultiWorkerMirroredStrategy: the workers, each holding one block per table.
+        self._workers = None
+        if group_lib.is_multi_worker_strategy(strategy):
+            engine_options.check_multi_worker_options(table_devices, traffic,
+                                                      profile_data_directory)
+            self._workers = self._no_dependency(
+                group_lib.group_of(strategy, collective_timeout_seconds))
+        elif collective_timeout_seconds is not None:
+            raise ValueError("collective_timeout_seconds applies under "
+                             "MultiWorkerMirroredStrategy only.")
         self._profile_data_directory = profile_data_directory
         self._pipeline_execution_with_tensor_core = pipeline_execution_with_tensor_core
         super().__init__(feature_config, optimizer)
@@ -142,7 +159,9 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         devices = (tuple(strategy.extended.worker_devices) if tf.distribute.has_strategy()
                    else (None,))
         self._replica_devices = self._no_dependency(devices)
-        if table_devices is None:
+        if self._workers is not None:
+            table_devices = self._workers.devices
+        elif table_devices is None:
             table_devices = (parameter_server.ps_devices(strategy) if self._parameter_servers
                              else devices)
         self._table_devices = self._no_dependency(
@@ -199,16 +218,18 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         indices = embedding_base.feature_indices_by_table(flat_features)
         tables = [TableState(table, tuple(indices.get(table.name, ())),
                              self._layout(table.vocabulary_size), self._variables[table.name],
-                             partial=table.name in self._partial_tables)
+                             partial=table.name in self._partial_tables,
+                             exchanged=self._workers is not None)
                   for table in self._table_config]
-        _check_slot_layouts(tables)
+        if self._workers is None:
+            _check_slot_layouts(tables)
         self._engine = self._no_dependency(engine_lib.Engine(
             tables, flat_features, self._feature_paths, lambda: self._output_shapes,
             self._replica_devices, self._replica_carriers(tables),
             handoff.FunctionHandoff(_ONE_COMPILED_FUNCTION),
             pipelined=self._pipeline_execution_with_tensor_core,
             parameter_servers=self._parameter_servers,
-            profiler=self._profiler(tables, flat_features)))
+            profiler=self._profiler(tables, flat_features), workers=self._workers))
 
     def _profiler(self, tables: list[TableState],
                   flat_features: list[Any]) -> LookupProfiler | None:
@@ -364,7 +385,10 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
 
     def _create_variable(self, name: str, shape: tuple[int, int], dtype: tf.DType,
                          initializer: embedding_base.Initializer,
-                         trainable: bool) -> sharded_variable.ShardedVariable:
+                         trainable: bool) -> Any:
+        if self._workers is not None:
+            return WorkerBlockVariable(name, shape, dtype, initializer, trainable,
+                                       self._layout(shape[0]), self._workers)
         return self._layout(shape[0]).create_variable(name, shape, dtype, initializer,
                                                       trainable)
 
@@ -401,6 +425,9 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         """The id of the calling replica; a lone replica may be called without strategy.run."""
         self._check_strategy(method)
         context = tf.distribute.get_replica_context()
+        if context is not None and self._workers is not None and (
+                context.strategy is self._strategy):
+            return 0  # a worker's one replica (its id in sync is the worker's)
         if context is not None and (context.strategy is self._strategy or
                                     len(self._replica_devices) == 1):
             return int(tf.get_static_value(context.replica_id_in_sync_group))
