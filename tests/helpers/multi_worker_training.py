@@ -1,0 +1,65 @@
+"""The multi-worker tests' training run: the TPU program shape (enqueue in the step function,
+dequeue and apply_gradients in `strategy.run`) on tests/helpers/sharded.py's features, each
+worker fed its slice of every global batch from `strategy.distribute_datasets_from_function`.
+The tests run it in their own process (the default strategy, the whole global batch) and in
+each worker of a loopback cluster (tests/multi_worker/mw_training.py)."""
+
+import numpy as np
+import tensorflow as tf
+
+import tf_embedding
+
+from helpers.sharded import FEATURES, GLOBAL_BATCH, feature_config, make_samples, to_inputs
+from helpers.sharded_training import OPTIMIZERS, all_weights, make_targets, squared_loss_step
+
+SEED = 3
+LEARNING_RATE = 0.1
+
+
+def worker_dataset(steps: list, targets: list, kind: str, start: int,
+                   stop: int) -> tf.data.Dataset:
+    """Samples [start, stop) of every step's global batch, one batch per step."""
+    samples = {name: [s for step in steps for s in step[name][start:stop]] for name in FEATURES}
+    features, weights = to_inputs(samples, kind, 0, len(steps) * (stop - start))
+    weights = {name: w for name, w in weights.items() if w is not None}
+    all_targets = {name: np.concatenate([t[name][start:stop] for t in targets])
+                   for name in FEATURES}
+    return tf.data.Dataset.from_tensor_slices((features, weights, all_targets)).batch(
+        stop - start, drop_remainder=True)
+
+
+def train(strategy: tf.distribute.Strategy, case: str, rank: int = 0, size: int = 1
+          ) -> tuple[tf_embedding.TPUEmbedding, list[dict[str, np.ndarray]]]:
+    """Trains `case` (optimizer:kind:partition:steps) with this worker's slice of each global
+    batch; returns the embedding and this worker's activations of every step."""
+    optimizer_name, kind, partition, num_steps = case.split(":")
+    num_steps = int(num_steps)
+    counter = tf.Variable(0.0)  # outside the scope: a plain variable on every worker
+    optimizer = OPTIMIZERS[optimizer_name](lambda: LEARNING_RATE / (1.0 + counter))
+    with strategy.scope():
+        embedding = tf_embedding.TPUEmbedding(feature_config(), optimizer,
+                                              partition_strategy=partition)
+    steps, targets = make_samples(num_steps, SEED), make_targets(num_steps, SEED + 1)
+    per_worker = GLOBAL_BATCH // size
+    # A distributed dataset's batch dimension is unknown when traced: the shapes come from here.
+    embedding.build(per_replica_batch_size=per_worker)
+    dataset = worker_dataset(steps, targets, kind, rank * per_worker, (rank + 1) * per_worker)
+    iterator = iter(strategy.distribute_datasets_from_function(
+        lambda context: dataset,
+        options=tf.distribute.InputOptions(experimental_fetch_to_device=False)))
+    replica_step = squared_loss_step(embedding)
+
+    @tf.function
+    def training_step(iterator):
+        features, weights, step_targets = next(iterator)
+        embedding.enqueue(features, weights=all_weights(weights), training=True)
+        activations = strategy.run(replica_step, args=(step_targets,))
+        counter.assign_add(1.0)
+        return activations
+
+    activations = []
+    for _ in range(num_steps):
+        result = training_step(iterator)
+        activations.append({name: strategy.experimental_local_results(value)[0].numpy()
+                            for name, value in result.items()})
+    return embedding, activations
