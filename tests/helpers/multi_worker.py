@@ -56,8 +56,9 @@ def _python_path() -> str:
 
 
 def assert_succeeded(results: Sequence[subprocess.CompletedProcess]) -> None:
-    for index, result in enumerate(results):
-        assert result.returncode == 0, f"worker {index} failed:\n{result.stdout[-6000:]}"
+    failed = [f"worker {index} failed ({result.returncode}):\n{result.stdout[-4000:]}"
+              for index, result in enumerate(results) if result.returncode != 0]
+    assert not failed, "\n".join(failed)
 
 
 def script(name: str) -> str:

@@ -28,17 +28,26 @@ def worker_dataset(steps: list, targets: list, kind: str, start: int,
         stop - start, drop_remainder=True)
 
 
+def embedding_for(strategy: tf.distribute.Strategy, case: str,
+                  counter: tf.Variable | None = None) -> tf_embedding.TPUEmbedding:
+    """`case`'s TPUEmbedding (optimizer:kind:partition:steps), created under `strategy`; its
+    learning rate decays with `counter`, if given."""
+    optimizer_name, _, partition, _ = case.split(":")
+    learning_rate = (LEARNING_RATE if counter is None
+                     else lambda: LEARNING_RATE / (1.0 + counter))
+    with strategy.scope():
+        return tf_embedding.TPUEmbedding(feature_config(), OPTIMIZERS[optimizer_name](
+            learning_rate), partition_strategy=partition)
+
+
 def train(strategy: tf.distribute.Strategy, case: str, rank: int = 0, size: int = 1
           ) -> tuple[tf_embedding.TPUEmbedding, list[dict[str, np.ndarray]]]:
     """Trains `case` (optimizer:kind:partition:steps) with this worker's slice of each global
     batch; returns the embedding and this worker's activations of every step."""
-    optimizer_name, kind, partition, num_steps = case.split(":")
+    _, kind, _, num_steps = case.split(":")
     num_steps = int(num_steps)
     counter = tf.Variable(0.0)  # outside the scope: a plain variable on every worker
-    optimizer = OPTIMIZERS[optimizer_name](lambda: LEARNING_RATE / (1.0 + counter))
-    with strategy.scope():
-        embedding = tf_embedding.TPUEmbedding(feature_config(), optimizer,
-                                              partition_strategy=partition)
+    embedding = embedding_for(strategy, case, counter)
     steps, targets = make_samples(num_steps, SEED), make_targets(num_steps, SEED + 1)
     per_worker = GLOBAL_BATCH // size
     # A distributed dataset's batch dimension is unknown when traced: the shapes come from here.
@@ -63,3 +72,12 @@ def train(strategy: tf.distribute.Strategy, case: str, rank: int = 0, size: int 
         activations.append({name: strategy.experimental_local_results(value)[0].numpy()
                             for name, value in result.items()})
     return embedding, activations
+
+
+def whole_tables(embedding: tf_embedding.TPUEmbedding) -> dict[str, np.ndarray]:
+    """Every table and slot as "<table>/<slot>": whole arrays, gathered from the workers under
+    MultiWorkerMirroredStrategy (a collective: every worker calls it)."""
+    return {f"{table}/{slot}": (variable.full_value() if hasattr(variable, "full_value")
+                                else tf.convert_to_tensor(variable)).numpy()
+            for table, slots in embedding.table_variables().items()
+            for slot, variable in slots.items()}

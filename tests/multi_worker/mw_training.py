@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from tf_embedding.sharded.multi_worker.group import group_of
 
-from helpers.multi_worker_training import train
+from helpers.multi_worker_training import train, whole_tables
 
 
 def main(out_dir: str, cases: list[str]) -> None:
@@ -27,9 +27,7 @@ def main(out_dir: str, cases: list[str]) -> None:
         np.savez(os.path.join(out_dir, f"{name}.rank{workers.rank}.npz"),
                  **{f"{step}/{feature}": value for step, values in enumerate(activations)
                     for feature, value in values.items()})
-        tables = {f"{table}/{slot}": variable.full_value().numpy()
-                  for table, slots in embedding.table_variables().items()
-                  for slot, variable in slots.items()}
+        tables = whole_tables(embedding)
         if workers.rank == 0:
             np.savez(os.path.join(out_dir, f"{name}.npz"), **tables)
     print("done", flush=True)

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import multi_worker
-from helpers.multi_worker_training import train
+from helpers.multi_worker_training import train, whole_tables
 from helpers.sharded_training import OPTIMIZERS
 
 pytestmark = pytest.mark.cluster
@@ -28,10 +28,7 @@ def cases_for(num_workers: int) -> list[str]:
 def one_process(case: str) -> tuple[dict[str, np.ndarray], list[dict[str, np.ndarray]]]:
     """The case's tables and activations, trained in this process on the whole global batch."""
     embedding, activations = train(tf.distribute.get_strategy(), case)
-    tables = {f"{table}/{slot}": tf.convert_to_tensor(variable).numpy()
-              for table, slots in embedding.table_variables().items()
-              for slot, variable in slots.items()}
-    return tables, activations
+    return whole_tables(embedding), activations
 
 
 def check_bit_identical(num_workers: int, tmp_path) -> None:

@@ -102,13 +102,14 @@ class WorkerBlockVariable(trackable_base.Trackable):
                                                      device=self.group.device)}}
 
     def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> Any:
+        if self.block is None:
+            return tf.no_op()
         value = restored_tensors[trackable_base.VARIABLE_VALUE_KEY]
         if isinstance(value, dict):
             (value,) = value.values()
-        elif self.block is not None:
+        if _slice_spec(self.shape, self.layout, self.group.rank) is None:
+            # The whole table was read (the spec `_serialize_to_tensors` gave): take the block.
             value = self.layout.block_value(value, self.group.rank)
-        if self.block is None:
-            return tf.no_op()
         return self.block.assign(value)
 
 
