@@ -4,12 +4,15 @@ worker fed its slice of every global batch from `strategy.distribute_datasets_fr
 The tests run it in their own process (the default strategy, the whole global batch) and in
 each worker of a loopback cluster (tests/multi_worker/mw_training.py)."""
 
+from typing import Any, Callable
+
 import numpy as np
 import tensorflow as tf
 
 import tf_embedding
 
-from helpers.sharded import FEATURES, GLOBAL_BATCH, feature_config, make_samples, to_inputs
+from helpers.sharded import FEATURES, GLOBAL_BATCH, TABLES, feature_config, make_samples
+from helpers.sharded import to_inputs
 from helpers.sharded_training import OPTIMIZERS, all_weights, make_targets, squared_loss_step
 
 SEED = 3
@@ -40,15 +43,28 @@ def embedding_for(strategy: tf.distribute.Strategy, case: str,
             learning_rate), partition_strategy=partition)
 
 
-def train(strategy: tf.distribute.Strategy, case: str, rank: int = 0, size: int = 1
-          ) -> tuple[tf_embedding.TPUEmbedding, list[dict[str, np.ndarray]]]:
+def bad_id_edit(rank: int, step: int, size: int) -> Callable[[list], None]:
+    """An `edit_steps` that gives worker `rank`'s first sample of `step` an id past table
+    "video" in feature "watched" (of `size` workers; `size` 1: the global batch's sample)."""
+    def edit(steps: list) -> None:
+        vocabulary_size = TABLES[FEATURES["watched"].table].vocabulary_size
+        steps[step]["watched"][rank * (GLOBAL_BATCH // size)] = [(vocabulary_size, 1.0)]
+    return edit
+
+
+def train(strategy: tf.distribute.Strategy, case: str, rank: int = 0, size: int = 1,
+          edit_steps: Callable[[list], None] | None = None
+          ) -> tuple[tf_embedding.TPUEmbedding, list[Any]]:
     """Trains `case` (optimizer:kind:partition:steps) with this worker's slice of each global
-    batch; returns the embedding and this worker's activations of every step."""
+    batch; returns the embedding and this worker's activations of every step (numpy dicts), or
+    for a step that failed, its error. `edit_steps(steps)` may change the samples first."""
     _, kind, _, num_steps = case.split(":")
     num_steps = int(num_steps)
     counter = tf.Variable(0.0)  # outside the scope: a plain variable on every worker
     embedding = embedding_for(strategy, case, counter)
     steps, targets = make_samples(num_steps, SEED), make_targets(num_steps, SEED + 1)
+    if edit_steps is not None:
+        edit_steps(steps)
     per_worker = GLOBAL_BATCH // size
     # A distributed dataset's batch dimension is unknown when traced: the shapes come from here.
     embedding.build(per_replica_batch_size=per_worker)
@@ -66,9 +82,13 @@ def train(strategy: tf.distribute.Strategy, case: str, rank: int = 0, size: int 
         counter.assign_add(1.0)
         return activations
 
-    activations = []
+    activations: list[Any] = []
     for _ in range(num_steps):
-        result = training_step(iterator)
+        try:
+            result = training_step(iterator)
+        except tf.errors.InvalidArgumentError as error:
+            activations.append(error)
+            continue
         activations.append({name: strategy.experimental_local_results(value)[0].numpy()
                             for name, value in result.items()})
     return embedding, activations

@@ -22,6 +22,7 @@ from tf_embedding.sharded import handoff
 from tf_embedding.sharded import queues
 from tf_embedding.sharded import table_state
 from tf_embedding.sharded.multi_worker import gradient_exchange
+from tf_embedding.sharded.multi_worker import id_check
 from tf_embedding.sharded.multi_worker import row_exchange
 from tf_embedding.sharded.multi_worker.group import WorkerGroup
 from tf_embedding.sharded.profile_sampling import LookupProfiler
@@ -130,7 +131,18 @@ class Engine:
     def convert(self, flat_inputs: Sequence[Any], flat_weights: Sequence[Any],
                 training: tf.Tensor) -> queues.Batch:
         """One replica's enqueued features -> one CSR batch per table (+ its rows if
-        pipelined)."""
+        pipelined). Under MultiWorkerMirroredStrategy every worker first checks every worker's
+        ids (`id_check`)."""
+        if self.workers is not None:
+            check = id_check.check_ids_everywhere(
+                self.workers, self.feature_paths,
+                [feature.table for feature in self._flat_features], flat_inputs)
+            with tf.control_dependencies([check]):
+                return self._convert(flat_inputs, flat_weights, training)
+        return self._convert(flat_inputs, flat_weights, training)
+
+    def _convert(self, flat_inputs: Sequence[Any], flat_weights: Sequence[Any],
+                 training: tf.Tensor) -> queues.Batch:
         batches = self.convert_tables(self.table_inputs(self.group_by_table(flat_inputs),
                                                         self.group_by_table(flat_weights)),
                                       training)
