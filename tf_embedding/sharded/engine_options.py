@@ -31,11 +31,21 @@ def check_strategy(strategy: tf.distribute.Strategy) -> bool:
     return parameter_servers
 
 
-def check_multi_worker_options(table_devices: Sequence[str] | None,
-                               traffic: Mapping[str, str] | None,
-                               profile_data_directory: str | None) -> None:
-    """Raises ValueError for an option MultiWorkerMirroredStrategy's engine has no use for:
-    there every table has one block per worker and its lookups travel as rows."""
+def worker_group(strategy: tf.distribute.Strategy, table_devices: Sequence[str] | None,
+                 traffic: Mapping[str, str] | None, profile_data_directory: str | None,
+                 collective_timeout_seconds: float | None) -> group.WorkerGroup | None:
+    """Under MultiWorkerMirroredStrategy, its workers' group (each worker then holds one block
+    of every table); else None.
+
+    Raises:
+      ValueError: an option the multi-worker engine has no use for (there every table has one
+        block per worker and its lookups travel as rows), or a timeout outside it.
+    """
+    if not group.is_multi_worker_strategy(strategy):
+        if collective_timeout_seconds is not None:
+            raise ValueError("collective_timeout_seconds applies under "
+                             "MultiWorkerMirroredStrategy only.")
+        return None
     for name, value, why in (
             ("table_devices", table_devices, "every table has one block on each worker"),
             ("traffic", traffic, "lookups always travel as rows, which keeps one process's "
@@ -45,6 +55,7 @@ def check_multi_worker_options(table_devices: Sequence[str] | None,
         if value:
             raise ValueError(f"{name} is not supported under MultiWorkerMirroredStrategy: "
                              f"{why}.")
+    return group.group_of(strategy, collective_timeout_seconds)
 
 
 def check_profile_directory(directory: str | None, parameter_servers: bool) -> None:

@@ -37,7 +37,6 @@ from tf_embedding.sharded import handoff
 from tf_embedding.sharded import parameter_server
 from tf_embedding.sharded import queues
 from tf_embedding.sharded import layout as layout_lib
-from tf_embedding.sharded.multi_worker import group as group_lib
 from tf_embedding.sharded.multi_worker.block_variable import WorkerBlockVariable
 from tf_embedding.sharded.profile_sampling import LookupProfiler
 from tf_embedding.sharded.table_state import TableState
@@ -101,9 +100,9 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             tasks trains bit-identical tables to that cluster's single worker.
           traffic: (not in TF) {table name: "rows" or "partial"}, how lookups meet a table's
             blocks (default "rows"): the unique ids go to the blocks and their rows come back,
-            or each block combines its own lookups and returns partial activations. Partial
-            moves less data when a step's unique ids of the table outnumber blocks x output
-            rows (docs/parameter_server.md). Results agree to float rounding, not bitwise.
+            or each block combines its own lookups and returns partial activations (less data
+            when a step's unique ids outnumber blocks x output rows; docs/parameter_server.md).
+            Results agree to float rounding, not bitwise.
           partition_strategy: (not in TF 2's class; v1's and TPUEstimator's option) how rows
             map to blocks: 'div', contiguous blocks (TF's TPU layout), or 'mod', row r in
             block r % n. Both give the same trained values and save the same checkpoint
@@ -113,42 +112,31 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             example, unique ids, lookups per block of this layout) to one file per table,
             named by a hash of the table's and the engine's configuration, so models of the
             same configuration add to the same files (`tf-embedding stats --profile-dir`).
-          collective_timeout_seconds: (not in TF) under MultiWorkerMirroredStrategy, how long
-            an exchange waits for the other workers before the step fails with
-            DeadlineExceeded (default 600; 0: forever): how a lost worker stops the others.
+          collective_timeout_seconds: (not in TF) under MultiWorkerMirroredStrategy, seconds an
+            exchange waits for the other workers before the step fails (default 600; 0: ever).
 
         Raises:
-          RuntimeError: under a strategy other than the default, Mirrored,
-            MultiWorkerMirrored or ParameterServer.
-          ValueError: a bad `table_devices`, `traffic` ("partial" with quantization or
-            pipelining, too), `partition_strategy`, or `profile_data_directory` (none under
-            ParameterServerStrategy); the message names it (engine_options.py).
+          RuntimeError: under a strategy other than those docs/sharded.md names.
+          ValueError: a bad option, or one the strategy has no use for; the message names it
+            (engine_options.py).
         """
         strategy = tf.distribute.get_strategy()
         parameter_servers = engine_options.check_strategy(strategy)
         self._strategy = strategy
         self._partition_strategy = layout_lib.check_partition_strategy(partition_strategy)
         engine_options.check_profile_directory(profile_data_directory, parameter_servers)
-        # Under MultiWorkerMirroredStrategy: the workers, each holding one block per table.
-        self._workers = None
-        if group_lib.is_multi_worker_strategy(strategy):
-            engine_options.check_multi_worker_options(table_devices, traffic,
-                                                      profile_data_directory)
-            self._workers = self._no_dependency(
-                group_lib.group_of(strategy, collective_timeout_seconds))
-        elif collective_timeout_seconds is not None:
-            raise ValueError("collective_timeout_seconds applies under "
-                             "MultiWorkerMirroredStrategy only.")
+        self._workers = self._no_dependency(engine_options.worker_group(
+            strategy, table_devices, traffic, profile_data_directory, collective_timeout_seconds))
         self._profile_data_directory = profile_data_directory
         self._pipeline_execution_with_tensor_core = pipeline_execution_with_tensor_core
         super().__init__(feature_config, optimizer)
         self._parameter_servers = parameter_servers
         self._place_tables(table_devices, traffic)
-        # Plain Python state, kept out of checkpoints (whose object graph is TF's).
+        # Plain Python state, kept out of checkpoints (whose object graph is TF's); the tables'
+        # states, queues and per-step operations (the engine) are made by build().
         self._feature_paths = self._no_dependency(
             [path for path, _ in nest.flatten_with_joined_string_paths(feature_config)])
         self._warned_paths = self._no_dependency(set())
-        # The tables' states, queues and per-step operations; made by build().
         self._engine: engine_lib.Engine | None = None
 
     def _place_tables(self, table_devices: Sequence[str] | None,
