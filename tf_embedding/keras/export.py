@@ -15,15 +15,21 @@ from typing import Any, Mapping
 import tensorflow as tf
 
 from tf_embedding import for_serving
+from tf_embedding.sharded.multi_worker.block_variable import WorkerBlockVariable
 
 
 def serving_tables(engine_tables: Mapping[Any, Any]) -> dict[Any, Any]:
-    """An engine's tables ({TableConfig: variable}) as stock lookups read them: each variable
-    itself, or its row blocks concatenated (a copy) when it is split over devices."""
-    return {table: _whole_table(variable) for table, variable in engine_tables.items()}
+    """An engine's tables ({TableConfig: variable}) as stock lookups read them
+    (`whole_value`)."""
+    return {table: whole_value(variable) for table, variable in engine_tables.items()}
 
 
-def _whole_table(variable: Any) -> Any:
+def whole_value(variable: Any) -> Any:
+    """An engine's table or slot whole: the variable itself, or its row blocks concatenated
+    (a copy) when it is split over devices, or under MultiWorkerMirroredStrategy gathered from
+    every worker (a collective: every worker must ask, in the same order)."""
+    if isinstance(variable, WorkerBlockVariable):
+        return variable.full_value()
     blocks = list(variable) if hasattr(variable, "variables") else [variable]
     return blocks[0] if len(blocks) == 1 else tf.concat(
         [tf.convert_to_tensor(block) for block in blocks], axis=0)

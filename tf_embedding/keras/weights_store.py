@@ -13,6 +13,8 @@ from typing import Any, Mapping
 
 import tensorflow as tf
 
+from tf_embedding.keras import export
+
 
 def engine_variables(engine: Any) -> dict[str, Any]:
     """{`<table>:<parameters or slot>`: variable} of an embedding engine."""
@@ -22,9 +24,11 @@ def engine_variables(engine: Any) -> dict[str, Any]:
 
 
 def save(store: Any, variables: Mapping[str, Any]) -> None:
-    """Writes every variable's whole value into a Keras saving `store`."""
+    """Writes every variable's whole value (`export.whole_value`) into a Keras saving
+    `store`. Under MultiWorkerMirroredStrategy the tables are gathered from every worker, so
+    every worker must save (as MWMS wants: the chief to the real path, the others elsewhere)."""
     for key, variable in variables.items():
-        store[key] = tf.convert_to_tensor(variable).numpy()
+        store[key] = tf.convert_to_tensor(export.whole_value(variable)).numpy()
 
 
 def load(store: Any, variables: Mapping[str, Any], layer_name: str) -> None:

@@ -121,7 +121,20 @@ class Engine:
                        training: Any = False) -> list[queues.TableBatch]:
         """This replica's CSR batch of each table, from `table_inputs[t]` (table t's
         `FeatureInput`s). `training` (a bool or bool tensor): whether the batch counts for
-        `profile_data_directory`."""
+        `profile_data_directory`. Under MultiWorkerMirroredStrategy every worker first checks
+        every worker's ids (`id_check`), so an id past its table fails the step everywhere."""
+        if self.workers is not None:
+            flat = [(state.config, feature) for state, inputs in zip(self.tables, table_inputs)
+                    for feature in inputs]
+            check = id_check.check_ids_everywhere(
+                self.workers, [feature.name for _, feature in flat],
+                [table for table, _ in flat], [feature.tensor for _, feature in flat])
+            with tf.control_dependencies([check]):
+                return self._convert_tables(table_inputs, training)
+        return self._convert_tables(table_inputs, training)
+
+    def _convert_tables(self, table_inputs: Sequence[Sequence[FeatureInput]],
+                        training: Any) -> list[queues.TableBatch]:
         batches = [state.convert(inputs) for state, inputs in zip(self.tables, table_inputs)]
         if self._profiler is not None:
             self._profiler.observe(batches, table_inputs, training)
@@ -131,18 +144,7 @@ class Engine:
     def convert(self, flat_inputs: Sequence[Any], flat_weights: Sequence[Any],
                 training: tf.Tensor) -> queues.Batch:
         """One replica's enqueued features -> one CSR batch per table (+ its rows if
-        pipelined). Under MultiWorkerMirroredStrategy every worker first checks every worker's
-        ids (`id_check`)."""
-        if self.workers is not None:
-            check = id_check.check_ids_everywhere(
-                self.workers, self.feature_paths,
-                [feature.table for feature in self._flat_features], flat_inputs)
-            with tf.control_dependencies([check]):
-                return self._convert(flat_inputs, flat_weights, training)
-        return self._convert(flat_inputs, flat_weights, training)
-
-    def _convert(self, flat_inputs: Sequence[Any], flat_weights: Sequence[Any],
-                 training: tf.Tensor) -> queues.Batch:
+        pipelined), checked as `convert_tables` checks them."""
         batches = self.convert_tables(self.table_inputs(self.group_by_table(flat_inputs),
                                                         self.group_by_table(flat_weights)),
                                       training)

@@ -86,6 +86,13 @@ class WorkerBlockVariable(trackable_base.Trackable):
                 return interleave(blocks)
             return tf.concat(blocks, axis=0)
 
+    def assign(self, value: Any) -> Any:
+        """Sets the whole table to `value` ([rows, dim], the same on every worker): this
+        worker keeps its block's rows. No collective."""
+        if self.block is None:
+            return tf.no_op()
+        return self.block.assign(self.layout.block_value(value, self.group.rank))
+
     def _serialize_to_tensors(self) -> dict[str, Any]:
         key = trackable_base.VARIABLE_VALUE_KEY
         spec = _slice_spec(self.shape, self.layout, self.group.rank)
@@ -108,8 +115,8 @@ class WorkerBlockVariable(trackable_base.Trackable):
         if isinstance(value, dict):
             (value,) = value.values()
         if _slice_spec(self.shape, self.layout, self.group.rank) is None:
-            # The whole table was read (the spec `_serialize_to_tensors` gave): take the block.
-            value = self.layout.block_value(value, self.group.rank)
+            # The whole table was read (the spec `_serialize_to_tensors` gave).
+            return self.assign(value)
         return self.block.assign(value)
 
 
