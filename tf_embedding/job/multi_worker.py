@@ -80,10 +80,6 @@ class MultiWorkerExecution(training.Execution):
             self.workers = group_of(self.strategy, timeout_seconds)
         self.is_chief = self.workers.rank == 0
 
-    def train_batches(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        """This worker's slice of every global batch (`worker_rows`)."""
-        return dataset.map(self.worker_rows)
-
     def worker_rows(self, batch: common.Batch) -> common.Batch:
         """This worker's rows of `batch`: of n rows, rank r of N takes [r n // N, (r + 1) n // N)
         (every row once, in rank order), and rank 0 counts the batch's malformed records."""
@@ -124,6 +120,14 @@ class MultiWorkerExecution(training.Execution):
 
         with tf.variable_creator_scope(local_variable):
             yield
+
+    def stop_agreed(self, requested: bool) -> bool:
+        """Whether any worker was asked to stop (Ctrl-C, SIGTERM): one small gather per step,
+        so that every worker stops, and saves, after the same step."""
+        with self._worker_loss():
+            flags = self.workers.all_gather(tf.constant([int(requested)], tf.int32),
+                                            self.workers.exchange_keys()[0])
+            return bool(tf.reduce_any(flags > 0))
 
     def dispatch(self, function: Callable[[common.Batch], Any], batch: common.Batch) -> Any:
         with self._worker_loss():

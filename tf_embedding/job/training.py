@@ -59,12 +59,8 @@ class Execution:
     def wait(self) -> None:
         """Returns once every dispatched function has run."""
 
-    def train_batches(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        """What this process trains on of the training batches."""
-        return dataset
-
     def worker_rows(self, batch: common.Batch) -> common.Batch:
-        """This process's rows of an evaluation batch."""
+        """This process's rows of a batch (inside the step's tf.function)."""
         return batch
 
     def all_rows(self, value: Any) -> Any:
@@ -86,6 +82,11 @@ class Execution:
 
     def finish(self) -> None:
         """Cleans up after the run."""
+
+    def stop_agreed(self, requested: bool) -> bool:
+        """Whether to stop before the next step, this process having been asked to or not:
+        processes that train together must stop at the same step."""
+        return requested
 
 
 def _ids_padded_to_powers_of_two(batch: common.Batch) -> common.Batch:
@@ -325,7 +326,7 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
         def train_step(batch: common.Batch) -> None:
             # Under a parameter-server strategy the whole step, enqueue to apply_gradients, is
             # one replica function of one scheduled function (docs/parameter_server.md).
-            execution.strategy.run(replica_step, args=(batch,))
+            execution.strategy.run(replica_step, args=(execution.worker_rows(batch),))
 
     checkpoints = _Checkpoints(run, options.checkpoint_every)
     progress = Progress(options.progress, checkpoints.first_step, last_step, stream)
@@ -335,7 +336,7 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
     interrupted = False
     try:
         with interrupts.stop_on_interrupt() as stop:
-            while step < last_step and not stop.requested:
+            while step < last_step and not execution.stop_agreed(stop.requested):
                 try:
                     batch = next(batches)
                 except StopIteration:
@@ -350,7 +351,7 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
                     progress.update(step, examples, run.metrics, int(run.malformed),
                                     force=step == last_step)
             # The checkpoint below keeps the work; --resume continues from it.
-            interrupted = stop.requested
+            interrupted = step < last_step
     except KeyboardInterrupt:
         interrupted = True  # a second Ctrl-C, inside a step
     finally:
@@ -429,7 +430,7 @@ def train(options: TrainOptions, spec: DataSpec, stream: TextIO = sys.stdout,
             json.dump(_resolved_config(options, spec), f, indent=2)
 
     last_step = min(options.steps, options.stop_at_step or options.steps)
-    dataset = execution.train_batches(source.train(int(run.step)))
+    dataset = source.train(int(run.step))
     if options.jit_compile and run.keras_model is not None:
         # model.fit's compiled step takes the ids as they come: padded, it compiles once per
         # bucket of their counts, not once per batch (the sharded API pads at enqueue).
