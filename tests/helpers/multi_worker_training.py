@@ -13,7 +13,7 @@ import tf_embedding
 
 from helpers.sharded import FEATURES, GLOBAL_BATCH, TABLES, feature_config, make_samples
 from helpers.sharded import to_inputs
-from helpers.sharded_training import OPTIMIZERS, all_weights, make_targets, squared_loss_step
+from helpers.sharded_training import OPTIMIZERS, make_targets, make_training_step
 
 SEED = 3
 LEARNING_RATE = 0.1
@@ -72,15 +72,7 @@ def train(strategy: tf.distribute.Strategy, case: str, rank: int = 0, size: int 
     iterator = iter(strategy.distribute_datasets_from_function(
         lambda context: dataset,
         options=tf.distribute.InputOptions(experimental_fetch_to_device=False)))
-    replica_step = squared_loss_step(embedding)
-
-    @tf.function
-    def training_step(iterator):
-        features, weights, step_targets = next(iterator)
-        embedding.enqueue(features, weights=all_weights(weights), training=True)
-        activations = strategy.run(replica_step, args=(step_targets,))
-        counter.assign_add(1.0)
-        return activations
+    training_step = make_training_step(strategy, embedding, counter)
 
     activations: list[Any] = []
     for _ in range(num_steps):
