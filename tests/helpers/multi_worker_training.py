@@ -13,7 +13,7 @@ import tf_embedding
 
 from helpers.sharded import FEATURES, GLOBAL_BATCH, TABLES, feature_config, make_samples
 from helpers.sharded import to_inputs
-from helpers.sharded_training import OPTIMIZERS, all_weights, make_targets, squared_loss_step
+from helpers.sharded_training import OPTIMIZERS, make_targets, make_training_step
 
 SEED = 3
 LEARNING_RATE = 0.1
@@ -33,14 +33,16 @@ def worker_dataset(steps: list, targets: list, kind: str, start: int,
 
 def embedding_for(strategy: tf.distribute.Strategy, case: str,
                   counter: tf.Variable | None = None) -> tf_embedding.TPUEmbedding:
-    """`case`'s TPUEmbedding (optimizer:kind:partition:steps), created under `strategy`; its
-    learning rate decays with `counter`, if given."""
-    optimizer_name, _, partition, _ = case.split(":")
+    """`case`'s TPUEmbedding (optimizer:kind:partition:steps, with ":pipelined" rows looked up
+    at enqueue time), created under `strategy`; its learning rate decays with `counter`, if
+    given."""
+    optimizer_name, _, partition, _, *pipelined = case.split(":")
     learning_rate = (LEARNING_RATE if counter is None
                      else lambda: LEARNING_RATE / (1.0 + counter))
     with strategy.scope():
         return tf_embedding.TPUEmbedding(feature_config(), OPTIMIZERS[optimizer_name](
-            learning_rate), partition_strategy=partition)
+            learning_rate), partition_strategy=partition,
+            pipeline_execution_with_tensor_core=pipelined == ["pipelined"])
 
 
 def bad_id_edit(rank: int, step: int, size: int) -> Callable[[list], None]:
@@ -58,7 +60,7 @@ def train(strategy: tf.distribute.Strategy, case: str, rank: int = 0, size: int 
     """Trains `case` (optimizer:kind:partition:steps) with this worker's slice of each global
     batch; returns the embedding and this worker's activations of every step (numpy dicts), or
     for a step that failed, its error. `edit_steps(steps)` may change the samples first."""
-    _, kind, _, num_steps = case.split(":")
+    _, kind, _, num_steps, *_ = case.split(":")
     num_steps = int(num_steps)
     counter = tf.Variable(0.0)  # outside the scope: a plain variable on every worker
     embedding = embedding_for(strategy, case, counter)
@@ -72,15 +74,7 @@ def train(strategy: tf.distribute.Strategy, case: str, rank: int = 0, size: int 
     iterator = iter(strategy.distribute_datasets_from_function(
         lambda context: dataset,
         options=tf.distribute.InputOptions(experimental_fetch_to_device=False)))
-    replica_step = squared_loss_step(embedding)
-
-    @tf.function
-    def training_step(iterator):
-        features, weights, step_targets = next(iterator)
-        embedding.enqueue(features, weights=all_weights(weights), training=True)
-        activations = strategy.run(replica_step, args=(step_targets,))
-        counter.assign_add(1.0)
-        return activations
+    training_step = make_training_step(strategy, embedding, counter)
 
     activations: list[Any] = []
     for _ in range(num_steps):

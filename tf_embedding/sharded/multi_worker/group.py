@@ -113,6 +113,8 @@ class WorkerGroup:
 
     def all_gather(self, value: tf.Tensor, instance_key: tf.Tensor) -> tf.Tensor:
         """Every member's `value` (same shape everywhere), concatenated along dim 0 by rank."""
+        if self.size == 1:
+            return value  # a cluster of one worker: nothing to exchange
         with tf.device(self.device):
             return tf.raw_ops.CollectiveGatherV2(
                 input=value, group_size=self.size, group_key=GROUP_KEY,
@@ -122,6 +124,8 @@ class WorkerGroup:
     def all_to_all(self, value: tf.Tensor, instance_key: tf.Tensor) -> tf.Tensor:
         """`value` [size, ...] (same shape everywhere): slice i goes to rank i; slice i of the
         result came from rank i."""
+        if self.size == 1:
+            return value
         with tf.device(self.device):
             return tf.raw_ops.CollectiveAllToAllV2(
                 input=value, group_size=self.size, group_key=GROUP_KEY,
