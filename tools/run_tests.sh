@@ -35,7 +35,8 @@ keras3=$?
 # The Keras layers again under tf_keras (Keras 2), with TFRS's layer as an oracle: a process
 # picks its Keras once, when TensorFlow is first imported.
 TF_USE_LEGACY_KERAS=1 .venv/bin/python -m pytest -q "${parallel[@]}" "${tier[@]}" tests/keras \
-    tests/feature_column tests/sharded/test_lookup_profile.py
+    tests/feature_column tests/sharded/test_lookup_profile.py \
+    tests/multi_worker/test_multi_worker_keras.py
 tf_keras=$?
 
 outcome() {
