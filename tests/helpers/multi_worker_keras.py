@@ -31,7 +31,6 @@ GLOBAL_BATCH = 8
 STEPS = 3
 SEED = 5
 DENSE_WIDTH = 3
-FRONT_ENDS = ("keras", "feature_column", "keras_rs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +65,7 @@ def _keras_layer_front_end() -> FrontEnd:
 
 def _feature_column_front_end() -> FrontEnd:
     def make_layer(batch):
+        del batch  # the columns fix no batch size
         spec = efc.EmbeddingConfigSpec(
             feature_columns=fc_fixture.columns(),
             optimization_parameters=efc.AdamParameters(0.05), partition_strategy="mod")
