@@ -747,11 +747,18 @@ def _serving_embedding(workload: Workload, configs: Any, **options: Any
     return embedding, tables
 
 
+def stock_serving_lookup(workload: Workload) -> Callable[[list[Any]], Any]:
+    """Stock TF's TPUEmbeddingForServing of `workload` (one feature per table), its lookup as a
+    tf.function; the returned function keeps the tables alive."""
+    embedding, _ = _serving_embedding(workload, tf.tpu.experimental.embedding)
+    return tf.function(embedding.embedding_lookup)
+
+
 @variant("stock-serving", "serve", "stock TF TPUEmbeddingForServing.embedding_lookup",
          baseline=True)
 def _stock_serving(ctx: Context) -> Setup:
-    embedding, tables = _serving_embedding(ctx.workload, tf.tpu.experimental.embedding)
-    return ctx.forward_setup(tf.function(embedding.embedding_lookup), tables)
+    return dataclasses.replace(ctx.forward_setup(stock_serving_lookup(ctx.workload), []),
+                               model_bytes=ctx.workload.table_bytes)
 
 
 @variant("serving-export", "serve",
@@ -781,16 +788,18 @@ def _export_serving_lookup(workload: Workload, jit_compile: bool, export_dir: st
     tf.saved_model.save(module, export_dir)
 
 
-def _serving_export_setup(ctx: Context, jit_compile: bool) -> Setup:
-    """Exports the lookup from another process, loads the SavedModel and times its function, as
-    a server that loads the export runs it: this process holds only what loading gives it (an
-    export made here would leave the exporter's graphs, and its freed tables in TensorFlow's
-    allocator pool, in this process's memory)."""
+def exported_serving_lookup(workload: Workload, jit_compile: bool
+                            ) -> Callable[[list[Any]], Any]:
+    """Our serving lookup of `workload`, exported by another process, loaded here: the loaded
+    function, as a server that loads the export runs it (any batch size).
+
+    This process holds only what loading gives it (an export made here would leave the
+    exporter's graphs, and its freed tables in TensorFlow's allocator pool, in its memory)."""
     import multiprocessing  # pylint: disable=import-outside-toplevel
     import tempfile  # pylint: disable=import-outside-toplevel
     with tempfile.TemporaryDirectory(prefix="serving_export_") as export_dir:
         exporter = multiprocessing.get_context("spawn").Process(
-            target=_export_serving_lookup, args=(ctx.workload, jit_compile, export_dir))
+            target=_export_serving_lookup, args=(workload, jit_compile, export_dir))
         exporter.start()
         exporter.join()
         if exporter.exitcode != 0:
@@ -798,8 +807,13 @@ def _serving_export_setup(ctx: Context, jit_compile: bool) -> Setup:
         # Loading restores the tables into memory, so the files are not needed afterwards.
         loaded = tf.saved_model.load(export_dir)
     # The lambda keeps `loaded`, which owns the variables, alive.
-    return dataclasses.replace(ctx.forward_setup(lambda features: loaded.lookup(features), []),
-                               model_bytes=ctx.workload.table_bytes)
+    return lambda features: loaded.lookup(features)
+
+
+def _serving_export_setup(ctx: Context, jit_compile: bool) -> Setup:
+    return dataclasses.replace(
+        ctx.forward_setup(exported_serving_lookup(ctx.workload, jit_compile), []),
+        model_bytes=ctx.workload.table_bytes)
 
 
 @variant("ours-train:csr", "part", "features_to_csr of every table", default=False,
