@@ -36,7 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchmark  # pylint: disable=wrong-import-position
 import benchmark_variants as bv  # pylint: disable=wrong-import-position
 
-ROWS = ("stock-serving", "serving-export", "serving-export-xla")
+# Each row and its lookup's jit_compile (None: stock TF's lookup, in this process).
+ROWS = {"stock-serving": None, "serving-export": False, "serving-export-xla": True}
 HEADER = ["batch", "variant", "p50 ms", "p99 ms", "mean ms", "vs stock (p50)"]
 # Batches of fresh ids per batch size, cycled.
 BATCHES = 8
@@ -69,9 +70,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def make_lookups(workload: bv.Workload) -> dict[str, Callable[[list[Any]], Any]]:
     """Each row's lookup on `workload`'s tables (filled alike)."""
-    return {"stock-serving": bv.stock_serving_lookup(workload),
-            "serving-export": bv.exported_serving_lookup(workload, jit_compile=False),
-            "serving-export-xla": bv.exported_serving_lookup(workload, jit_compile=True)}
+    return {name: (bv.stock_serving_lookup(workload) if jit_compile is None
+                   else bv.exported_serving_lookup(workload, jit_compile))
+            for name, jit_compile in ROWS.items()}
 
 
 def check_outputs(lookups: dict[str, Callable[[list[Any]], Any]], ctx: bv.Context) -> None:
