@@ -771,6 +771,13 @@ def _stock_serving_setup(ctx: Context, kind: str) -> Setup:
         model_bytes=ctx.workload.table_bytes)
 
 
+@variant("stock-serving-export", "serve",
+         "stock TF's TPUEmbeddingForServing lookup exported to a SavedModel, loaded and called",
+         default=False)
+def _stock_serving_export(ctx: Context) -> Setup:
+    return _serving_export_setup(ctx, jit_compile=None)
+
+
 @variant("serving-export", "serve",
          "our TPUEmbeddingForServing's lookup exported to a SavedModel, loaded and called",
          target=2.0)
@@ -804,12 +811,15 @@ _SERVING_INPUT_SPECS = {
 }
 
 
-def _export_serving_lookup(workload: Workload, jit_compile: bool, kind: str,
+def _export_serving_lookup(workload: Workload, jit_compile: bool | None, kind: str,
                            export_dir: str) -> None:
-    """In a process of its own: our TPUEmbeddingForServing of `workload`, its tables filled as
-    every variant's, with its lookup of `kind` features exported to `export_dir`."""
+    """In a process of its own: our TPUEmbeddingForServing of `workload` (stock TF's if
+    `jit_compile` is None), its tables filled as every variant's, with its lookup of `kind`
+    features exported to `export_dir`."""
     import_tensorflow()
-    embedding, _ = _serving_embedding(workload, tf_embedding, jit_compile=jit_compile)
+    embedding, _ = (_serving_embedding(workload, tf.tpu.experimental.embedding)
+                    if jit_compile is None else
+                    _serving_embedding(workload, tf_embedding, jit_compile=jit_compile))
     module = tf.Module()
     module.embedding = embedding
     module.lookup = tf.function(
@@ -819,11 +829,11 @@ def _export_serving_lookup(workload: Workload, jit_compile: bool, kind: str,
     tf.saved_model.save(module, export_dir)
 
 
-def exported_serving_lookup(workload: Workload, jit_compile: bool, kind: str = "sparse"
-                            ) -> Callable[[list[Any]], Any]:
-    """Our serving lookup of `workload`'s `kind` features ("sparse" or "ragged"), exported by
-    another process, loaded here: the loaded function, as a server that loads the export runs
-    it (any batch size).
+def exported_serving_lookup(workload: Workload, jit_compile: bool | None,
+                            kind: str = "sparse") -> Callable[[list[Any]], Any]:
+    """Our serving lookup of `workload`'s `kind` features ("sparse" or "ragged"; stock TF's if
+    `jit_compile` is None), exported by another process, loaded here: the loaded function, as a
+    server that loads the export runs it (any batch size).
 
     This process holds only what loading gives it (an export made here would leave the
     exporter's graphs, and its freed tables in TensorFlow's allocator pool, in its memory)."""
@@ -842,7 +852,8 @@ def exported_serving_lookup(workload: Workload, jit_compile: bool, kind: str = "
     return lambda features: loaded.lookup(features)
 
 
-def _serving_export_setup(ctx: Context, jit_compile: bool, kind: str = "sparse") -> Setup:
+def _serving_export_setup(ctx: Context, jit_compile: bool | None,
+                          kind: str = "sparse") -> Setup:
     return dataclasses.replace(
         ctx.forward_setup(exported_serving_lookup(ctx.workload, jit_compile, kind), [],
                           kind=kind),
