@@ -2,7 +2,7 @@
 
 Lookups are built from stock TensorFlow ops only (never the tf_embedding op library), so a graph
 or SavedModel exported from them runs in plain TensorFlow or TF Serving. Pooled sparse and ragged
-features take the faster formulations of `pooled_lookup` where they apply.
+features take the faster formulations of `pooled_lookup` where they apply (`_pooled` chooses).
 """
 
 import functools
@@ -126,11 +126,12 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
                              feature_config: Any, *, jit_compile: bool = False) -> Any:
     """Looks up `inputs` in `tables` as TF 2.21's CPU `serving_embedding_lookup` does.
 
-    The activations are TF's, bit for bit, except with `jit_compile`: then pooled sparse and
-    ragged features are summed by an XLA-compiled gather-and-sum (`pooled_lookup`), 2x to 3x
-    TF's throughput on CPUs (docs/performance.md), whose additions may come in another order. A
-    SavedModel holding such a lookup loads in plain TensorFlow; TF Serving runs it with
-    `--xla_cpu_compilation_enabled=true`.
+    The activations are TF's; pooled sparse and ragged features are summed by faster stock-op
+    formulations of the same pooling (`pooled_lookup`, chosen by `_pooled`), whose additions
+    may come in another order for ragged or weighted features (a few ulps). With `jit_compile`
+    they are summed by an XLA-compiled gather-and-sum, faster still on CPUs
+    (docs/performance.md). A SavedModel holding such a lookup loads in plain TensorFlow; TF
+    Serving runs the compiled one with `--xla_cpu_compilation_enabled=true`.
 
     Args:
       inputs: a nested structure of `tf.Tensor`, `tf.SparseTensor` or `tf.RaggedTensor` ids whose
@@ -197,28 +198,38 @@ def _sparse_lookup(inp: tf.SparseTensor, weight: tf.SparseTensor | None, table: 
 
     if inp.shape.rank != 2:
         return stock()
-    if jit_compile:
-        return pooled_lookup.compiled_sparse_lookup(
-            table, feature.table.name, feature.table.vocabulary_size, combiner, inp, weight,
-            fallback=stock)
-    if weight is None:
-        return pooled_lookup.segment_lookup(table, feature.table.vocabulary_size, inp, combiner,
-                                            stock)
-    return stock()
+    return _pooled(inp, weight, table, feature, jit_compile, stock)
 
 
 def _ragged_pooled(inp: tf.RaggedTensor, weight: tf.RaggedTensor | None, table: Any,
                    feature: Any, jit_compile: bool) -> tf.Tensor:
-    combiner = feature.table.combiner
+    return _pooled(inp, weight, table, feature, jit_compile,
+                   lambda: _ragged_pooled_lookup(table, inp, weight, feature.table.combiner))
 
-    def stock() -> tf.Tensor:
-        return _ragged_pooled_lookup(table, inp, weight, combiner)
 
-    if not jit_compile:
-        return stock()
-    return pooled_lookup.compiled_ragged_lookup(
-        table, feature.table.name, feature.table.vocabulary_size, combiner, inp, weight,
-        fallback=stock)
+def _pooled(inp: tf.SparseTensor | tf.RaggedTensor,
+            weight: tf.SparseTensor | tf.RaggedTensor | None, table: Any, feature: Any,
+            jit_compile: bool, stock: pooled_lookup.Fallback) -> tf.Tensor:
+    """The one rule for how a pooled feature (a rank-2 `SparseTensor` or a `[batch, None]`
+    `RaggedTensor`, weighted or not, any combiner) is looked up: the stock-op formulation that
+    ran fastest on the reference workload (docs/performance.md, "Serving"), falling back to
+    `stock` (TF's own) per batch where it does not apply.
+
+    * `jit_compile`: the XLA-compiled gather-and-sum over a grid of the lookups
+      (`pooled_lookup.compiled_sparse_lookup` / `compiled_ragged_lookup`).
+    * Otherwise: one sparse segment reduction (`pooled_lookup.segment_lookup` /
+      `ragged_segment_lookup`), 1.2x-2x TF's own formulations, which dedupe the ids of weighted
+      lookups (`unique` + two gathers) and sum ragged ones through ragged broadcasting.
+    """
+    name, vocabulary_size, combiner = (feature.table.name, feature.table.vocabulary_size,
+                                       feature.table.combiner)
+    sparse = isinstance(inp, tf.SparseTensor)
+    if jit_compile:
+        compiled = (pooled_lookup.compiled_sparse_lookup if sparse
+                    else pooled_lookup.compiled_ragged_lookup)
+        return compiled(table, name, vocabulary_size, combiner, inp, weight, fallback=stock)
+    segments = pooled_lookup.segment_lookup if sparse else pooled_lookup.ragged_segment_lookup
+    return segments(table, vocabulary_size, inp, weight, combiner, fallback=stock)
 
 
 def _ragged_output_shape_lookup_dynamic_batch(inp: tf.RaggedTensor,

@@ -3,12 +3,17 @@
 TF's CPU lookup of a pooled `SparseTensor` feature (`tf.nn.safe_embedding_lookup_sparse`)
 reshapes the ids, prunes the invalid ones (`sparse_retain`), fills empty rows with id 0, looks
 up, then zeroes the filled rows again (`tile` + `where`): several passes over the batch besides
-the lookup itself. `for_serving.py` uses two other formulations of the same activations, both made
-of stock TF ops only, so exported SavedModels still load without tf_embedding:
+the lookup itself; with weights it also dedupes the ids (`unique`, then a gather of the unique
+rows and a second gather back). A pooled `RaggedTensor` is gathered into a ragged batch and
+summed through ragged broadcasting. `for_serving.py` uses two other formulations of the same
+activations, both made of stock TF ops only, so exported SavedModels still load without
+tf_embedding:
 
-* `segment_lookup`: one `SparseSegmentSum` / `Mean` / `SqrtN` with `num_segments`, reading the
-  table in place. It is the op and the order of additions of TF's own lookup, so the results are
-  bit-identical; serving uses it for every unweighted rank-2 pooled sparse feature.
+* `segment_lookup` and `ragged_segment_lookup`: one `SparseSegmentSum` / `Mean` / `SqrtN` with
+  `num_segments`, reading the table in place (weighted: the gathered rows times their weights,
+  summed by one `SparseSegmentSum`). Unweighted `SparseTensor` batches get TF's bits (its op and
+  its order of additions); ragged and weighted batches may differ in the last bits (another
+  order of additions). Serving uses them by default.
 * `compiled_sparse_lookup` and `compiled_ragged_lookup`: the lookups placed in a `[rows,
   length]` grid (by a `SparseTensor`'s indices, or a ragged batch's rows) and reduced by an XLA
   function (`jit_compile=True`), which fuses the gather into the reduction: faster than TF's
@@ -20,9 +25,10 @@ of stock TF ops only, so exported SavedModels still load without tf_embedding:
   time went").
 
 Both fall back to TF's formulation (a `tf.cond`, decided per batch) where theirs does not
-apply: a `SparseTensor` whose indices are not in row order, ids TF prunes or outside the table
-(`segment_lookup`); a batch whose grid would be mostly padding, a `SparseTensor` with two
-lookups at one index, or a table whose row 0 is not finite (the compiled lookups).
+apply: a `SparseTensor` whose indices are not in row order, ids (or weights) TF prunes, or ids
+outside the table (the segment lookups); a batch whose grid would be mostly padding, a
+`SparseTensor` with two lookups at one index, or a table whose row 0 is not finite (the
+compiled lookups).
 """
 
 from typing import Callable
@@ -55,24 +61,61 @@ _BUCKETS = [*range(1, 8),
 
 
 def segment_lookup(table: tf.Variable | tf.Tensor, vocabulary_size: int,
-                   sparse: tf.SparseTensor, combiner: str, fallback: Fallback) -> tf.Tensor:
-    """`safe_embedding_lookup_sparse(table, sparse, combiner=combiner)` of an unweighted rank-2
-    `sparse`, as one segment reduction: `[dense_shape[0], dim]`.
+                   sparse: tf.SparseTensor, weights: tf.SparseTensor | None, combiner: str,
+                   fallback: Fallback) -> tf.Tensor:
+    """`safe_embedding_lookup_sparse(table, sparse, weights, combiner)` of a rank-2 `sparse`, as
+    one sparse segment reduction (`_segment_pool`): `[dense_shape[0], dim]`.
 
     Empty rows come out zero as TF's do (`num_segments` covers every row). `fallback` computes
-    the batch TF's way when an id is negative (TF prunes it), the indices are not in row order
-    (the reduction needs its segments sorted; TF's `sparse_fill_empty_rows` sorts them), or an
-    id is outside the table (so that the error is TF's).
+    the batch TF's way when an id is negative or, for "mean" and "sqrtn", a weight is not
+    positive (TF prunes those lookups), the indices are not in row order (the reduction needs
+    its segments sorted; TF's `sparse_fill_empty_rows` sorts them), or an id is outside the
+    table (so that the error is TF's).
     """
     ids, rows = sparse.values, sparse.indices[:, 0]
-    applies = tf.logical_and(_in_row_order(rows),
-                             tf.reduce_all((ids >= 0) & (ids < vocabulary_size)))
+    applies = tf.logical_and(_in_row_order(rows), _in_table(ids, vocabulary_size))
+    if weights is not None and combiner != "sum":
+        applies = tf.logical_and(applies, tf.reduce_all(weights.values > 0))
+    return tf.cond(applies,
+                   lambda: _segment_pool(table, ids, rows, sparse.dense_shape[0],
+                                         None if weights is None else weights.values, combiner),
+                   fallback)
 
-    def reduce() -> tf.Tensor:
-        return _SEGMENT_REDUCTIONS[combiner](_read_in_place(table), ids, rows,
-                                             num_segments=sparse.dense_shape[0])
 
-    return tf.cond(applies, reduce, fallback)
+def ragged_segment_lookup(table: tf.Variable | tf.Tensor, vocabulary_size: int,
+                          ragged: tf.RaggedTensor, weights: tf.RaggedTensor | None,
+                          combiner: str, fallback: Fallback) -> tf.Tensor:
+    """The pooled activations `[nrows, dim]` of a `[batch, None]` `ragged` batch with optional
+    `weights`, reduced with `combiner`, as one sparse segment reduction (`_segment_pool`; a
+    ragged batch's rows are in order). `fallback` computes the batch TF's way when an id is
+    outside the table, so that the error is TF's (TF prunes nothing of a ragged batch)."""
+    return tf.cond(_in_table(ragged.values, vocabulary_size),
+                   lambda: _segment_pool(table, ragged.values, ragged.value_rowids(),
+                                         ragged.nrows(),
+                                         None if weights is None else weights.values, combiner),
+                   fallback)
+
+
+def _segment_pool(table: tf.Variable | tf.Tensor, ids: tf.Tensor, rows: tf.Tensor,
+                  num_rows: tf.Tensor, weights: tf.Tensor | None, combiner: str) -> tf.Tensor:
+    """Row r of the result pools the lookups of `ids` whose `rows` (ascending) are r.
+
+    Unweighted: one `SparseSegmentSum` / `Mean` / `SqrtN` with `num_segments`, reading the table
+    in place, TF's own op for this (bit for bit TF's activations of a `SparseTensor`). Weighted:
+    the gathered rows times their weights, summed by one `SparseSegmentSum` with `num_segments`
+    (faster than the segment sums TF's formulations use), divided by the combiner's norm.
+    """
+    data = _read_in_place(table)
+    if weights is None:
+        return _SEGMENT_REDUCTIONS[combiner](data, ids, rows, num_segments=num_rows)
+    weights = tf.cast(weights, data.dtype)
+    weighted = tf.gather(data, ids) * weights[:, tf.newaxis]
+    sums = tf.sparse.segment_sum(weighted, tf.range(tf.shape(ids, out_type=rows.dtype)[0]),
+                                 rows, num_segments=num_rows)
+    norms = rules.combiner_norm(
+        combiner, weights,
+        lambda values: tf.math.unsorted_segment_sum(values, rows, num_rows))
+    return sums if norms is None else tf.math.divide_no_nan(sums, norms[:, tf.newaxis])
 
 
 def compiled_sparse_lookup(table: tf.Variable | tf.Tensor, table_name: str,
@@ -208,6 +251,10 @@ def _bucket(size: tf.Tensor) -> tf.Tensor:
     buckets = tf.constant(_BUCKETS, tf.int64)
     first_not_below = tf.searchsorted(buckets, tf.reshape(tf.cast(size, tf.int64), [1]))
     return buckets[first_not_below[0]]
+
+
+def _in_table(ids: tf.Tensor, vocabulary_size: int) -> tf.Tensor:
+    return tf.reduce_all((ids >= 0) & (ids < vocabulary_size))
 
 
 def _in_row_order(rows: tf.Tensor) -> tf.Tensor:

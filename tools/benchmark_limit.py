@@ -2,7 +2,8 @@
 
 The program times, on the benchmark's own ids, what plain C++ does on this machine: the
 gather-sum of the forward phase, the gather-sum + deduplicated exact Adagrad step of the train
-phase (fused per table, and in the order of an API's step), and STREAM-style read and
+phase (fused per table, and in the order of an API's step), both again reading the ids as a
+SparseTensor holds them (indices and values; SPARSE_INPUT_PHASES), and STREAM-style read and
 read-modify-write bandwidth (its header comment has the details). benchmark.py gives every
 forward and train row as a share of it.
 
@@ -42,6 +43,10 @@ PREFETCH_DISTANCES = (0, 8, 16, 32, 64)
 # gather, its rows still cached) is reported next to it (FUSED_TRAIN_PHASE).
 LIMIT_PHASES = {"forward": "forward", "serve": "forward", "train": "train_in_api_order"}
 FUSED_TRAIN_PHASE = "train"
+# The limit phase of the same work reading the input as a rank-2 SparseTensor holds it: each
+# lookup's sample from the indices, its id from the values (the plain phases read the ids only).
+SPARSE_INPUT_PHASES = {"forward": "forward_sparse",
+                       "train_in_api_order": "train_sparse_in_api_order"}
 
 
 def compared_phases(phase: str) -> list[str]:
@@ -67,13 +72,18 @@ class Limit:
     forward: Phase
     train: Phase
     train_in_api_order: Phase
+    forward_sparse: Phase
+    train_sparse_in_api_order: Phase
     read_bytes_per_second: float
     rmw_bytes_per_second: float
 
     def phase(self, name: str) -> Phase:
-        """A limit phase: "forward", "train" (fused) or "train_in_api_order"."""
+        """A limit phase: "forward", "train" (fused), "train_in_api_order", or one of
+        SPARSE_INPUT_PHASES' values."""
         return {"forward": self.forward, "train": self.train,
-                "train_in_api_order": self.train_in_api_order}[name]
+                "train_in_api_order": self.train_in_api_order,
+                "forward_sparse": self.forward_sparse,
+                "train_sparse_in_api_order": self.train_sparse_in_api_order}[name]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +103,8 @@ class Run:
 
         limits = {r["threads"]: Limit(r["threads"], phase(r["forward"]), phase(r["train"]),
                                       phase(r["train_in_api_order"]),
+                                      phase(r["forward_sparse"]),
+                                      phase(r["train_sparse_in_api_order"]),
                                       r["read_bytes_per_second"], r["rmw_bytes_per_second"])
                   for r in output["results"]}
         return cls(output["isa"], output["huge_page_bytes"], output["table_bytes"], limits)

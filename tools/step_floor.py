@@ -19,11 +19,14 @@ benchmark's reference workload and ids:
          fastest prefetch distance, kept running beside the worker.
 
 Each round times `--steps` pairs of calls, step then floor on the same batch (the order swapped
-every pair), then the limit's phase over as many steps. Per round: the median step, floor and
+every pair), then the limit's phase over as many steps; for SparseTensor input also the
+limit's phase reading the same SparseTensor (its indices and values, where the plain limit
+reads the ids alone: `benchmark_limit.SPARSE_INPUT_PHASES`). Per round: the median step, floor and
 pair difference (step - floor), and the limit. The table gives the medians over the rounds and
-two shares of the limit (its time over ours, as the benchmark's *of limit*): the whole step's,
+shares of the limit (its time over ours, as the benchmark's *of limit*): the whole step's,
 and the step's without the floor (`limit / (step - floor)`): how near our own work is to the
-limit once TensorFlow's per-call cost, which the limit does not pay, is left out. `others` is
+limit once TensorFlow's per-call cost, which the limit does not pay, is left out; for
+SparseTensor input the latter against the sparse-input limit too. `others` is
 the cores other processes used while the worker timed (from /proc/stat, as the benchmark
 measures it; `-`: rounds too short to measure); a `*` marks a row timed while they used 0.2
 cores or more.
@@ -71,12 +74,14 @@ def time_rounds(job: dict[str, Any], workload: bv.Workload, threads: int, steps:
         for i in range(warmup):
             setup.step(i)
     limit_phase = benchmark_limit.LIMIT_PHASES[job["phase"]]
+    phases = {limit_phase: job["prefetch"]}
+    if job["kind"] == "sparse":
+        phases[benchmark_limit.SPARSE_INPUT_PHASES[limit_phase]] = job["sparse_prefetch"]
     timed = []
     with benchmark_limit.Rounds(job["ids"], workload.vocab, workload.dim, [threads], steps,
                                 warmup, bv.LEARNING_RATE, bv.INITIAL_ACCUMULATOR,
-                                [job["prefetch"]]) as rounds_of_limit:
-        limit = benchmark.PairedLimit(rounds_of_limit, threads,
-                                      {limit_phase: job["prefetch"]})
+                                sorted(set(phases.values()))) as rounds_of_limit:
+        limit = benchmark.PairedLimit(rounds_of_limit, threads, phases)
         for r in range(rounds):
             # Only while our calls run: the limit's program, a live child, counts as another.
             others = benchmark.OtherProcessesCpu()
@@ -87,11 +92,14 @@ def time_rounds(job: dict[str, Any], workload: bv.Workload, threads: int, steps:
                     setups[k].step(i)
                     seconds[k].append(time.perf_counter() - start)
             others_cores, _ = others.cores()
+            limit_seconds = limit.seconds()
             timed.append({"step": statistics.median(seconds[0]),
                           "floor": statistics.median(seconds[1]),
                           "difference": statistics.median(
                               s - f for s, f in zip(*seconds)),
-                          "limit": limit.seconds()[limit_phase],
+                          "limit": limit_seconds[limit_phase],
+                          "sparse_limit": limit_seconds.get(
+                              benchmark_limit.SPARSE_INPUT_PHASES[limit_phase]),
                           "others_cores": others_cores})
     return {**job, "rounds": timed}
 
@@ -113,15 +121,19 @@ class Row:
 
     job: dict[str, Any]
 
-    def median(self, key: str) -> float:
-        return statistics.median(r[key] for r in self.job["rounds"])
+    def median(self, key: str) -> float | None:
+        """The median over the rounds (None: not timed for this row)."""
+        values = [r[key] for r in self.job["rounds"]]
+        return None if None in values else statistics.median(values)
 
-    def share(self, key: str) -> str:
-        """The limit's time over ours (`key`: "step" or "difference"), median of the rounds;
-        "-" if a round's difference was not positive (the step no slower than the floor)."""
-        if any(r[key] <= 0 for r in self.job["rounds"]):
+    def share(self, key: str, limit: str = "limit") -> str:
+        """The limit's time over ours (`key`: "step" or "difference"; `limit`: "limit" or
+        "sparse_limit"), median of the rounds; "-" if that limit was not timed or a round's
+        difference was not positive (the step no slower than the floor)."""
+        rounds = self.job["rounds"]
+        if any(r[key] <= 0 or r[limit] is None for r in rounds):
             return "-"
-        return f"{100 * statistics.median(r['limit'] / r[key] for r in self.job['rounds']):.0f}%"
+        return f"{100 * statistics.median(r[limit] / r[key] for r in rounds):.0f}%"
 
     def cells(self) -> list[str]:
         job = self.job
@@ -129,14 +141,16 @@ class Row:
         others_cell = "-" if not others else (
             f"{statistics.mean(others):.2f}"
             + ("*" if statistics.mean(others) >= benchmark.CONTENDED_CORES else ""))
-        ms = [f"{1e3 * self.median(k):.2f}" for k in ("step", "floor", "difference", "limit")]
+        ms = ["-" if self.median(k) is None else f"{1e3 * self.median(k):.2f}"
+              for k in ("step", "floor", "difference", "limit", "sparse_limit")]
         return [job["phase"], job["kind"], job["distribution"], str(job["threads"]), *ms,
                 self.share("step"), self.share("difference"),
-                others_cell]
+                self.share("difference", "sparse_limit"), others_cell]
 
 
 HEADER = ["phase", "input", "ids", "thr", "step ms", "floor ms", "step - floor ms", "limit ms",
-          "step of limit", "step - floor of limit", "others"]
+          "sparse-input limit ms", "step of limit", "step - floor of limit",
+          "step - floor of sparse-input limit", "others"]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -192,13 +206,17 @@ def plan_jobs(args: argparse.Namespace, scratch: str) -> list[dict[str, Any]]:
                 limits[path] = benchmark.run_limit(defaults, workload, path)
             for phase in args.phases:
                 variant = bv.VARIANTS[step_variant(phase, kind)]
+                limit_phase = benchmark_limit.LIMIT_PHASES[phase]
                 for threads in args.threads:
+                    best = limits[path].run.limits[threads]
                     jobs.append({"phase": phase, "kind": kind, "distribution": distribution,
                                  "threads": threads, "ids": path,
                                  "workload": dataclasses.asdict(workload),
                                  "prefetch": benchmark.limit_prefetch(
-                                     limits[path], variant, threads)[
-                                         benchmark_limit.LIMIT_PHASES[phase]]})
+                                     limits[path], variant, threads)[limit_phase],
+                                 "sparse_prefetch": best.phase(
+                                     benchmark_limit.SPARSE_INPUT_PHASES[limit_phase]
+                                 ).best_prefetch})
     return jobs
 
 

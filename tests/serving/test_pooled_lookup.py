@@ -51,7 +51,7 @@ def test_segment_lookup_is_bit_identical_to_stock(table, combiner, negative, shu
         sparse = random_sparse(rng, rows, 6, negative, shuffled)
         expected = stock(table, sparse, combiner)
         for lookup in [pooled_lookup.segment_lookup, tf.function(pooled_lookup.segment_lookup)]:
-            actual = lookup(table, VOCABULARY_SIZE, sparse, combiner,
+            actual = lookup(table, VOCABULARY_SIZE, sparse, None, combiner,
                             lambda s=sparse: stock(table, s, combiner))
             np.testing.assert_array_equal(actual, expected)
 
@@ -60,7 +60,7 @@ def test_segment_lookup_leaves_ids_outside_the_table_to_stock(table):
     """TF's own error, not the segment reduction's."""
     sparse = tf.sparse.from_dense(tf.constant([[3, VOCABULARY_SIZE]], tf.int64))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"indices\[1\] = 50 is not in"):
-        pooled_lookup.segment_lookup(table, VOCABULARY_SIZE, sparse, "sum",
+        pooled_lookup.segment_lookup(table, VOCABULARY_SIZE, sparse, None, "sum",
                                      lambda: stock(table, sparse, "sum"))
 
 

@@ -45,6 +45,9 @@ def test_quick_run_prints_a_row_per_phase_and_input_kind():
                                  ("step ms", "floor ms", "step - floor ms", "limit ms"))
         assert step > 0 and floor > 0 and limit >= 0
         assert row[header.index("step of limit")].endswith("%")
+        # Only SparseTensor rows have the limit that reads the same SparseTensor.
+        sparse_limit = row[header.index("sparse-input limit ms")]
+        assert (float(sparse_limit) >= 0) if row[1] == "sparse" else sparse_limit == "-"
 
 
 @pytest.mark.parametrize("flag,value,message", [

@@ -17,6 +17,12 @@
 //   train_in_api_order  the same work in the order of an embedding API's step, which a model
 //            between the lookup and the update imposes: all tables' gather-sums, then the
 //            updates;
+//   forward_sparse, train_sparse_in_api_order  forward and train_in_api_order reading the input
+//            as a rank-2 SparseTensor of the same ids holds it, as the API's step must: each
+//            lookup's output row from the indices ([lookups, 2] int64: sample, position; one
+//            array for every table and batch, as the benchmark's SparseTensors share theirs)
+//            and its id from the values, where the plain phases take the sample from the
+//            lookup's place in a dense [batch, ids_per_sample] block;
 //   read, rmw  STREAM-style bandwidth: a sum over the tables, `x *= s` over the accumulators.
 // Tables and accumulators sit on 2 MiB pages (MADV_HUGEPAGE before the first touch), as the
 // op library's are. The gather and the update prefetch rows a fixed number of rows ahead; every
@@ -170,6 +176,31 @@ void GatherSum(const float* __restrict table, int64_t dim, const int64_t* __rest
   }
 }
 
+// out[r] = the sum of the rows of the lookups whose sample (indices[2 j]) is r, for the lookups
+// [begin, end) of a SparseTensor in row order: the gather-sum as it reads indices and values.
+// Samples without lookups between two that have some come out zero.
+template <int64_t kDim>
+void GatherSumCoo(const float* __restrict table, int64_t dim, const int64_t* __restrict indices,
+                  const int64_t* __restrict ids, int64_t begin, int64_t end, int64_t prefetch,
+                  float* __restrict out) {
+  const int64_t d = kDim > 0 ? kDim : dim;
+  float registers[kDim > 0 ? kDim : 1] = {};
+  int64_t j = begin;
+  while (j < end) {
+    const int64_t sample = indices[2 * j];
+    float* __restrict sum = kDim > 0 ? registers : out + sample * d;
+    std::fill(sum, sum + d, 0.0f);
+    for (; j < end && indices[2 * j] == sample; ++j) {
+      if (prefetch > 0 && j + prefetch < end) PrefetchRow(table + ids[j + prefetch] * d, d, false);
+      const float* __restrict row = table + ids[j] * d;
+      for (int64_t i = 0; i < d; ++i) sum[i] += row[i];
+    }
+    if (kDim > 0) std::copy(sum, sum + d, out + sample * d);
+    const int64_t next = j < end ? indices[2 * j] : sample + 1;
+    std::fill(out + (sample + 1) * d, out + next * d, 0.0f);
+  }
+}
+
 struct Model {
   int64_t tables, vocab, dim;
   float* weights;       // [tables, vocab, dim]
@@ -199,18 +230,30 @@ struct Scratch {
         ends(lookups), samples(lookups), activations(batch * dim), gradient(dim) {}
 };
 
-// The whole batch's gather-sum, samples of all tables split evenly over the threads.
-void Forward(const Model& m, const Ids& ids, int64_t b, int64_t prefetch, float* out) {
+// The whole batch's gather-sum, samples of all tables split evenly over the threads. With
+// `indices` (a SparseTensor's, [batch * per_sample, 2]), each lookup's sample is read from them
+// (GatherSumCoo); the split falls between samples, as the benchmark's rows all hold
+// `per_sample` lookups.
+void Forward(const Model& m, const Ids& ids, int64_t b, int64_t prefetch, float* out,
+             const int64_t* indices = nullptr) {
   const int64_t batch = ids.batch, total = m.tables * batch;
 #pragma omp parallel
   {
     const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
     const int64_t begin = total * thread / threads, end = total * (thread + 1) / threads;
     for (int64_t t = begin / batch; t < m.tables && t * batch < end; ++t) {
+      const int64_t first = std::max(begin - t * batch, int64_t{0});
+      const int64_t last = std::min(end - t * batch, batch);
+      float* table_out = out + t * batch * m.dim;
       WithDim(m.dim, [&](auto dim) {
-        GatherSum<dim()>(m.Table(t), m.dim, ids.Of(b, t), ids.per_sample,
-                         std::max(begin - t * batch, int64_t{0}),
-                         std::min(end - t * batch, batch), prefetch, out + t * batch * m.dim);
+        if (indices == nullptr) {
+          GatherSum<dim()>(m.Table(t), m.dim, ids.Of(b, t), ids.per_sample, first, last,
+                           prefetch, table_out);
+        } else {
+          GatherSumCoo<dim()>(m.Table(t), m.dim, indices, ids.Of(b, t),
+                              first * ids.per_sample, last * ids.per_sample, prefetch,
+                              table_out);
+        }
       });
     }
   }
@@ -295,10 +338,12 @@ void TrainFused(const Model& m, const Ids& ids, int64_t b, int64_t prefetch, flo
 
 // The same step in the order an embedding API's training step has: every table's gather-sum
 // first (the model needs all activations before any gradient exists), then each table's
-// update, by table as in TrainFused. `activations`: [tables, batch, dim].
+// update, by table as in TrainFused. `activations`: [tables, batch, dim]; `indices`: as
+// Forward's.
 void TrainInApiOrder(const Model& m, const Ids& ids, int64_t b, int64_t prefetch, float lr,
-                     std::vector<Scratch>& scratch, float* activations) {
-  Forward(m, ids, b, prefetch, activations);
+                     std::vector<Scratch>& scratch, float* activations,
+                     const int64_t* indices = nullptr) {
+  Forward(m, ids, b, prefetch, activations, indices);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t t = 0; t < m.tables; ++t) {
     WithDim(m.dim, [&](auto dim) {
@@ -432,6 +477,12 @@ int main(int argc, char** argv) {
   std::vector<Scratch> scratch(
       max_threads, Scratch(vocab, ids.batch * ids.per_sample, ids.batch, dim));
   std::vector<float> activations(ids.tables * ids.batch * dim);
+  // The SparseTensor indices of a [batch, per_sample] batch of ids: (sample, position).
+  std::vector<int64_t> indices(2 * ids.batch * ids.per_sample);
+  for (int64_t j = 0; j < ids.batch * ids.per_sample; ++j) {
+    indices[2 * j] = j / ids.per_sample;
+    indices[2 * j + 1] = j % ids.per_sample;
+  }
   // Opaque to the compiler, so the read is not optimised away and `x *= scale` stays a write.
   volatile double sink = 0;
   volatile float scale = 1.0f;
@@ -461,6 +512,19 @@ int main(int argc, char** argv) {
                             activations.data());
           },
           warmup, steps);
+      const PhaseResult forward_sparse = TimePhase(
+          distances,
+          [&](int64_t distance, int64_t i) {
+            Forward(model, ids, i % ids.batches, distance, activations.data(), indices.data());
+          },
+          warmup, steps);
+      const PhaseResult train_sparse_in_api_order = TimePhase(
+          distances,
+          [&](int64_t distance, int64_t i) {
+            TrainInApiOrder(model, ids, i % ids.batches, distance, lr, scratch,
+                            activations.data(), indices.data());
+          },
+          warmup, steps);
       const double read = BestSeconds([&] { sink = ReadAll(model.weights, floats); }, 3);
       const double rmw = BestSeconds([&] {
         const float s = scale;
@@ -471,6 +535,8 @@ int main(int argc, char** argv) {
       out << (n ? ", " : "") << "{\"threads\": " << thread_counts[n]
           << ", \"forward\": " << Json(forward) << ", \"train\": " << Json(train)
           << ", \"train_in_api_order\": " << Json(train_in_api_order)
+          << ", \"forward_sparse\": " << Json(forward_sparse)
+          << ", \"train_sparse_in_api_order\": " << Json(train_sparse_in_api_order)
           << ", \"read_bytes_per_second\": " << bytes / read
           << ", \"rmw_bytes_per_second\": " << 2 * bytes / rmw << "}";
     }
