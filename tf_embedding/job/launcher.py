@@ -165,8 +165,7 @@ def _supervise_workers(workers: list[subprocess.Popen],
             deadline = None
             while any(worker.poll() is None for worker in workers):
                 if first_failed is None:
-                    first_failed = next((index for index, worker in enumerate(workers)
-                                         if worker.poll() not in (None, 0)), None)
+                    first_failed = _cause(workers)
                     if first_failed is not None:
                         deadline = time.monotonic() + (timeout or 0) + _WORKER_GRACE
                 if deadline is not None and time.monotonic() > deadline:
@@ -177,10 +176,17 @@ def _supervise_workers(workers: list[subprocess.Popen],
             if worker.poll() is None:
                 worker.kill()
             worker.wait()
-    statuses = [worker.returncode for worker in workers]
     if first_failed is None:
-        first_failed = next((index for index, status in enumerate(statuses) if status), None)
-    return statuses, first_failed
+        first_failed = _cause(workers)
+    return [worker.returncode for worker in workers], first_failed
+
+
+def _cause(workers: list[subprocess.Popen]) -> int | None:
+    """The index of the worker whose end failed the others, among those that failed so far: one
+    a signal ended (the others exit with status 1 once they lose it, possibly before this
+    process looks) before one that exited, then the lowest index; None if none failed."""
+    failed = [index for index, worker in enumerate(workers) if worker.poll() not in (None, 0)]
+    return min(failed, key=lambda index: (workers[index].returncode >= 0, index), default=None)
 
 
 def _run_clusters(options: ClusterOptions, train_argv: Sequence[str],
