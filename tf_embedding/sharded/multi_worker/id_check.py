@@ -4,9 +4,10 @@ A worker whose batch holds an id past its table fails in the CSR conversion (the
 message names the table and feature); its peers, which never hear of it, would wait in the
 step's first exchange until the collective timeout. So under MultiWorkerMirroredStrategy every
 conversion (`enqueue`, and the Keras front ends' lookups: `Engine.convert_tables`) first gathers
-each feature's largest id from every worker (one small gather) and every worker checks them all: all raise the same InvalidArgumentError, naming the feature, its table
-and each worker's largest id, before any conversion or exchange, so no table changes and the
-group's collectives stay usable (a failed collective would abort them until a restart).
+each feature's largest id from every worker (one small gather) and every worker checks them
+all: all raise the same InvalidArgumentError, naming the feature, its table and each worker's
+largest id, before any conversion or exchange, so no table changes and the group's collectives
+stay usable (a failed collective would abort them until a restart).
 Negative ids need no check: the conversion drops them, as stock TF's lookups do.
 """
 
