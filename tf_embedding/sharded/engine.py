@@ -21,6 +21,7 @@ from tf_embedding import ops
 from tf_embedding.sharded import handoff
 from tf_embedding.sharded import queues
 from tf_embedding.sharded import table_state
+from tf_embedding.sharded import task_exchange
 from tf_embedding.sharded.profile_sampling import LookupProfiler
 from tf_embedding.sharded.table_state import TableState
 
@@ -71,6 +72,9 @@ class Engine:
         self._pipelined = pipelined
         self._parameter_servers = parameter_servers
         self._profiler = profiler
+        # Under ParameterServerStrategy a step's tensors for each PS task travel in one packet
+        # per direction (task_exchange).
+        self._exchange = task_exchange.TaskExchange() if parameter_servers else None
 
     def output_shapes(self) -> Sequence[tf.TensorShape]:
         """Every flattened feature's output shape (without `dim`), as known now."""
@@ -136,8 +140,14 @@ class Engine:
                        rows: Sequence[tf.Tensor] | None = None) -> list[tf.Tensor]:
         """Each table's [R, dim] activations of this replica's `batches` (`rows`: each
         batch's unique rows, if it was looked up at enqueue time)."""
-        return [state.lookup(batch, None if rows is None else rows[index])
-                for index, (state, batch) in enumerate(zip(self.tables, batches))]
+        if rows is not None or self._exchange is None:
+            return [state.lookup(batch, None if rows is None else rows[index])
+                    for index, (state, batch) in enumerate(zip(self.tables, batches))]
+        calls = [state.block_lookups(batch, self._exchange)
+                 for state, batch in zip(self.tables, batches)]
+        results = iter(self._exchange.run([call for table in calls for call in table]))
+        return [state.combine_lookups(batch, [next(results)[0] for _ in table_calls])
+                for state, batch, table_calls in zip(self.tables, batches, calls)]
 
     def looks_up_features_directly(self) -> bool:
         """Whether `lookup_features` may look this replica's batch up: no parameter-server
@@ -195,7 +205,8 @@ class Engine:
           ValueError: a table without an optimizer (`check_trainable`).
         """
         self.check_trainable()
-        updates = [state.block_updates(batch, gradient)
+        updates = [state.block_updates(batch, gradient, self._exchange)
                    for state, batch, gradient in zip(self.tables, batches, activation_gradients)]
         tf.distribute.get_replica_context().merge_call(
-            table_state.apply_updates, args=(self.tables, len(self.replica_devices), updates))
+            table_state.apply_updates,
+            args=(self.tables, len(self.replica_devices), updates, self._exchange))
