@@ -65,19 +65,27 @@ def run_in_place(calls: Sequence[DeviceCall]) -> list[list[tf.Tensor]]:
     return results
 
 
+def _name(tensor: tf.Tensor) -> str:
+    """A tensor's name for a message (an eager tensor has none)."""
+    try:
+        return tensor.name
+    except AttributeError:
+        return f"of shape {tensor.shape}"
+
+
 def _inner_shape(tensor: tf.Tensor) -> tuple[int, ...]:
     """The static shape after the first dimension (rank 0: a one-element vector's)."""
     shape = tensor.shape
     if shape.rank is None or not shape[1:].is_fully_defined():
         raise ValueError(f"A tensor sent to a parameter-server task needs a known rank and "
-                         f"known dimensions after the first: {tensor.name} has {shape}.")
+                         f"known dimensions after the first: {_name(tensor)} has {shape}.")
     return tuple(shape.as_list()[1:])
 
 
 def _words(tensor: tf.Tensor) -> tf.Tensor:
     """`tensor`'s elements as int32 words, flat, bit for bit."""
     if tensor.dtype not in _WORDS_PER_ELEMENT:
-        raise TypeError(f"Cannot pack {tensor.dtype.name} tensor {tensor.name}: packets carry "
+        raise TypeError(f"Cannot pack {tensor.dtype.name} tensor {_name(tensor)}: packets carry "
                         "int32, int64 and float32.")
     words = tensor if tensor.dtype == _WORD else tf.bitcast(tensor, _WORD)
     return tf.reshape(words, [-1])
