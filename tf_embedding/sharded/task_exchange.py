@@ -8,9 +8,10 @@ step's calls to the blocks of one task (`DeviceCall`) are gathered into one pack
 work runs on the task from the unpacked tensors, and its results travel back in one packet too:
 one transfer per task each way, whatever the number of tables and blocks.
 
-* A packet is one int32 tensor: a header with the first dimension of each tensor (int64, two
-  words each), then every tensor's words (float32 bit for bit, int64 as two words). Bits cross
-  unchanged, so a step gives the same results packed or not.
+* A packet is one int32 tensor of 64-byte rows: a header with the first dimension of each
+  tensor (int64, two words each), then every tensor's words (float32 bit for bit, int64 as two
+  words), each part starting on a row of its own, so that the receiver's parts are slices of
+  the packet, not copies. Bits cross unchanged, so a step gives the same results packed or not.
 * `Narrow(ids)`: int64 ids known to be below 2^31 (block-local ids of a block of fewer rows)
   travel as int32, half the bytes, and arrive as int64 for the kernels.
 * A tensor already sent to a task earlier in the same traced function (a partial-mode block's
@@ -28,6 +29,9 @@ import tensorflow as tf
 T = TypeVar("T")
 _WORD = tf.int32
 _WORDS_PER_ELEMENT = {tf.int32: 1, tf.float32: 1, tf.int64: 2}
+# Words per packet row: 64 bytes, the alignment at which TF slices a tensor's first dimension
+# without copying it (EIGEN_MAX_ALIGN_BYTES).
+_ALIGN = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +54,7 @@ class DeviceCall:
     """Work on `device`: `body` receives `inputs` as tensors there and returns the tensors to
     bring back to where the step runs (none for an update)."""
 
-    device: str
+    device: str | None  # None: the default device (one process without a strategy)
     inputs: Sequence[Input]
     body: Callable[[list[tf.Tensor]], list[tf.Tensor]]
 
@@ -74,7 +78,7 @@ def _name(tensor: tf.Tensor) -> str:
 
 
 def _inner_shape(tensor: tf.Tensor) -> tuple[int, ...]:
-    """The static shape after the first dimension (rank 0: a one-element vector's)."""
+    """The static shape after the first dimension (a scalar: ())."""
     shape = tensor.shape
     if shape.rank is None or not shape[1:].is_fully_defined():
         raise ValueError(f"A tensor sent to a parameter-server task needs a known rank and "
@@ -91,13 +95,21 @@ def _words(tensor: tf.Tensor) -> tf.Tensor:
     return tf.reshape(words, [-1])
 
 
+def _aligned(words: tf.Tensor) -> list[tf.Tensor]:
+    """Flat `words` followed by zeros up to a whole number of `_ALIGN`-word rows."""
+    return [words, tf.zeros(tf.math.floormod(-tf.size(words), _ALIGN), _WORD)]
+
+
 def pack(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
-    """One int32 packet of `tensors` (each with static dimensions after its first)."""
+    """One int32 packet [rows, _ALIGN] of `tensors` (each with static dimensions after its
+    first): a header of their first dimensions, then each tensor's words, every part starting
+    on a row of its own (`unpack` then slices without copying)."""
     for tensor in tensors:
         _inner_shape(tensor)
     leading = tf.stack([tf.shape(tensor, out_type=tf.int64)[0] if tensor.shape.rank
                         else tf.constant(1, tf.int64) for tensor in tensors])
-    return tf.concat([_words(leading)] + [_words(tensor) for tensor in tensors], axis=0)
+    parts = [part for tensor in [leading, *tensors] for part in _aligned(_words(tensor))]
+    return tf.reshape(tf.concat(parts, axis=0), [-1, _ALIGN])
 
 
 # What `unpack` needs to know of each tensor: its dtype and its shape after the first dimension
@@ -109,22 +121,29 @@ def spec_of(tensor: tf.Tensor) -> Spec:
     return tensor.dtype, (_inner_shape(tensor) if tensor.shape.rank else None)
 
 
+def _rows(words: Any) -> Any:
+    """The packet rows that hold `words` words."""
+    return (words + _ALIGN - 1) // _ALIGN
+
+
 def unpack(packet: tf.Tensor, specs: Sequence[Spec]) -> list[tf.Tensor]:
-    """The tensors `pack` put in `packet`, given each one's `spec_of`."""
+    """The tensors `pack` put in `packet`, given each one's `spec_of`. Every part is a slice of
+    the packet at a multiple of 64 bytes, which TF makes without copying."""
     count = len(specs)
-    leading = tf.bitcast(tf.reshape(packet[:2 * count], [count, 2]), tf.int64)
-    words_per_row = [_WORDS_PER_ELEMENT[dtype] * math.prod(inner or ())
-                     for dtype, inner in specs]
-    sizes = leading * tf.constant(words_per_row, tf.int64)
-    body = packet[2 * count:]
-    parts = [body] if count == 1 else tf.split(body, sizes, num=count)
+    header_rows = _rows(2 * count)
+    header = tf.reshape(packet[:header_rows], [-1])[:2 * count]
+    leading = tf.bitcast(tf.reshape(header, [count, 2]), tf.int64)
+    words = leading * tf.constant([_WORDS_PER_ELEMENT[dtype] * math.prod(inner or ())
+                                   for dtype, inner in specs], tf.int64)
+    parts = tf.split(packet, tf.concat([[header_rows], _rows(words)], axis=0), num=count + 1)
     tensors = []
-    for part, (dtype, inner) in zip(parts, specs):
+    for part, size, (dtype, inner) in zip(parts[1:], tf.unstack(words, num=count), specs):
+        flat = tf.reshape(part, [-1])[:size]
         shape = [] if inner is None else [-1, *inner]
         if dtype == tf.int64:
-            tensors.append(tf.reshape(tf.bitcast(tf.reshape(part, [-1, 2]), tf.int64), shape))
+            tensors.append(tf.reshape(tf.bitcast(tf.reshape(flat, [-1, 2]), tf.int64), shape))
         else:
-            tensors.append(tf.reshape(part if dtype == _WORD else tf.bitcast(part, dtype),
+            tensors.append(tf.reshape(flat if dtype == _WORD else tf.bitcast(flat, dtype),
                                       shape))
     return tensors
 
@@ -151,7 +170,7 @@ class TaskExchange:
         Per device, the inputs not yet sent there in this graph travel in one packet, and the
         outputs of all its calls come back in one.
         """
-        by_device: dict[str, list[int]] = {}
+        by_device: dict[str | None, list[int]] = {}
         for index, call in enumerate(calls):
             by_device.setdefault(call.device, []).append(index)
         results: list[list[tf.Tensor]] = [[] for _ in calls]
@@ -171,7 +190,7 @@ class TaskExchange:
                     results[index] = [next(returned) for _ in results[index]]
         return results
 
-    def _send(self, device: str, values: Sequence[Input]) -> list[tf.Tensor]:
+    def _send(self, device: str | None, values: Sequence[Input]) -> list[tf.Tensor]:
         """`values` as tensors on `device`: the ones not sent there yet in this graph go in one
         packet, unpacked there."""
         memo = self._graphs.setdefault(tf.compat.v1.get_default_graph(), {})
