@@ -10,11 +10,15 @@ ParameterServerStrategy, docs/parameter_server.md):
 
 * **rows** (tables of several blocks, by default): the ids are deduplicated once at enqueue time;
   each block receives its unique ids and returns their rows, which are combined where the step
-  runs; `apply` sends each block its ids' summed gradient rows.
+  runs; the update sends each block its ids' summed gradient rows.
 * **partial** (`partial=True`, and every table of one block): the lookups are grouped by block
   at enqueue time; each block combines its own lookups into partial activations [R, dim], summed
-  in block order where the step runs; `apply` sends each block its lookups and the activation
-  gradients, and the fused optimizer sums them per row on the block's task.
+  in block order where the step runs; the update sends each block its lookups and the
+  activation gradients, and the fused optimizer sums them per row on the block's task.
+
+The work on each block is a `task_exchange.DeviceCall` (`block_lookups`, `apply_calls`): run in
+place on the block's device, or under ParameterServerStrategy gathered per PS task into one
+packet each way.
 """
 
 import dataclasses
