@@ -33,14 +33,16 @@ def worker_dataset(steps: list, targets: list, kind: str, start: int,
 
 def embedding_for(strategy: tf.distribute.Strategy, case: str,
                   counter: tf.Variable | None = None) -> tf_embedding.TPUEmbedding:
-    """`case`'s TPUEmbedding (optimizer:kind:partition:steps), created under `strategy`; its
-    learning rate decays with `counter`, if given."""
-    optimizer_name, _, partition, _ = case.split(":")
+    """`case`'s TPUEmbedding (optimizer:kind:partition:steps, with ":pipelined" rows looked up
+    at enqueue time), created under `strategy`; its learning rate decays with `counter`, if
+    given."""
+    optimizer_name, _, partition, _, *pipelined = case.split(":")
     learning_rate = (LEARNING_RATE if counter is None
                      else lambda: LEARNING_RATE / (1.0 + counter))
     with strategy.scope():
         return tf_embedding.TPUEmbedding(feature_config(), OPTIMIZERS[optimizer_name](
-            learning_rate), partition_strategy=partition)
+            learning_rate), partition_strategy=partition,
+            pipeline_execution_with_tensor_core=pipelined == ["pipelined"])
 
 
 def bad_id_edit(rank: int, step: int, size: int) -> Callable[[list], None]:
@@ -58,7 +60,7 @@ def train(strategy: tf.distribute.Strategy, case: str, rank: int = 0, size: int 
     """Trains `case` (optimizer:kind:partition:steps) with this worker's slice of each global
     batch; returns the embedding and this worker's activations of every step (numpy dicts), or
     for a step that failed, its error. `edit_steps(steps)` may change the samples first."""
-    _, kind, _, num_steps = case.split(":")
+    _, kind, _, num_steps, *_ = case.split(":")
     num_steps = int(num_steps)
     counter = tf.Variable(0.0)  # outside the scope: a plain variable on every worker
     embedding = embedding_for(strategy, case, counter)

@@ -2,7 +2,8 @@
 the same global batch split over 2 (4: slow tier) workers gives every worker's activations and
 every table and slot after K steps bit-identical to one process running the global batch, for
 every optimizer, sparse / ragged / mixed inputs with weights, every combiner, sequence features,
-a table shared by features, a table with fewer rows than workers, 'div' and 'mod'."""
+a table shared by features, a table with fewer rows than workers, 'div' and 'mod', rows looked
+up at enqueue time (pipelining)."""
 
 import numpy as np
 import pytest
@@ -22,7 +23,8 @@ def cases_for(num_workers: int) -> list[str]:
     """Every optimizer, each input kind twice over the optimizers, both partition strategies."""
     return [f"{name}:{KINDS[index % len(KINDS)]}:{('div', 'mod')[index % 2]}:{STEPS}"
             for index, name in enumerate(OPTIMIZERS)] + (
-        [f"adagrad:{kind}:div:{STEPS}" for kind in KINDS[1:]] if num_workers == 2 else [])
+        [f"adagrad:{kind}:div:{STEPS}" for kind in KINDS[1:]]
+        + [f"adam:sparse:mod:{STEPS}:pipelined"] if num_workers == 2 else [])
 
 
 def one_process(case: str) -> tuple[dict[str, np.ndarray], list[dict[str, np.ndarray]]]:
