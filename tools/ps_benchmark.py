@@ -19,8 +19,11 @@ on the workers' links (headers included), per worker step, and every task's own 
 listed; "model ms" is the step time of the traffic model (tools/netlab/model.py) for the rate,
 given the unshaped step time.
 
-This script re-runs itself as the chief (`--role chief`) and as the one-process run
-(`--role one-process`); bytes per step do not depend on the machine.
+On loopback the chief also runs the same step in its own process (the tables on its CPU), and
+times it in windows that alternate with the cluster's (`--repeats`): "x one process" is the
+median of the paired windows' ratios, so that both sides of each ratio saw the same load of a
+shared machine. This script re-runs itself as the chief (`--role chief`); bytes per step do not
+depend on the machine.
 """
 
 import argparse
@@ -53,6 +56,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=1024)
     parser.add_argument("--ids-per-sample", type=int, default=20)
     parser.add_argument("--steps", type=int, default=20, help="timed steps (all workers)")
+    parser.add_argument("--steps-per-function", type=int, nargs="+", default=[1],
+                        help="training steps per scheduled function (one process: per call); "
+                             "each count is timed")
+    parser.add_argument("--task-threads", type=int, default=0,
+                        help="on loopback: intra-op threads of every ps and worker task "
+                             "(default: python -m tf_embedding.server's, cores / tasks)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--lab", action="store_true",
                         help="run each cluster in the network lab (root, Linux: tools/netlab)")
@@ -62,7 +71,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="with --lab: delay per link and direction, ms (needs netem)")
     parser.add_argument("--timeout", type=float, default=3600.0,
                         help="seconds the whole run may take; then it stops and cleans up")
-    parser.add_argument("--role", choices=["driver", "chief", "one-process"], default="driver",
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="on loopback: timed windows of each cluster row, each paired with "
+                             "a window of the one-process step; the medians are printed")
+    parser.add_argument("--role", choices=["driver", "chief"], default="driver",
                         help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -123,25 +135,29 @@ def make_dataset(args: argparse.Namespace, features: dict[str, Any]) -> Any:
     return tf.data.Dataset.range(2**62).map(batch).prefetch(2)
 
 
-def make_step(embedding: Any, strategy: Any) -> Any:
-    """The training step (a tf.function of an iterator): enqueue, dequeue, apply_gradients."""
+def make_step(embedding: Any, strategy: Any, steps_per_function: int) -> Any:
+    """`steps_per_function` training steps (enqueue, dequeue, apply_gradients) one after the
+    other in one tf.function of an iterator, unrolled: a loop op in a function whose ops span
+    tasks would add its own messages per iteration."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+    def replica_step():
+        with tf.GradientTape() as tape:
+            activations = embedding.dequeue()
+            tape.watch(activations)
+            loss = tf.add_n([tf.reduce_sum(a * a) for a in activations.values()])
+        embedding.apply_gradients(tape.gradient(loss, activations))
+        return loss
+
     @tf.function
-    def step(iterator):
-        embedding.enqueue(next(iterator), training=True)
+    def steps(iterator):
+        losses = []
+        for _ in range(steps_per_function):
+            embedding.enqueue(next(iterator), training=True)
+            losses.append(strategy.run(replica_step))
+        return losses
 
-        def replica_step():
-            with tf.GradientTape() as tape:
-                activations = embedding.dequeue()
-                tape.watch(activations)
-                loss = tf.add_n([tf.reduce_sum(a * a) for a in activations.values()])
-            embedding.apply_gradients(tape.gradient(loss, activations))
-            return loss
-
-        return strategy.run(replica_step)
-
-    return step
+    return steps
 
 
 def chief_counters() -> tuple[Callable[[], Counters | None], Any]:
@@ -157,19 +173,23 @@ def chief_counters() -> tuple[Callable[[], Counters | None], Any]:
 
 
 def timed_steps(args: argparse.Namespace, coordinator: Any, step: Any, iterator: Any,
-                counters: Callable[[], Counters | None]) -> dict[str, Any]:
-    """Samples/s, the step time of one worker and the bytes per worker step of `args.steps`
-    steps spread over the workers."""
+                counters: Callable[[], Counters | None], steps_per_function: int
+                ) -> dict[str, Any]:
+    """Samples/s, the step time of one worker and the bytes per worker step of about
+    `args.steps` steps (whole functions of `steps_per_function`) spread over the workers."""
+    functions = max(1, args.steps // steps_per_function)
+    num_steps = functions * steps_per_function
     before, start = counters(), time.perf_counter()
-    for _ in range(args.steps):
+    for _ in range(functions):
         coordinator.schedule(step, args=(iterator,))
     coordinator.join()
     seconds, after = time.perf_counter() - start, counters()
     workers = len(json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"])
-    result = {"workers": workers, "samples_per_second": args.steps * args.batch / seconds,
-              "step_ms": 1e3 * seconds * workers / args.steps}
+    result = {"workers": workers, "steps_per_function": steps_per_function,
+              "samples_per_second": num_steps * args.batch / seconds,
+              "step_ms": 1e3 * seconds * workers / num_steps}
     if before and after:
-        per_step = {task: [(after[task][i] - before[task][i]) / args.steps / 1e6 for i in (0, 1)]
+        per_step = {task: [(after[task][i] - before[task][i]) / num_steps / 1e6 for i in (0, 1)]
                     for task in after}
         result["down_mb"] = sum(sent for task, (sent, _) in per_step.items()
                                 if task.startswith("worker"))
@@ -179,49 +199,86 @@ def timed_steps(args: argparse.Namespace, coordinator: Any, step: Any, iterator:
     return result
 
 
+class OneProcess:
+    """The same step in the chief's own process (tables on its CPU, outside the cluster's
+    strategy), timed in windows that alternate with the cluster's, so that both see the same
+    load of a shared machine."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self._embedding, features = make_embedding(args)
+        self._iterator = iter(make_dataset(args, features))
+        self._steps: dict[int, Any] = {}
+
+    def samples_per_second(self, steps_per_function: int) -> float:
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        args = self._args
+        if steps_per_function not in self._steps:
+            self._steps[steps_per_function] = make_step(
+                self._embedding, tf.distribute.get_strategy(), steps_per_function)
+            for _ in range(max(1, args.warmup // steps_per_function)):
+                self._steps[steps_per_function](self._iterator)
+        step = self._steps[steps_per_function]
+        functions = max(1, args.steps // steps_per_function)
+        start = time.perf_counter()
+        for _ in range(functions):
+            losses = step(self._iterator)
+        losses[-1].numpy()
+        return functions * steps_per_function * args.batch / (time.perf_counter() - start)
+
+
+def paired_windows(args: argparse.Namespace, one_process: OneProcess,
+                   cluster_window: Callable[[], dict[str, Any]], steps_per_function: int
+                   ) -> dict[str, Any]:
+    """`args.repeats` windows of the one-process step and the cluster's, alternating: the
+    cluster's median window, with the one-process median and the median of the windows'
+    ratios."""
+    windows = []
+    for _ in range(args.repeats):
+        alone = one_process.samples_per_second(steps_per_function)
+        windows.append((cluster_window(), alone))
+    ratios = sorted(result["samples_per_second"] / alone for result, alone in windows)
+    windows.sort(key=lambda window: window[0]["samples_per_second"])
+    median = windows[len(windows) // 2]
+    return {**median[0], "one_process": sorted(alone for _, alone in windows)[len(windows) // 2],
+            "ratio": ratios[len(ratios) // 2], "ratios": ratios}
+
+
 def run_chief(args: argparse.Namespace) -> None:
-    """Times each traffic on the cluster of TF_CONFIG: unshaped, then (in the lab) at each rate."""
+    """Times each traffic on the cluster of TF_CONFIG: on loopback paired with the same step in
+    this process; in the lab unshaped, then at each rate."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     counters, network = chief_counters()
     strategy = tf.distribute.ParameterServerStrategy(
         tf.distribute.cluster_resolver.TFConfigClusterResolver())
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     num_ps = len(json.loads(os.environ["TF_CONFIG"])["cluster"]["ps"])
+    one_process = None if network else OneProcess(args)
     for traffic in args.traffic:
         with strategy.scope():
             embedding, features = make_embedding(
                 args, traffic={f"table_{i}": traffic for i in range(args.tables)})
         iterator = iter(coordinator.create_per_worker_dataset(
             lambda features=features: make_dataset(args, features)))
-        step = make_step(embedding, strategy)
-        for _ in range(args.warmup):
-            coordinator.schedule(step, args=(iterator,))
-        coordinator.join()
-        for rate in [None, *args.rates] if network else [None]:
+        for steps_per_function in args.steps_per_function:
+            step = make_step(embedding, strategy, steps_per_function)
+            for _ in range(max(1, args.warmup // steps_per_function)):
+                coordinator.schedule(step, args=(iterator,))
+            coordinator.join()
+
+            def window(step=step, steps_per_function=steps_per_function):
+                return timed_steps(args, coordinator, step, iterator, counters,
+                                   steps_per_function)
+
+            for rate in [None, *args.rates] if network else [None]:
+                if network:
+                    network.shape(rate, args.delay if rate else 0.0)
+                measured = (window() if one_process is None else
+                            paired_windows(args, one_process, window, steps_per_function))
+                print(RESULT + json.dumps({"ps": num_ps, "traffic": traffic, "rate": rate,
+                                           **measured}), flush=True)
             if network:
-                network.shape(rate, args.delay if rate else 0.0)
-            result = {"ps": num_ps, "traffic": traffic, "rate": rate,
-                      **timed_steps(args, coordinator, step, iterator, counters)}
-            print(RESULT + json.dumps(result), flush=True)
-        if network:
-            network.shape(None)
-
-
-def run_one_process(args: argparse.Namespace) -> None:
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    embedding, features = make_embedding(args)
-    iterator = iter(make_dataset(args, features))
-    step = make_step(embedding, tf.distribute.get_strategy())
-    for _ in range(args.warmup):
-        step(iterator)
-    start = time.perf_counter()
-    for _ in range(args.steps):
-        loss = step(iterator)
-    loss.numpy()
-    seconds = time.perf_counter() - start
-    print(RESULT + json.dumps({"ps": 0, "traffic": "-", "rate": None,
-                               "samples_per_second": args.steps * args.batch / seconds,
-                               "step_ms": 1e3 * seconds / args.steps}), flush=True)
+                network.shape(None)
 
 
 def results_of(command: list[str], environ: dict[str, str], timeout: float) -> list[dict]:
@@ -241,7 +298,10 @@ def chief_of(args: argparse.Namespace, chief: list[str], num_ps: int, workers: i
     from tf_embedding import local_cluster  # pylint: disable=import-outside-toplevel
     from netlab import cluster  # pylint: disable=import-outside-toplevel
     if not args.lab:
-        with local_cluster.loopback_cluster(num_ps=num_ps, num_workers=workers) as spec:
+        threads = ("--intra-op-threads", str(args.task_threads)) if args.task_threads else ()
+        with local_cluster.loopback_cluster(
+                num_ps=num_ps, num_workers=workers,
+                command=lambda *_: (*local_cluster.SERVER, *threads)) as spec:
             yield [sys.executable, *chief], {"TF_CONFIG": local_cluster.tf_config(spec, "chief", 0)}
         return
     with cluster.lab_cluster(num_ps, workers) as (network, spec):
@@ -254,9 +314,7 @@ def drive(args: argparse.Namespace, argv: list[str]) -> None:
     from netlab import cluster  # pylint: disable=import-outside-toplevel
     script = [os.path.abspath(__file__), *argv]
     with cluster.bounded(args.timeout):
-        # The one-process step is the loopback table's reference; the lab's is the unshaped row.
-        results = [] if args.lab else results_of(
-            [sys.executable, *script, "--role", "one-process"], {}, args.timeout)
+        results = []
         for num_ps in args.num_ps:
             for workers in args.workers:
                 with chief_of(args, script + ["--role", "chief"], num_ps, workers) as (
@@ -275,27 +333,32 @@ def print_results(args: argparse.Namespace, results: list[dict]) -> None:
           f"{args.steps} timed steps, " + (f"lab links, delay {args.delay} ms" if args.lab
                                            else "loopback"))
     print("| PS tasks | traffic | samples/s | down MB/step | up MB/step | formula down / up | "
-          "workers | Mbit/s | step ms | model ms | measured / model |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    compute = {(r["ps"], r["workers"], r["traffic"]): r["step_ms"] for r in results
-               if r["ps"] and r["rate"] is None}
+          "workers | Mbit/s | step ms | model ms | measured / model | steps/function | "
+          "x one process |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    compute = {(r["ps"], r["workers"], r["traffic"], r["steps_per_function"]): r["step_ms"]
+               for r in results if r["rate"] is None}
+    for steps in args.steps_per_function:
+        alone = sorted(r["one_process"] for r in results
+                       if "one_process" in r and r["steps_per_function"] == steps)
+        if alone:
+            print(f"| one process | - | {alone[len(alone) // 2]:,.0f} | | | | | | "
+                  f"{1e3 * args.batch / alone[len(alone) // 2]:.1f} | | | {steps} | 1.00 |")
     for result in results:
-        if result["ps"] == 0:
-            print(f"| one process | - | {result['samples_per_second']:,.0f} | | | | | | "
-                  f"{result['step_ms']:.0f} | | |")
-            continue
+        steps = result["steps_per_function"]
+        ratio = f"{result['ratio']:.2f}" if "ratio" in result else ""
         down, up = model.step_bytes(workload, result["traffic"], result["ps"])
         predicted = ""
         if result["rate"]:
             predicted = 1e3 * model.step_seconds(
                 down, up, result["rate"], result["ps"], result["workers"], 4e-3 * args.delay,
-                1e-3 * compute[result["ps"], result["workers"], result["traffic"]])
+                1e-3 * compute[result["ps"], result["workers"], result["traffic"], steps])
         print(f"| {result['ps']} | {result['traffic']} | {result['samples_per_second']:,.0f} | "
               f"{result.get('down_mb', float('nan')):.2f} | "
               f"{result.get('up_mb', float('nan')):.2f} | {down / 1e6:.2f} / {up / 1e6:.2f} | "
-              f"{result['workers']} | {result['rate'] or '-'} | {result['step_ms']:.0f} | "
+              f"{result['workers']} | {result['rate'] or '-'} | {result['step_ms']:.1f} | "
               + (f"{predicted:.0f} | {result['step_ms'] / predicted:.2f} |" if predicted
-                 else "| |"))
+                 else "| |") + f" {steps} | {ratio} |")
     for result in results:
         if "tasks_mb" in result and result["rate"]:
             print(f"bytes per worker step, sent / received MB, {result['ps']} ps, "
@@ -309,8 +372,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.role == "chief":
         run_chief(args)
-    elif args.role == "one-process":
-        run_one_process(args)
     else:
         drive(args, argv)
 

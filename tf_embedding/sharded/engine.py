@@ -21,6 +21,7 @@ from tf_embedding import ops
 from tf_embedding.sharded import handoff
 from tf_embedding.sharded import queues
 from tf_embedding.sharded import table_state
+from tf_embedding.sharded import task_exchange
 from tf_embedding.sharded.multi_worker import gradient_exchange
 from tf_embedding.sharded.multi_worker import id_check
 from tf_embedding.sharded.multi_worker import row_exchange
@@ -80,6 +81,9 @@ class Engine:
         self._parameter_servers = parameter_servers
         self._profiler = profiler
         self.workers = workers
+        # Under ParameterServerStrategy a step's tensors for each PS task travel in one packet
+        # per direction (task_exchange).
+        self._exchange = task_exchange.TaskExchange() if parameter_servers else None
 
     def output_shapes(self) -> Sequence[tf.TensorShape]:
         """Every flattened feature's output shape (without `dim`), as known now."""
@@ -165,8 +169,14 @@ class Engine:
         batch's unique rows, if it was looked up at enqueue time)."""
         if rows is None and self.workers is not None:
             rows = self._gather_rows(batches)
-        return [state.lookup(batch, None if rows is None else rows[index])
-                for index, (state, batch) in enumerate(zip(self.tables, batches))]
+        if rows is not None or self._exchange is None:
+            return [state.lookup(batch, None if rows is None else rows[index])
+                    for index, (state, batch) in enumerate(zip(self.tables, batches))]
+        calls = [state.block_lookups(batch, self._exchange)
+                 for state, batch in zip(self.tables, batches)]
+        results = iter(self._exchange.run([call for table in calls for call in table]))
+        return [state.combine_lookups(batch, [next(results)[0] for _ in table_calls])
+                for state, batch, table_calls in zip(self.tables, batches, calls)]
 
     def looks_up_features_directly(self) -> bool:
         """Whether `lookup_features` may look this replica's batch up: no parameter-server
@@ -229,7 +239,8 @@ class Engine:
                                               activation_gradients,
                                               table_state.learning_rates(self.tables))
             return
-        updates = [state.block_updates(batch, gradient)
+        updates = [state.block_updates(batch, gradient, self._exchange)
                    for state, batch, gradient in zip(self.tables, batches, activation_gradients)]
         tf.distribute.get_replica_context().merge_call(
-            table_state.apply_updates, args=(self.tables, len(self.replica_devices), updates))
+            table_state.apply_updates,
+            args=(self.tables, len(self.replica_devices), updates, self._exchange))

@@ -226,8 +226,13 @@ class ShardLayout:
         # Iterating a ShardedVariable yields its blocks (`.variables` does not, inside a save).
         for (local_ids, _), block, device in zip(self.split(sorted_ids), variable, self.devices):
             with tf.device(device):
-                count = tf.size(local_ids, out_type=tf.int64)
-                parts.append(ops.embedding_lookup(
-                    block, tf.range(count + 1), local_ids, tf.ones([count], tf.float32),
-                    table_name=table_name))
+                parts.append(self.gather_block(block, local_ids, table_name))
         return parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
+
+    @staticmethod
+    def gather_block(block: tf.Variable, local_ids: tf.Tensor, table_name: str) -> tf.Tensor:
+        """The rows `local_ids` of one block, read in place by the fused lookup (one lookup per
+        output row), on the current device."""
+        count = tf.size(local_ids, out_type=tf.int64)
+        return ops.embedding_lookup(block, tf.range(count + 1), local_ids,
+                                    tf.ones([count], tf.float32), table_name=table_name)

@@ -10,11 +10,15 @@ ParameterServerStrategy, docs/parameter_server.md):
 
 * **rows** (tables of several blocks, by default): the ids are deduplicated once at enqueue time;
   each block receives its unique ids and returns their rows, which are combined where the step
-  runs; `apply` sends each block its ids' summed gradient rows.
+  runs; the update sends each block its ids' summed gradient rows.
 * **partial** (`partial=True`, and every table of one block): the lookups are grouped by block
   at enqueue time; each block combines its own lookups into partial activations [R, dim], summed
-  in block order where the step runs; `apply` sends each block its lookups and the activation
-  gradients, and the fused optimizer sums them per row on the block's task.
+  in block order where the step runs; the update sends each block its lookups and the
+  activation gradients, and the fused optimizer sums them per row on the block's task.
+
+The work on each block is a `task_exchange.DeviceCall` (`block_lookups`, `apply_calls`): run in
+place on the block's device, or under ParameterServerStrategy gathered per PS task into one
+packet each way.
 """
 
 import dataclasses
@@ -26,6 +30,7 @@ import tensorflow as tf
 from tf_embedding.feature_inputs.feature_input import FeatureInput
 from tf_embedding import ops
 from tf_embedding.sharded import queues
+from tf_embedding.sharded import task_exchange
 from tf_embedding.sharded.layout import ShardLayout
 
 # Per block: (block-local unique ids ascending, their summed gradient rows).
@@ -144,32 +149,83 @@ class TableState:
 
     def lookup(self, batch: queues.TableBatch, rows: tf.Tensor | None) -> tf.Tensor:
         """One replica's [R, dim] activations (`rows`: the batch's unique rows, if pipelined)."""
+        if rows is not None:
+            return self.combine_rows(batch, rows)
+        return self.combine_lookups(batch, [outputs[0] for outputs in task_exchange.run_in_place(
+            self.block_lookups(batch))])
+
+    @property
+    def _blocks_combine_lookups(self) -> bool:
+        """Whether each block combines its own lookups into partial activations (the partial
+        mode without quantization), rather than returning rows to combine here.
+
+        (A partial table of several blocks has neither rows nor quantization: TPUEmbedding
+        rejects those combinations.)"""
+        return self.combines_on_owner and self.config.quantization_config is None
+
+    def block_lookups(self, batch: queues.TableBatch,
+                      exchange: task_exchange.TaskExchange | None = None
+                      ) -> list[task_exchange.DeviceCall]:
+        """Per block, the work of a lookup on its device, returning the block's [R, dim] partial
+        activations (partial mode) or the rows of its unique ids; `combine_lookups` makes the
+        activations from them. `exchange`: where the step's block batches are remembered."""
+        blocks = list(self.variables["parameters"])
+        if self._blocks_combine_lookups:
+            return [task_exchange.DeviceCall(
+                        device, [row_splits, self._wire_ids(ids, index), gains],
+                        functools.partial(self._lookup_block, block))
+                    for index, ((row_splits, ids, gains), block, device) in enumerate(zip(
+                        self._block_batches(batch, exchange), blocks, self.layout.devices))]
+        return [task_exchange.DeviceCall(device, [self._wire_ids(local_ids, index)],
+                                         functools.partial(self._gather_block, block))
+                for index, ((local_ids, _), block, device) in enumerate(zip(
+                    self.layout.split(batch.unique_ids), blocks, self.layout.devices))]
+
+    def _lookup_block(self, block: tf.Variable, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
+        """A block's fused lookup reads it in place and combines its own lookups."""
+        row_splits, ids, gains = inputs
+        return [ops.embedding_lookup(block, row_splits, ids, gains, table_name=self.name)]
+
+    def _gather_block(self, block: tf.Variable, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
+        (local_ids,) = inputs
+        return [ShardLayout.gather_block(block, local_ids, self.name)]
+
+    def _wire_ids(self, local_ids: tf.Tensor, block: int) -> task_exchange.Input:
+        """Block `block`'s local ids as they travel: int32 if the block has fewer than 2^31
+        rows (the ids were checked against the vocabulary when converted)."""
+        return task_exchange.Narrow(local_ids) if self.layout.rows[block] <= 2**31 else local_ids
+
+    def combine_lookups(self, batch: queues.TableBatch,
+                        block_results: list[tf.Tensor]) -> tf.Tensor:
+        """The [R, dim] activations from each block's `block_lookups` result: partial
+        activations summed in block order (a fixed order, so the result does not depend on where
+        the blocks are), or rows combined here."""
+        if self._blocks_combine_lookups:
+            return functools.reduce(tf.add, block_results)
+        return self.combine_rows(
+            batch, block_results[0] if len(block_results) == 1 else tf.concat(block_results, 0))
+
+    def combine_rows(self, batch: queues.TableBatch, rows: tf.Tensor) -> tf.Tensor:
+        """The [R, dim] activations from the rows of the batch's unique ids (quantized first if
+        the table says so)."""
         quantization = self.config.quantization_config
-        if rows is None and quantization is None and self.combines_on_owner:
-            return self._partial_lookup(batch)
-        # (A partial table of several blocks has neither rows nor quantization: TPUEmbedding
-        # rejects those combinations.)
-        if rows is None:
-            rows = self.gather(batch.unique_ids)
         if quantization is not None:
             rows = quantization.quantize(rows)
         return ops.embedding_lookup_dense(rows, batch.row_splits, batch.inverse_or_identity(),
                                           batch.gains, table_name=self.name)
 
-    def _partial_lookup(self, batch: queues.TableBatch) -> tf.Tensor:
-        """Each block's fused lookup reads it in place and combines its own lookups, on its
-        device; the [R, dim] partial activations are summed here in block order (a fixed order,
-        so the result does not depend on where the blocks are)."""
-        parts = []
-        for (row_splits, ids, gains), block, device in zip(
-                self._block_batches(batch), self.variables["parameters"], self.layout.devices):
-            with tf.device(device):
-                parts.append(ops.embedding_lookup(block, row_splits, ids, gains,
-                                                  table_name=self.name))
-        return functools.reduce(tf.add, parts)
+    def _block_batches(self, batch: queues.TableBatch,
+                       exchange: task_exchange.TaskExchange | None = None
+                       ) -> list[tuple[tf.Tensor, ...]]:
+        """Per block, its lookups' CSR batch; made once per traced graph with `exchange`, so that
+        the update finds the tensors the lookup sent."""
+        def make() -> list[tuple[tf.Tensor, ...]]:
+            return self.layout.block_batches(batch.row_splits, batch.unique_ids, batch.gains)
 
-    def _block_batches(self, batch: queues.TableBatch) -> list[tuple[tf.Tensor, ...]]:
-        return self.layout.block_batches(batch.row_splits, batch.unique_ids, batch.gains)
+        if exchange is None:
+            return make()
+        return exchange.cached(("block batches", self.name, batch.row_splits.ref(),
+                                batch.unique_ids.ref(), batch.gains.ref()), make)
 
     def activation_gradients(self, batch: queues.TableBatch,
                              flat_gradients: Sequence[tf.Tensor | None]) -> tf.Tensor:
@@ -181,18 +237,18 @@ class TableState:
             else tf.reshape(tf.cast(flat_gradients[index], tf.float32), [-1, dim])
             for index, count in zip(self.feature_indices, counts)], axis=0)
 
-    def block_updates(self, batch: queues.TableBatch,
-                      activation_gradients: tf.Tensor) -> list[Any]:
+    def block_updates(self, batch: queues.TableBatch, activation_gradients: tf.Tensor,
+                      exchange: task_exchange.TaskExchange | None = None) -> list[Any]:
         """This replica's share of the update of each block.
 
         Partial mode (and one block): per block, its lookups' CSR batch with the activation
         gradients (`ops.GradientBatch`), which the fused optimizer sums per row itself. Rows
         mode: per block, the block-local unique ids and their summed gradient rows
-        (`BlockUpdate`), reduced once here.
+        (`BlockUpdate`), reduced once here. `exchange`: as `block_lookups`.
         """
         if self.combines_on_owner:
             return [(row_splits, ids, gains, activation_gradients)
-                    for row_splits, ids, gains in self._block_batches(batch)]
+                    for row_splits, ids, gains in self._block_batches(batch, exchange)]
         positions, values = ops.embedding_gradient(
             [(batch.row_splits, batch.inverse, batch.gains, activation_gradients)],
             table_name=self.name)
@@ -200,20 +256,35 @@ class TableState:
         return [(local_ids, rows[0])
                 for local_ids, rows in self.layout.split(touched_ids, values)]
 
-    def apply(self, replica_updates: Sequence[Sequence[Any]], learning_rate: tf.Tensor) -> None:
-        """Updates every block once, on its device, with all replicas' updates of that block.
+    def apply_calls(self, replica_updates: Sequence[Sequence[Any]],
+                    learning_rate: tf.Tensor) -> list[task_exchange.DeviceCall]:
+        """Per block, the update of it on its device with all replicas' updates of that block.
 
         `replica_updates[r][b]` is replica r's `block_updates(...)[b]`.
         """
+        ids_position = 1 if self.combines_on_owner else 0  # in a block update (block_updates)
+        return [task_exchange.DeviceCall(
+                    device,
+                    [self._wire_ids(tensor, block) if position == ids_position else tensor
+                     for per_replica in replica_updates
+                     for position, tensor in enumerate(per_replica[block])]
+                    + [tf.cast(learning_rate, tf.float32)],
+                    functools.partial(self._apply_block, block, len(replica_updates)))
+                for block, device in enumerate(self.layout.devices)]
+
+    def _apply_block(self, block: int, num_replicas: int,
+                     inputs: list[tf.Tensor]) -> list[tf.Tensor]:
+        """The fused optimizer on block `block`, from `apply_calls`' inputs."""
+        *flat_updates, learning_rate = inputs
+        size = len(flat_updates) // num_replicas
+        updates = [tuple(flat_updates[replica * size:(replica + 1) * size])
+                   for replica in range(num_replicas)]
         optimizer = self.config.optimizer
-        blocks = {slot: list(variable) for slot, variable in self.variables.items()}
-        for block, device in enumerate(self.layout.devices):
-            updates = [per_replica[block] for per_replica in replica_updates]
-            slots = {slot: blocks[slot][block] for slot in optimizer.slot_names()}
-            apply = ops.sparse_apply if self.combines_on_owner else ops.sparse_apply_rows
-            with tf.device(device):
-                apply(optimizer, blocks["parameters"][block], slots, updates, learning_rate,
-                      table_name=self.name)
+        slots = {slot: list(self.variables[slot])[block] for slot in optimizer.slot_names()}
+        apply = ops.sparse_apply if self.combines_on_owner else ops.sparse_apply_rows
+        apply(optimizer, list(self.variables["parameters"])[block], slots, updates,
+              learning_rate, table_name=self.name)
+        return []
 
 
 def lookup_features(tables: Sequence[TableState],
@@ -239,16 +310,23 @@ def lookup_features(tables: Sequence[TableState],
 
 
 def apply_updates(strategy: tf.distribute.Strategy, tables: Sequence[TableState],
-                  num_replicas: int, updates: list[list[Any]]) -> None:
+                  num_replicas: int, updates: list[list[Any]],
+                  exchange: task_exchange.TaskExchange | None) -> None:
     """`apply_gradients`' merge_call body: every block of `tables` is updated once, on its
-    device, with all replicas' updates of it (`TableState.block_updates`, per table)."""
+    device, with all replicas' updates of it (`TableState.block_updates`, per table); through
+    `exchange` (one packet per parameter-server task) if given."""
+    calls = []
     for state, block_updates, learning_rate in zip(tables, updates, learning_rates(tables)):
         # Per replica, in replica order: its update of each block.
         replica_updates = [
             [tuple(strategy.experimental_local_results(part)[replica] for part in update)
              for update in block_updates]
             for replica in range(num_replicas)]
-        state.apply(replica_updates, learning_rate)
+        calls += state.apply_calls(replica_updates, learning_rate)
+    if exchange is None:
+        task_exchange.run_in_place(calls)
+    else:
+        exchange.run(calls)
 
 
 def learning_rates(tables: Sequence[TableState]) -> list[tf.Tensor]:

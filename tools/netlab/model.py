@@ -39,11 +39,12 @@ def step_bytes(workload: Workload, traffic: str, num_ps: int) -> tuple[float, fl
     """(down, up) payload bytes of one worker step: worker -> PS tasks, PS tasks -> worker."""
     row = 4 * workload.dim
     rows, lookups = workload.batch, workload.batch * workload.ids_per_sample
+    # Ids travel as int32 block-local ids, row offsets as int64 (sharded/task_exchange.py).
     if traffic == "rows" and num_ps > 1:
         unique = workload.unique_ids()
-        down, up = unique * (8 + 8 + row), unique * row
+        down, up = unique * (4 + 4 + row), unique * row
     else:  # partial, and every table of one block
-        down = num_ps * 8 * (rows + 1) + 12 * lookups + num_ps * rows * row
+        down = num_ps * 8 * (rows + 1) + 8 * lookups + num_ps * rows * row
         up = num_ps * rows * row
     return workload.tables * down, workload.tables * up
 
