@@ -87,12 +87,12 @@ def run_step(args: argparse.Namespace, strategy: Any, rank: int, workers: int) -
         lambda batch: {name: ids[rank * per_worker:(rank + 1) * per_worker]
                        for name, ids in batch.items()})
     iterator = iter(dataset)
-    step = ps_benchmark.make_step(embedding, strategy)
+    step = ps_benchmark.make_step(embedding, strategy, steps_per_function=1)
     for _ in range(args.warmup):
         step(iterator)
     before, start = loopback_bytes(), time.perf_counter()
     for _ in range(args.steps):
-        loss = step(iterator)
+        (loss,) = step(iterator)
     float(strategy.experimental_local_results(loss)[0])
     seconds, sent = time.perf_counter() - start, loopback_bytes() - before
     return {"workers": workers, "samples_per_second": args.steps * args.batch / seconds,
