@@ -7,8 +7,8 @@ and the profiled time split by what it was for.
         [train flags...]
 
 One job (no --variants) runs with the given `train` flags (default: the job's defaults, with
---progress none, a temporary --model-dir, and --stop-at-step three times --checkpoint-every, so
-that it stops with a checkpoint, without evaluation or export). Between its first and second
+--progress none and a temporary --model-dir) until the profile is taken, then stops as Ctrl-C
+stops it (with a checkpoint, without evaluation or export). Between its first and second
 checkpoints (steps --checkpoint-every to twice that, one checkpoint save included, as in the
 job) it is timed: examples/s, and the process's CPU time per example. --start seconds after the
 second checkpoint the profiler records --seconds; the report gives, per training step (the
@@ -37,6 +37,7 @@ import glob
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -59,7 +60,7 @@ CATEGORIES = (
 )
 PARTS = tuple(category for category, _ in CATEGORIES) + ("other", "input pipeline")
 # The tf.functions one training step is a call of: the custom loop's, Keras' model.fit's.
-STEP_FUNCTIONS = ("train_step", "one_step_on_iterator", "one_step_on_data_distributed")
+STEP_FUNCTIONS = ("train_step", "multi_step_on_iterator")
 
 
 def _category(op_name: str) -> str:
@@ -73,7 +74,7 @@ def _watch(logdir: str, model_dir: str, start: float, seconds: float,
            timed: dict[str, float]) -> threading.Thread:
     """In a thread: times the job in `model_dir` from its first checkpoint to its second
     (`timed`: seconds, process CPU seconds), then, `start` seconds later, records `seconds` of
-    TensorFlow's profile."""
+    TensorFlow's profile, then stops the job as Ctrl-C does."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     from tf_embedding.job.options import checkpoint_dir  # pylint: disable=import-outside-toplevel
 
@@ -91,6 +92,7 @@ def _watch(logdir: str, model_dir: str, start: float, seconds: float,
         tf.profiler.experimental.start(logdir)
         time.sleep(seconds)
         tf.profiler.experimental.stop()
+        signal.raise_signal(signal.SIGINT)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -156,13 +158,13 @@ def run_job(args: argparse.Namespace, train_flags: list[str]) -> dict[str, Any]:
         flags = ["--progress", "none", "--model-dir", os.path.join(scratch, "run")] + train_flags
         options = cli.parse(["train", *flags])[1]
         if not options.stop_at_step:
-            flags += ["--steps", str(max(options.steps, 3 * options.checkpoint_every)),
-                      "--stop-at-step", str(3 * options.checkpoint_every)]
+            flags += ["--steps", str(10 ** 9)]  # the profile stops it
         logdir = os.path.join(scratch, "profile")
         timed: dict[str, float] = {}
         thread = _watch(logdir, options.model_dir, args.start, args.seconds, timed)
         status = cli.main(["train", *flags])
-        if status != 0 or thread.is_alive():
+        # 130: stopped by the profile's end, as Ctrl-C stops it.
+        if status not in (0, 130) or thread.is_alive():
             raise RuntimeError("the job ended before the profile did: raise --stop-at-step or "
                                "lower --start")
         examples = options.checkpoint_every * options.batch_size

@@ -105,7 +105,9 @@ class ReplicatedTraining(EmbeddingTraining):
         return self._tables
 
     def apply_gradients(self, gradients: list[Any]) -> None:
-        self.optimizer.apply_gradients(zip(gradients, self._tables))
+        # Under "embedding_...", so that profiles count its Adagrad as the embedding's.
+        with tf.name_scope("embedding_apply_gradients"):
+            self.optimizer.apply_gradients(zip(gradients, self._tables))
 
     def checkpointed(self) -> dict[str, Any]:
         return {"embedding": self.embedding, "embedding_optimizer": self.optimizer}
