@@ -46,10 +46,9 @@ BAD_CONFIGS = [
      "runs `python -m tf_embedding.server`."),
     (local_cluster.tf_config(CLUSTER, "chief", 1), server.ConfigError,
      "task index 1 is not an index of the 1 'chief' task(s)"),
-    (local_cluster.tf_config({"chief": CLUSTER["chief"], "worker": CLUSTER["worker"]}, "chief",
-                             0), ValueError,
-     "TF_CONFIG names a cluster without ps tasks: tf-embedding train trains on a "
-     "parameter-server cluster"),
+    (local_cluster.tf_config({"chief": CLUSTER["chief"]}, "chief", 0), ValueError,
+     "TF_CONFIG names a cluster without worker tasks: tf-embedding train trains on a "
+     "parameter-server cluster (a chief, ps and worker tasks), on a multi-worker one"),
 ]
 
 

@@ -47,8 +47,10 @@ def cluster_processes(address: str) -> list[str]:
     return found
 
 
-# The chief announces its address; its tasks' TF_CONFIG names it.
-CHIEF_LINE = re.compile(r"training as the chief \((127\.0\.0\.1:\d+)\)")
+# The chief (or a multi-worker cluster's worker 0) announces its address; every task's TF_CONFIG
+# names it.
+CHIEF_LINE = re.compile(
+    r"training as (?:the chief|worker 0 of \d+) \((?:worker 0, )?(127\.0\.0\.1:\d+)\)")
 
 
 def tf_config_of(pid: int) -> dict:
@@ -70,11 +72,13 @@ def kill_task(chief_address: str, task_type: str, index: int) -> None:
 
 def run_cluster(args: list[str], interrupt_after: str | None = None,
                 kill_ps_after: str | None = None, kill: str = "ps",
+                kill_index: int | None = None,
                 inspect_after: tuple[str, Callable[[str], None]] | None = None,
                 wrapper: Sequence[str] = ()) -> tuple[int, str]:
     """Runs `tf-embedding cluster` (after the command `wrapper`, if given) to its end, with
     SIGINT once it printed a line starting with `interrupt_after`, or task 1 of `kill` (task 0
-    of "worker") killed once it printed one starting with `kill_ps_after`, or `inspect_after`'s
+    of "worker", or task `kill_index`) killed once it printed one starting with `kill_ps_after`,
+    or `inspect_after`'s
     function called with the output so far once it printed a line starting with its text;
     returns its status and output, after checking that none of its processes is left."""
     # SIGINT at its default disposition, as in a terminal: a script that runs these tests in the
@@ -103,7 +107,7 @@ def run_cluster(args: list[str], interrupt_after: str | None = None,
                 interrupt_after = None
             if kill_ps_after and line.startswith(kill_ps_after):
                 kill_task(CHIEF_LINE.search("".join(lines)).group(1), kill,
-                          int(kill == "ps"))
+                          int(kill == "ps") if kill_index is None else kill_index)
                 kill_ps_after = None
             if inspect_after and line.startswith(inspect_after[0]):
                 inspect_after[1]("".join(lines))

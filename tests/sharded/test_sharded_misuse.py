@@ -103,8 +103,9 @@ def test_unbuilt_object_and_unsupported_strategy():
     with pytest.raises(RuntimeError, match="apply_gradients called on unbuilt TPUEmbedding"):
         emb.apply_gradients({"a": None, "b": None})
     with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
-        with pytest.raises(RuntimeError, match="default strategy, tf.distribute.MirroredStrategy "
-                                               "or tf.distribute.ParameterServerStrategy, but "
+        with pytest.raises(RuntimeError, match="default strategy, tf.distribute.MirroredStrategy, "
+                                               "tf.distribute.MultiWorkerMirroredStrategy or "
+                                               "tf.distribute.ParameterServerStrategy, but "
                                                "was created under OneDeviceStrategy"):
             small_embedding()
 

@@ -139,17 +139,17 @@ def parse(argv: Sequence[str]) -> tuple[str, Any, spec_lib.DataSpec | None]:
 
 def _train(options: options_lib.TrainOptions, spec: spec_lib.DataSpec) -> int:
     from tf_embedding import chief
-    from tf_embedding.job import cluster, training
+    from tf_embedding.job import cluster, multi_worker, training
     execution = cluster.execution_for(options, sys.stdout)
     try:
         result = training.train(options, spec, execution=execution)
-    except cluster.TaskLostError as e:
+    except (cluster.TaskLostError, multi_worker.WorkerLostError) as e:
         print(f"tf-embedding: error: {e}", file=sys.stderr)
         # Exiting normally, TF's eager context would log a line for each function it cannot
         # remove from the lost task (a dozen or more), after the message above.
         chief.exit_chief(1)
     status = _report(result)
-    if isinstance(execution, cluster.ClusterExecution):
+    if isinstance(execution, (cluster.ClusterExecution, multi_worker.MultiWorkerExecution)):
         # After a lost worker, TF's coordinator would hang the exit (tf_embedding.chief).
         chief.exit_chief(status)
     return status

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator, Mapping, TextIO
 import tensorflow as tf
 
 from tf_embedding import server
+from tf_embedding.job import multi_worker
 from tf_embedding.job import training
 from tf_embedding.job.data import common
 from tf_embedding.job.options import TrainOptions, check_cluster_training, checkpoint_dir
@@ -128,16 +129,22 @@ class ClusterExecution(training.Execution):
 
 def execution_for(options: TrainOptions, stream: TextIO,
                   environ: Mapping[str, str] = os.environ) -> training.Execution:
-    """Where `tf-embedding train` runs: this process, or the cluster of TF_CONFIG as its chief.
+    """Where `tf-embedding train` runs: this process; the parameter-server cluster of TF_CONFIG
+    as its chief; or, when that cluster has no ps tasks, as one of its workers
+    (MultiWorkerMirroredStrategy, `multi_worker`).
 
     Raises:
       ValueError: TF_CONFIG is malformed (`server.ConfigError`), names another task than the
-        chief, a cluster without ps or worker tasks, --embedding-api is not sharded, or
-        --jit-compile is given.
+        chief of a parameter-server cluster, a cluster without worker tasks, --embedding-api is
+        not sharded, or --jit-compile is given.
     """
-    task = server.parse_optional_tf_config(environ.get("TF_CONFIG"), CHIEF_RUNNER)
+    text = environ.get("TF_CONFIG")
+    task = server.parse_optional_tf_config(text, multi_worker.WORKER_RUNNER)
     if task is None:
         return training.Execution()
+    if not task.cluster.get("ps"):
+        return _worker_execution(task, options, stream)
+    task = server.parse_optional_tf_config(text, CHIEF_RUNNER)
     missing = [task_type for task_type in ("ps", "worker") if not task.cluster.get(task_type)]
     if missing:
         raise ValueError(
@@ -148,3 +155,20 @@ def execution_for(options: TrainOptions, stream: TextIO,
     stream.write(f"training as the chief ({task.address}) of {len(task.cluster['ps'])} ps and "
                  f"{len(task.cluster['worker'])} worker task(s)\n")
     return ClusterExecution(task, options.model_dir)
+
+
+def _worker_execution(task: server.Task, options: TrainOptions,
+                      stream: TextIO) -> multi_worker.MultiWorkerExecution:
+    """This process as its task of a MultiWorkerMirroredStrategy cluster."""
+    if not task.cluster.get("worker"):
+        raise ValueError(
+            "TF_CONFIG names a cluster without worker tasks: tf-embedding train trains on a "
+            "parameter-server cluster (a chief, ps and worker tasks), on a multi-worker one "
+            "(worker tasks, optionally a chief) or, without TF_CONFIG, in one process.")
+    check_cluster_training(options)
+    execution = multi_worker.MultiWorkerExecution(task, options.model_dir,
+                                                  options.collective_timeout)
+    workers = execution.workers
+    stream.write(f"training as worker {workers.rank} of {workers.size} "
+                 f"({task.task_type} {task.task_index}, {task.address}), synchronously\n")
+    return execution

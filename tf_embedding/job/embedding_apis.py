@@ -61,8 +61,11 @@ class ShardedTraining(EmbeddingTraining):
         self.embedding = EMBEDDING_API.TPUEmbedding(feature_config, embedding_optimizer(options))
         # Batches have no static size (malformed records are dropped from them), so the output
         # shapes come from the batch size, and `dequeue(partial=True)` takes smaller batches.
+        # Each of a multi-worker cluster's N replicas takes at most ceil(B / N) of a batch.
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
         self.embedding.build(per_replica_input_shapes={
-            name: tf.TensorShape([options.batch_size, None]) for name in feature_config})
+            name: tf.TensorShape([-(-options.batch_size // replicas), None])
+            for name in feature_config})
 
     def lookup(self, ids: dict[str, Any], weights: dict[str, Any],
                training: bool) -> dict[str, tf.Tensor]:

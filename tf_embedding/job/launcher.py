@@ -1,4 +1,9 @@
-"""`tf-embedding cluster`: `tf-embedding train` as the chief of a cluster on this machine.
+"""`tf-embedding cluster`: `tf-embedding train` on a cluster on this machine.
+
+With --strategy multi-worker it starts N workers, each `python -m tf_embedding train` with its
+TF_CONFIG (a MultiWorkerMirroredStrategy cluster: `tf_embedding.job.multi_worker`), shows worker
+0's output, and when a worker dies stops the others and starts them all again with --resume
+(`_run_workers`). The rest of this docstring is the parameter-server cluster's (the default).
 
 It starts N ps tasks and 1 worker (`python -m tf_embedding.server` on free ports of 127.0.0.1,
 `tf_embedding.local_cluster`), runs `python -m tf_embedding train` with the train options it was
@@ -113,7 +118,69 @@ def run(options: ClusterOptions, train_argv: Sequence[str], stream: TextIO = sys
     """
     network = _private_network(options.allow_exposed_ports, stream)
     with network or contextlib.nullcontext():
+        if options.strategy == "multi-worker":
+            return _run_workers(options, train_argv, network, stream)
         return _run_clusters(options, train_argv, network, stream)
+
+
+def _run_workers(options: ClusterOptions, train_argv: Sequence[str],
+                 network: PrivateNetwork | None, stream: TextIO) -> int:
+    """`run` for --strategy multi-worker: the workers, and all of them anew after one died."""
+    restarts = _Restarts(options.max_restarts, stream)
+    argv = list(train_argv)
+    while True:
+        _say(stream, f"starting {options.num_workers} workers on 127.0.0.1 "
+                     "(MultiWorkerMirroredStrategy)")
+        cluster = {"worker": [f"127.0.0.1:{port}"
+                              for port in local_cluster.free_ports(options.num_workers)]}
+        workers = [local_cluster.start_process(
+                       [*TRAIN, *argv], {"TF_CONFIG": local_cluster.tf_config(cluster, "worker",
+                                                                              index)},
+                       network, stdout=None if index == 0 else subprocess.DEVNULL)
+                   for index in range(options.num_workers)]
+        statuses, first_failed = _supervise_workers(workers, options.collective_timeout)
+        _say(stream, f"the workers exited with statuses {statuses}")
+        if first_failed is None or statuses[0] in (-signal.SIGINT, -signal.SIGTERM, 130) or (
+                not restarts.take(f"worker {first_failed}")):
+            status = 0 if first_failed is None else statuses[first_failed]
+            return status if status >= 0 else 128 - status
+        if "--resume" not in argv and has_checkpoint(options.model_dir):
+            argv.append("--resume")
+
+
+# Seconds a worker has to exit on its own once another died (its next exchange fails at once
+# when the dead worker's connection drops, else after the collective timeout).
+_WORKER_GRACE = 30.0
+
+
+def _supervise_workers(workers: list[subprocess.Popen],
+                       timeout: float) -> tuple[list[int], int | None]:
+    """Waits for every worker to exit, passing SIGINT and SIGTERM on to all of them; once one
+    has failed, the others get the collective timeout (and a grace) to fail too before they
+    are killed. Returns their exit statuses (negative: the signal that ended it) and the
+    index of the first to fail (None: all succeeded)."""
+    first_failed = None
+    try:
+        with _passed_on(*workers):
+            deadline = None
+            while any(worker.poll() is None for worker in workers):
+                if first_failed is None:
+                    first_failed = next((index for index, worker in enumerate(workers)
+                                         if worker.poll() not in (None, 0)), None)
+                    if first_failed is not None:
+                        deadline = time.monotonic() + (timeout or 0) + _WORKER_GRACE
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+                time.sleep(POLL_SECONDS)
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+            worker.wait()
+    statuses = [worker.returncode for worker in workers]
+    if first_failed is None:
+        first_failed = next((index for index, status in enumerate(statuses) if status), None)
+    return statuses, first_failed
 
 
 def _run_clusters(options: ClusterOptions, train_argv: Sequence[str],
@@ -170,13 +237,15 @@ def _supervise(cluster: dict[str, list[str]],
 
 
 @contextlib.contextmanager
-def _passed_on(process: subprocess.Popen) -> Iterator[None]:
-    """SIGINT and SIGTERM sent to this process go to `process` while in the block, unless this
-    process ignores them (as a job started in the background by a script ignores SIGINT; the
-    chief then inherits that too)."""
+def _passed_on(*processes: subprocess.Popen) -> Iterator[None]:
+    """SIGINT and SIGTERM sent to this process go to `processes` while in the block, unless
+    this process ignores them (as a job started in the background by a script ignores SIGINT;
+    the chief then inherits that too)."""
     def pass_on(signum: int, frame: object) -> None:
         del frame
-        process.send_signal(signum)
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signum)
 
     previous = {signum: signal.signal(signum, pass_on)
                 for signum in (signal.SIGINT, signal.SIGTERM)
@@ -190,14 +259,14 @@ def _passed_on(process: subprocess.Popen) -> Iterator[None]:
 
 # `tf-embedding cluster` options that are its own, not passed on to `train`: with a value, and
 # switches.
-_OWN_OPTIONS = ("--num-ps", "--max-restarts")
+_OWN_OPTIONS = ("--strategy", "--num-ps", "--num-workers", "--max-restarts")
 _OWN_SWITCHES = ("--allow-exposed-ports", "--no-allow-exposed-ports")
 
 
 def train_argv(argv: Sequence[str]) -> list[str]:
     """The train options of `tf-embedding cluster` arguments (after the subcommand): all but
-    --num-ps, --max-restarts and their values and --[no-]allow-exposed-ports, which the cluster
-    subcommand takes in full spelling only."""
+    --strategy, --num-ps, --num-workers, --max-restarts and their values and
+    --[no-]allow-exposed-ports, which the cluster subcommand takes in full spelling only."""
     forwarded: list[str] = []
     skip = False
     for argument in argv:

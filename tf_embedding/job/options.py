@@ -83,11 +83,14 @@ class TrainOptions(DataOptions):
                                       "compiled function, enqueue in its caller as on a TPU; "
                                       "the Keras API's whole model.fit step, its ids padded "
                                       "to powers of two (not replicated, keras-rs, stock)")
+    collective_timeout: float = option(600.0, "on a multi-worker cluster: seconds an exchange "
+                                              "waits for the other workers before the run "
+                                              "stops, naming the lost one (0: forever)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _at_least(self, steps=1, embedding_dim=1, checkpoint_every=1, keep_checkpoints=1,
-                  eval_examples=0, stop_at_step=0)
+                  eval_examples=0, stop_at_step=0, collective_timeout=0)
         mlp_sizes(self.bottom_mlp)
         mlp_sizes(self.top_mlp)
         if self.jit_compile and self.embedding_api in _NOT_COMPILED:
@@ -109,7 +112,15 @@ _NOT_COMPILED = {
 
 @dataclasses.dataclass
 class ClusterOptions(TrainOptions):
+    strategy: str = option("parameter-server", "the cluster's strategy: ps tasks holding the "
+                                               "tables, trained asynchronously by a worker "
+                                               "(ParameterServerStrategy), or workers holding "
+                                               "a block of each table each, trained "
+                                               "synchronously (MultiWorkerMirroredStrategy)",
+                           ("parameter-server", "multi-worker"))
     num_ps: int = option(2, "ps tasks of the local cluster; the tables are split over them")
+    num_workers: int = option(2, "with --strategy multi-worker: the workers; the tables are "
+                                 "split over them and each trains 1/N of each global batch")
     max_restarts: int = option(3, "restarts of dead tasks in one run (a worker is restarted in "
                                   "place; a dead ps task restarts the cluster and resumes from "
                                   "the last checkpoint); then the run fails")
@@ -120,7 +131,7 @@ class ClusterOptions(TrainOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _at_least(self, num_ps=1, max_restarts=0)
+        _at_least(self, num_ps=1, num_workers=1, max_restarts=0)
         check_cluster_training(self)
 
 

@@ -8,6 +8,7 @@ loop's steps run is the `Execution`'s business: in this process, or on the worke
 parameter-server cluster (`tf_embedding.job.cluster`).
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -43,6 +44,8 @@ class Execution:
     # Whether a step reads its batch from the input's iterator itself (in this process), or
     # takes a batch as its argument (read by the chief, for a cluster's workers).
     steps_read_input = True
+    # Whether this process writes the run's files (config, metrics, export) and prints.
+    is_chief = True
 
     def __init__(self, strategy: tf.distribute.Strategy | None = None):
         # The run's objects are created in its scope, and the steps run in its `run`.
@@ -59,6 +62,35 @@ class Execution:
 
     def wait(self) -> None:
         """Returns once every dispatched function has run."""
+
+    def worker_rows(self, batch: common.Batch) -> common.Batch:
+        """This process's rows of a batch (inside the step's tf.function)."""
+        return batch
+
+    def all_rows(self, value: Any) -> Any:
+        """Every process's result of its `worker_rows`, in row order."""
+        return value
+
+    def checkpoint_directory(self, model_dir: str) -> str:
+        """Where this process saves the run's checkpoints."""
+        return checkpoint_dir(model_dir)
+
+    def local_state(self) -> contextlib.AbstractContextManager:
+        """A context in which variables are made for this process's own bookkeeping (the
+        step, the malformed count, the progress metrics)."""
+        return contextlib.nullcontext()
+
+    def collectives(self) -> contextlib.AbstractContextManager:
+        """A context around work that other processes take part in (checkpoints, evaluation)."""
+        return contextlib.nullcontext()
+
+    def finish(self) -> None:
+        """Cleans up after the run."""
+
+    def stop_agreed(self, requested: bool) -> bool:
+        """Whether to stop before the next step, this process having been asked to or not:
+        processes that train together must stop at the same step."""
+        return requested
 
 
 def _ids_padded_to_powers_of_two(batch: common.Batch) -> common.Batch:
@@ -182,15 +214,17 @@ def _embedding_class(embedding_api: str) -> type[embedding_apis.EmbeddingTrainin
     return embedding_apis.EMBEDDING_APIS[embedding_api]
 
 
-def _build_run(options: TrainOptions, spec: DataSpec, checkpoints: str) -> _Run:
+def _build_run(options: TrainOptions, spec: DataSpec, checkpoints: str,
+               execution: Execution) -> _Run:
     embedding_class = _embedding_class(options.embedding_api)
     keras.utils.set_random_seed(options.seed)
     embedding = embedding_class(
         embedding_apis.feature_config(spec, options.embedding_dim, options.seed), options)
     model = build_model(options, spec)
     optimizer = keras.optimizers.Adam(options.learning_rate)
-    step = tf.Variable(0, dtype=tf.int64, trainable=False)
-    malformed = tf.Variable(0, dtype=tf.int64, trainable=False)
+    with execution.local_state():
+        step = tf.Variable(0, dtype=tf.int64, trainable=False)
+        malformed = tf.Variable(0, dtype=tf.int64, trainable=False)
     keras_model = None
     if isinstance(embedding, embedding_apis.KerasTraining):
         keras_model = KerasRankingModel(embedding, model, spec, malformed)
@@ -206,7 +240,8 @@ def _build_run(options: TrainOptions, spec: DataSpec, checkpoints: str) -> _Run:
     # The custom loop's progress metrics; Keras' fit displays its own.
     metrics = None
     if keras_model is None:
-        metrics = checkpointed["running_metrics"] = RunningMetrics()
+        with execution.local_state():
+            metrics = checkpointed["running_metrics"] = RunningMetrics()
     checkpoint = tf.train.Checkpoint(**checkpointed)
     manager = tf.train.CheckpointManager(checkpoint, checkpoints,
                                          max_to_keep=options.keep_checkpoints)
@@ -296,7 +331,7 @@ def _train_step(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.da
         def step_on(batch: common.Batch) -> tf.Tensor:
             # Under a parameter-server strategy the whole step, enqueue to apply_gradients, is
             # one replica function of one scheduled function (docs/parameter_server.md).
-            execution.strategy.run(replica_step, args=(batch,))
+            execution.strategy.run(replica_step, args=(execution.worker_rows(batch),))
             return tf.shape(batch["label"], out_type=tf.int64)[0]
 
     def train_step(argument: Any) -> tf.Tensor:  # the name profiles find steps by
@@ -332,7 +367,7 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
     interrupted = False
     try:
         with interrupts.stop_on_interrupt() as stop:
-            while step < last_step and not stop.requested:
+            while step < last_step and not execution.stop_agreed(stop.requested):
                 examples += _dispatch_step(execution, train_step, batches)
                 step += 1
                 if (step % execution.steps_per_wait == 0
@@ -342,7 +377,7 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
                     progress.update(step, examples, run.metrics, run.malformed,
                                     force=step == last_step)
             # The checkpoint below keeps the work; --resume continues from it.
-            interrupted = stop.requested
+            interrupted = step < last_step
     except KeyboardInterrupt:
         interrupted = True  # a second Ctrl-C, inside a step
     finally:
@@ -402,17 +437,20 @@ def train(options: TrainOptions, spec: DataSpec, stream: TextIO = sys.stdout,
     None when the run stopped at --stop-at-step. On Ctrl-C it saves a checkpoint and raises
     KeyboardInterrupt. `execution` (default: this process) runs the steps and the evaluation."""
     execution = execution or Execution()
+    if not execution.is_chief:
+        stream = open(os.devnull, "w")  # pylint: disable=consider-using-with
     config_path = os.path.join(options.model_dir, "config.json")
     checkpoints = checkpoint_dir(options.model_dir)
     _check_model_dir(options, spec, checkpoints, config_path)
     source = sources.Source(options, spec)
     with execution.strategy.scope():
-        run = _build_run(options, spec, checkpoints)
+        run = _build_run(options, spec, execution.checkpoint_directory(options.model_dir),
+                         execution)
     if options.resume:
         run.manager.checkpoint.restore(
-            run.manager.latest_checkpoint).assert_existing_objects_matched()
+            tf.train.latest_checkpoint(checkpoints)).assert_existing_objects_matched()
         stream.write(f"resumed {options.model_dir} at step {int(run.step)}\n")
-    else:
+    elif execution.is_chief:
         os.makedirs(options.model_dir, exist_ok=True)
         with open(config_path, "w") as f:
             json.dump(_resolved_config(options, spec), f, indent=2)
@@ -426,14 +464,18 @@ def train(options: TrainOptions, spec: DataSpec, stream: TextIO = sys.stdout,
     if run.keras_model is not None:
         finished = _fit_keras(run, options, dataset, last_step, stream)
     else:
-        finished = _fit(run, options, spec, dataset, last_step, stream, execution)
+        with execution.collectives():
+            finished = _fit(run, options, spec, dataset, last_step, stream, execution)
     if int(run.step) < options.steps:
         stream.write(f"stopped at step {int(run.step)} with a checkpoint in "
                      f"{options.model_dir}; run again with --resume to continue\n")
         if not finished:
             raise KeyboardInterrupt
         return None
-    return _evaluate_and_export(run, options, spec, source, execution)
+    with execution.collectives():
+        result = _evaluate_and_export(run, options, spec, source, execution)
+    execution.finish()
+    return result
 
 
 def _evaluate_and_export(run: _Run, options: TrainOptions, spec: DataSpec,
@@ -448,18 +490,21 @@ def _evaluate_and_export(run: _Run, options: TrainOptions, spec: DataSpec,
 
     @tf.function(input_signature=[eval_dataset.element_spec], autograph=False)
     def predict(batch: common.Batch) -> tf.Tensor:
-        return execution.strategy.run(replica_predict, args=(batch,))
+        return execution.all_rows(execution.strategy.run(
+            replica_predict, args=(execution.worker_rows(batch),)))
 
     result = evaluate(lambda batch: execution.result(execution.dispatch(predict, batch)),
                       eval_dataset)
     result.update(steps=int(run.step), train_malformed=int(run.malformed))
     export_dir = options.export_dir or os.path.join(options.model_dir, "export")
+    result["export_dir"] = export_dir
+    if not execution.is_chief:
+        return result
     # A fresh config: training wrote its optimizer into the TableConfigs, and the serving
     # tables must come without optimizer slots.
     export.export(export_dir, run.model, run.manager.latest_checkpoint,
                   embedding_apis.feature_config(spec, options.embedding_dim, options.seed), spec,
                   embedding_apis.EMBEDDING_API, tables_at=run.embedding.tables_at)
-    result["export_dir"] = export_dir
     with open(os.path.join(options.model_dir, "metrics.json"), "w") as f:
         json.dump(result, f, indent=2)
     return result

@@ -21,6 +21,10 @@ from tf_embedding import ops
 from tf_embedding.sharded import handoff
 from tf_embedding.sharded import queues
 from tf_embedding.sharded import table_state
+from tf_embedding.sharded.multi_worker import gradient_exchange
+from tf_embedding.sharded.multi_worker import id_check
+from tf_embedding.sharded.multi_worker import row_exchange
+from tf_embedding.sharded.multi_worker.group import WorkerGroup
 from tf_embedding.sharded.profile_sampling import LookupProfiler
 from tf_embedding.sharded.table_state import TableState
 
@@ -48,6 +52,8 @@ class Engine:
       feature_paths: each flattened feature's path in `feature_config`.
       replica_devices: each replica's device (None: the default strategy's one replica).
       compiled_handoff: the batch carrier inside an XLA-compiled function.
+      workers: under MultiWorkerMirroredStrategy, the workers each table has one block on
+        (every lookup and update is then a collective exchange among them); else None.
     """
 
     def __init__(self, tables: Sequence[TableState], flat_features: Sequence[Any],
@@ -55,12 +61,14 @@ class Engine:
                  output_shapes: Callable[[], Sequence[tf.TensorShape]],
                  replica_devices: Sequence[str | None], replica_carriers: Sequence[Carrier],
                  compiled_handoff: handoff.FunctionHandoff, *, pipelined: bool,
-                 parameter_servers: bool, profiler: LookupProfiler | None = None):
+                 parameter_servers: bool, profiler: LookupProfiler | None = None,
+                 workers: WorkerGroup | None = None):
         """Args: the tables' states, the flattened `FeatureConfig`s and their paths;
         `output_shapes()` gives every feature's current output shape (they may be learned after
         the build); each replica's device and its own batch carrier; whether batches are looked
         up at enqueue time (`pipelined`) and whether tables live on parameter-server tasks; the
-        `profile_data_directory` sampler, if any."""
+        `profile_data_directory` sampler, if any; the workers' group under
+        MultiWorkerMirroredStrategy."""
         self.tables = tuple(tables)
         self.feature_paths = tuple(feature_paths)
         self.replica_devices = tuple(replica_devices)
@@ -71,6 +79,7 @@ class Engine:
         self._pipelined = pipelined
         self._parameter_servers = parameter_servers
         self._profiler = profiler
+        self.workers = workers
 
     def output_shapes(self) -> Sequence[tf.TensorShape]:
         """Every flattened feature's output shape (without `dim`), as known now."""
@@ -122,20 +131,38 @@ class Engine:
     def convert(self, flat_inputs: Sequence[Any], flat_weights: Sequence[Any],
                 training: tf.Tensor) -> queues.Batch:
         """One replica's enqueued features -> one CSR batch per table (+ its rows if
-        pipelined)."""
+        pipelined). Under MultiWorkerMirroredStrategy every worker first checks every worker's
+        ids (`id_check`)."""
+        if self.workers is not None:
+            check = id_check.check_ids_everywhere(
+                self.workers, self.feature_paths,
+                [feature.table for feature in self._flat_features], flat_inputs)
+            with tf.control_dependencies([check]):
+                return self._convert(flat_inputs, flat_weights, training)
+        return self._convert(flat_inputs, flat_weights, training)
+
+    def _convert(self, flat_inputs: Sequence[Any], flat_weights: Sequence[Any],
+                 training: tf.Tensor) -> queues.Batch:
         batches = self.convert_tables(self.table_inputs(self.group_by_table(flat_inputs),
                                                         self.group_by_table(flat_weights)),
                                       training)
-        rows = None
-        if self._pipelined:
-            rows = [state.gather(batch.unique_ids) for state, batch in zip(self.tables, batches)]
+        rows = self._gather_rows(batches) if self._pipelined else None
         return queues.Batch(batches, rows, training)
+
+    def _gather_rows(self, batches: Sequence[queues.TableBatch]) -> list[tf.Tensor]:
+        """Each table's rows of its batch's unique ids, from the blocks that own them."""
+        if self.workers is not None:
+            return row_exchange.gather_rows(self.workers, self.tables,
+                                            [batch.unique_ids for batch in batches])
+        return [state.gather(batch.unique_ids) for state, batch in zip(self.tables, batches)]
 
     @library_code
     def lookup_batches(self, batches: Sequence[queues.TableBatch],
                        rows: Sequence[tf.Tensor] | None = None) -> list[tf.Tensor]:
         """Each table's [R, dim] activations of this replica's `batches` (`rows`: each
         batch's unique rows, if it was looked up at enqueue time)."""
+        if rows is None and self.workers is not None:
+            rows = self._gather_rows(batches)
         return [state.lookup(batch, None if rows is None else rows[index])
                 for index, (state, batch) in enumerate(zip(self.tables, batches))]
 
@@ -195,6 +222,11 @@ class Engine:
           ValueError: a table without an optimizer (`check_trainable`).
         """
         self.check_trainable()
+        if self.workers is not None:
+            gradient_exchange.apply_gradients(self.workers, self.tables, batches,
+                                              activation_gradients,
+                                              table_state.learning_rates(self.tables))
+            return
         updates = [state.block_updates(batch, gradient)
                    for state, batch, gradient in zip(self.tables, batches, activation_gradients)]
         tf.distribute.get_replica_context().merge_call(

@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 import tensorflow as tf
 
 from tf_embedding.sharded import parameter_server
+from tf_embedding.sharded.multi_worker import group
 
 _SUPPORTED_STRATEGIES = (tf.distribute.MirroredStrategy, tf.compat.v1.distribute.MirroredStrategy)
 
@@ -15,17 +16,46 @@ def check_strategy(strategy: tf.distribute.Strategy) -> bool:
     """Whether `strategy` is a ParameterServerStrategy.
 
     Raises:
-      RuntimeError: a strategy other than the default, MirroredStrategy or
-        ParameterServerStrategy.
+      RuntimeError: a strategy other than the default, MirroredStrategy,
+        MultiWorkerMirroredStrategy or ParameterServerStrategy.
     """
     parameter_servers = parameter_server.is_parameter_server_strategy(strategy)
     if tf.distribute.has_strategy() and not (
-            isinstance(strategy, _SUPPORTED_STRATEGIES) or parameter_servers):
+            isinstance(strategy, _SUPPORTED_STRATEGIES) or parameter_servers
+            or group.is_multi_worker_strategy(strategy)):
         raise RuntimeError(
-            "TPUEmbedding runs under the default strategy, tf.distribute.MirroredStrategy or "
+            "TPUEmbedding runs under the default strategy, tf.distribute.MirroredStrategy, "
+            "tf.distribute.MultiWorkerMirroredStrategy or "
             "tf.distribute.ParameterServerStrategy, but was created under "
             f"{type(strategy).__name__}.")
     return parameter_servers
+
+
+def worker_group(strategy: tf.distribute.Strategy, table_devices: Sequence[str] | None,
+                 traffic: Mapping[str, str] | None, profile_data_directory: str | None,
+                 collective_timeout_seconds: float | None) -> group.WorkerGroup | None:
+    """Under MultiWorkerMirroredStrategy, its workers' group (each worker then holds one block
+    of every table); else None.
+
+    Raises:
+      ValueError: an option the multi-worker engine has no use for (there every table has one
+        block per worker and its lookups travel as rows), or a timeout outside it.
+    """
+    if not group.is_multi_worker_strategy(strategy):
+        if collective_timeout_seconds is not None:
+            raise ValueError("collective_timeout_seconds applies under "
+                             "MultiWorkerMirroredStrategy only.")
+        return None
+    for name, value, why in (
+            ("table_devices", table_devices, "every table has one block on each worker"),
+            ("traffic", traffic, "lookups always travel as rows, which keeps one process's "
+             "bits (docs/multi_worker.md)"),
+            ("profile_data_directory", profile_data_directory,
+             "each worker would write the same files")):
+        if value:
+            raise ValueError(f"{name} is not supported under MultiWorkerMirroredStrategy: "
+                             f"{why}.")
+    return group.group_of(strategy, collective_timeout_seconds)
 
 
 def check_profile_directory(directory: str | None, parameter_servers: bool) -> None:

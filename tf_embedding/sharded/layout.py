@@ -76,6 +76,13 @@ class ShardLayout:
         return tf.searchsorted(tf.constant(self.offsets[1:-1], tf.int64), ids, side="right",
                                out_type=tf.int32)
 
+    def block_and_local_ids(self, ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """(the block (int32) holding each of `ids`, its local row there), any order."""
+        blocks = self.block_of(ids)
+        if self.strided:
+            return blocks, ids // len(self.rows)
+        return blocks, ids - tf.gather(tf.constant(self.offsets, tf.int64), blocks)
+
     def local_ids(self, ids: tf.Tensor, block: int) -> tf.Tensor:
         """Block `block`'s local rows of `ids`, table ids all in that block."""
         if self.strided:
@@ -98,24 +105,16 @@ class ShardLayout:
         reads each contiguous block's slice from the checkpoint ('mod': the whole table, once).
         """
         restoring = isinstance(initializer, trackable_base.CheckpointInitialValueCallable)
-        # A strided block is no slice a checkpoint read can name: 'mod' reads the whole table.
-        full_value = None if restoring and not self.strided else initializer(shape, dtype=dtype)
-        if restoring and full_value is not None:
-            full_value = tf.convert_to_tensor(full_value)  # unwraps the CheckpointInitialValue
+        full_value = self._full_initial_value(initializer, shape, dtype)
         blocks = []
-        for index, (device, offset, rows) in enumerate(
-                zip(self.devices, self.offsets, self.rows)):
+        for index, device in enumerate(self.devices):
             with tf.device(device):
-                if full_value is None:
-                    value = initializer(shape, dtype=dtype, shard_info=trackable_base.ShardInfo(
-                        shape=(rows, shape[1]), offset=(offset, 0)))
-                else:
-                    value = self.block_value(full_value, index)
                 # ResourceVariable directly, not tf.Variable: a strategy's variable creator (e.g.
                 # MirroredStrategy's, when built under its scope) must not mirror the blocks.
                 blocks.append(resource_variable_ops.ResourceVariable(
-                    initial_value=value, name=f"{name}_{index}", dtype=dtype,
-                    trainable=trainable))
+                    initial_value=self._block_initial_value(initializer, shape, dtype, index,
+                                                            full_value),
+                    name=f"{name}_{index}", dtype=dtype, trainable=trainable))
         container = (StridedShardedVariable if self.strided
                      else sharded_variable.ShardedVariable)
         variable = container(blocks, name=name)
@@ -126,6 +125,33 @@ class ShardLayout:
             variable._maybe_initialize_trackable()  # pylint: disable=protected-access
             variable._update_uid = initializer.restore_uid  # pylint: disable=protected-access
         return variable
+
+    def _full_initial_value(self, initializer: Callable[..., Any], shape: tuple[int, int],
+                            dtype: tf.DType) -> tf.Tensor | None:
+        """The whole table's initial value, or None where each contiguous block reads its own
+        slice of a checkpoint being restored (a strided block is no slice a checkpoint read can
+        name: 'mod' reads the whole table)."""
+        restoring = isinstance(initializer, trackable_base.CheckpointInitialValueCallable)
+        if restoring and not self.strided:
+            return None
+        full_value = initializer(shape, dtype=dtype)
+        # (Restoring: unwraps the CheckpointInitialValue.)
+        return tf.convert_to_tensor(full_value) if restoring else full_value
+
+    def _block_initial_value(self, initializer: Callable[..., Any], shape: tuple[int, int],
+                             dtype: tf.DType, block: int, full_value: Any) -> Any:
+        """Block `block`'s initial rows: of `full_value`, or read from the checkpoint."""
+        if full_value is not None:
+            return self.block_value(full_value, block)
+        return initializer(shape, dtype=dtype, shard_info=trackable_base.ShardInfo(
+            shape=(self.rows[block], shape[1]), offset=(self.offsets[block], 0)))
+
+    def initial_block_value(self, initializer: Callable[..., Any], shape: tuple[int, int],
+                            dtype: tf.DType, block: int) -> Any:
+        """Block `block`'s initial rows alone, as `create_variable` gives them (a restore reads
+        its slice, or the whole table for 'mod'): for a process that holds that block only."""
+        return self._block_initial_value(initializer, shape, dtype, block,
+                                         self._full_initial_value(initializer, shape, dtype))
 
     def split(self, sorted_ids: tf.Tensor,
               *aligned: tf.Tensor) -> list[tuple[tf.Tensor, list[tf.Tensor]]]:

@@ -45,6 +45,9 @@ class TableState:
     layout: ShardLayout
     variables: dict[str, Any]
     partial: bool = False  # combine lookups on each block's device (see the module docstring)
+    # Blocks on the workers of a MultiWorkerMirroredStrategy cluster, one per worker, reached
+    # through collectives (sharded/multi_worker/): always the rows traffic.
+    exchanged: bool = False
 
     @property
     def name(self) -> str:
@@ -57,8 +60,8 @@ class TableState:
     @property
     def combines_on_owner(self) -> bool:
         """Whether each block combines its own lookups (the partial mode; a lone block always
-        does)."""
-        return self.partial or self.is_single_block
+        does, unless it is another worker's)."""
+        return not self.exchanged and (self.partial or self.is_single_block)
 
     def split_outputs(self, activations: tf.Tensor, feature_row_counts: tf.Tensor,
                       output_shapes: Sequence[tf.TensorShape], feature_paths: Sequence[str],
@@ -106,8 +109,10 @@ class TableState:
 
     @property
     def looks_up_features_directly(self) -> bool:
-        """Whether `lookup_features` may be used: one block, read as it is (no quantization)."""
-        return self.is_single_block and self.config.quantization_config is None
+        """Whether `lookup_features` may be used: one block here, read as it is (no
+        quantization)."""
+        return (self.is_single_block and not self.exchanged
+                and self.config.quantization_config is None)
 
     def looked_up_table(self) -> ops.LookedUpTable:
         """The table as `lookup_features` reads it. REQUIRES: looks_up_features_directly."""
@@ -117,6 +122,12 @@ class TableState:
 
     def _check_compilable(self) -> None:
         """Raises ValueError if XLA cannot compile this table's steps."""
+        if self.exchanged:
+            raise ValueError(
+                f"Table {self.name} is split over the workers of a MultiWorkerMirroredStrategy "
+                "cluster, whose exchanges of ids and rows are collectives that "
+                "jit_compile=True cannot hold: compile the step without jit_compile "
+                "(docs/multi_worker.md).")
         if not self.is_single_block:
             raise ValueError(
                 f"Table {self.name} is split into {len(self.layout.rows)} blocks (on "
@@ -231,15 +242,21 @@ def apply_updates(strategy: tf.distribute.Strategy, tables: Sequence[TableState]
                   num_replicas: int, updates: list[list[Any]]) -> None:
     """`apply_gradients`' merge_call body: every block of `tables` is updated once, on its
     device, with all replicas' updates of it (`TableState.block_updates`, per table)."""
-    # A callable learning rate is evaluated once per optimizer and apply_gradients call.
-    learning_rates = {}
-    for state, block_updates in zip(tables, updates):
-        optimizer = state.config.optimizer
-        if id(optimizer) not in learning_rates:
-            learning_rates[id(optimizer)] = optimizer.learning_rate_tensor()
+    for state, block_updates, learning_rate in zip(tables, updates, learning_rates(tables)):
         # Per replica, in replica order: its update of each block.
         replica_updates = [
             [tuple(strategy.experimental_local_results(part)[replica] for part in update)
              for update in block_updates]
             for replica in range(num_replicas)]
-        state.apply(replica_updates, learning_rates[id(optimizer)])
+        state.apply(replica_updates, learning_rate)
+
+
+def learning_rates(tables: Sequence[TableState]) -> list[tf.Tensor]:
+    """Each table's optimizer's learning rate for this update: a callable learning rate is
+    evaluated once per optimizer and apply_gradients call."""
+    by_optimizer: dict[int, tf.Tensor] = {}
+    for state in tables:
+        optimizer = state.config.optimizer
+        if id(optimizer) not in by_optimizer:
+            by_optimizer[id(optimizer)] = optimizer.learning_rate_tensor()
+    return [by_optimizer[id(state.config.optimizer)] for state in tables]

@@ -37,6 +37,7 @@ from tf_embedding.sharded import handoff
 from tf_embedding.sharded import parameter_server
 from tf_embedding.sharded import queues
 from tf_embedding.sharded import layout as layout_lib
+from tf_embedding.sharded.multi_worker.block_variable import WorkerBlockVariable
 from tf_embedding.sharded.profile_sampling import LookupProfiler
 from tf_embedding.sharded.table_state import TableState
 
@@ -82,7 +83,8 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
                  table_devices: Sequence[str] | None = None,
                  traffic: Mapping[str, str] | None = None,
                  partition_strategy: str = "div",
-                 profile_data_directory: str | None = None):
+                 profile_data_directory: str | None = None,
+                 collective_timeout_seconds: float | None = None):
         """Creates the object; variables and queues are made by `build()` or the first `enqueue`.
 
         Args:
@@ -98,9 +100,9 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             tasks trains bit-identical tables to that cluster's single worker.
           traffic: (not in TF) {table name: "rows" or "partial"}, how lookups meet a table's
             blocks (default "rows"): the unique ids go to the blocks and their rows come back,
-            or each block combines its own lookups and returns partial activations. Partial
-            moves less data when a step's unique ids of the table outnumber blocks x output
-            rows (docs/parameter_server.md). Results agree to float rounding, not bitwise.
+            or each block combines its own lookups and returns partial activations (less data
+            when a step's unique ids outnumber blocks x output rows; docs/parameter_server.md).
+            Results agree to float rounding, not bitwise.
           partition_strategy: (not in TF 2's class; v1's and TPUEstimator's option) how rows
             map to blocks: 'div', contiguous blocks (TF's TPU layout), or 'mod', row r in
             block r % n. Both give the same trained values and save the same checkpoint
@@ -110,28 +112,31 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             example, unique ids, lookups per block of this layout) to one file per table,
             named by a hash of the table's and the engine's configuration, so models of the
             same configuration add to the same files (`tf-embedding stats --profile-dir`).
+          collective_timeout_seconds: (not in TF) under MultiWorkerMirroredStrategy, seconds an
+            exchange waits for the other workers before the step fails (default 600; 0: ever).
 
         Raises:
-          RuntimeError: under a strategy other than the default, Mirrored or ParameterServer.
-          ValueError: a bad `table_devices`, `traffic` ("partial" with quantization or
-            pipelining, too), `partition_strategy`, or `profile_data_directory` (none under
-            ParameterServerStrategy); the message names it (engine_options.py).
+          RuntimeError: under a strategy other than those docs/sharded.md names.
+          ValueError: a bad option, or one the strategy has no use for; the message names it
+            (engine_options.py).
         """
         strategy = tf.distribute.get_strategy()
         parameter_servers = engine_options.check_strategy(strategy)
         self._strategy = strategy
         self._partition_strategy = layout_lib.check_partition_strategy(partition_strategy)
         engine_options.check_profile_directory(profile_data_directory, parameter_servers)
+        self._workers = self._no_dependency(engine_options.worker_group(
+            strategy, table_devices, traffic, profile_data_directory, collective_timeout_seconds))
         self._profile_data_directory = profile_data_directory
         self._pipeline_execution_with_tensor_core = pipeline_execution_with_tensor_core
         super().__init__(feature_config, optimizer)
         self._parameter_servers = parameter_servers
         self._place_tables(table_devices, traffic)
-        # Plain Python state, kept out of checkpoints (whose object graph is TF's).
+        # Plain Python state, kept out of checkpoints (whose object graph is TF's); the tables'
+        # states, queues and per-step operations (the engine) are made by build().
         self._feature_paths = self._no_dependency(
             [path for path, _ in nest.flatten_with_joined_string_paths(feature_config)])
         self._warned_paths = self._no_dependency(set())
-        # The tables' states, queues and per-step operations; made by build().
         self._engine: engine_lib.Engine | None = None
 
     def _place_tables(self, table_devices: Sequence[str] | None,
@@ -142,7 +147,9 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         devices = (tuple(strategy.extended.worker_devices) if tf.distribute.has_strategy()
                    else (None,))
         self._replica_devices = self._no_dependency(devices)
-        if table_devices is None:
+        if self._workers is not None:
+            table_devices = self._workers.devices
+        elif table_devices is None:
             table_devices = (parameter_server.ps_devices(strategy) if self._parameter_servers
                              else devices)
         self._table_devices = self._no_dependency(
@@ -199,16 +206,18 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         indices = embedding_base.feature_indices_by_table(flat_features)
         tables = [TableState(table, tuple(indices.get(table.name, ())),
                              self._layout(table.vocabulary_size), self._variables[table.name],
-                             partial=table.name in self._partial_tables)
+                             partial=table.name in self._partial_tables,
+                             exchanged=self._workers is not None)
                   for table in self._table_config]
-        _check_slot_layouts(tables)
+        if self._workers is None:
+            _check_slot_layouts(tables)
         self._engine = self._no_dependency(engine_lib.Engine(
             tables, flat_features, self._feature_paths, lambda: self._output_shapes,
             self._replica_devices, self._replica_carriers(tables),
             handoff.FunctionHandoff(_ONE_COMPILED_FUNCTION),
             pipelined=self._pipeline_execution_with_tensor_core,
             parameter_servers=self._parameter_servers,
-            profiler=self._profiler(tables, flat_features)))
+            profiler=self._profiler(tables, flat_features), workers=self._workers))
 
     def _profiler(self, tables: list[TableState],
                   flat_features: list[Any]) -> LookupProfiler | None:
@@ -364,7 +373,10 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
 
     def _create_variable(self, name: str, shape: tuple[int, int], dtype: tf.DType,
                          initializer: embedding_base.Initializer,
-                         trainable: bool) -> sharded_variable.ShardedVariable:
+                         trainable: bool) -> Any:
+        if self._workers is not None:
+            return WorkerBlockVariable(name, shape, dtype, initializer, trainable,
+                                       self._layout(shape[0]), self._workers)
         return self._layout(shape[0]).create_variable(name, shape, dtype, initializer,
                                                       trainable)
 
@@ -401,6 +413,9 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         """The id of the calling replica; a lone replica may be called without strategy.run."""
         self._check_strategy(method)
         context = tf.distribute.get_replica_context()
+        if context is not None and self._workers is not None and (
+                context.strategy is self._strategy):
+            return 0  # a worker's one replica (its id in sync is the worker's)
         if context is not None and (context.strategy is self._strategy or
                                     len(self._replica_devices) == 1):
             return int(tf.get_static_value(context.replica_id_in_sync_group))

@@ -1,0 +1,49 @@
+"""A worker of the multi-worker checkpoint tests' loopback cluster (TF_CONFIG set):
+
+    python mw_checkpoint.py save DIR CASE       trains CASE, then saves as TF documents for MWMS:
+                                                rank 0 to DIR/ckpt, the others to
+                                                DIR/temporary<rank>/ckpt
+    python mw_checkpoint.py restore CKPT DIR CASE WHEN
+                                                builds CASE's TPUEmbedding and restores CKPT
+                                                into it (WHEN: "before" or "after" build); rank
+                                                0 writes every table and slot whole to
+                                                DIR/restored.npz
+"""
+
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from tf_embedding.sharded.multi_worker.group import group_of
+
+from helpers.multi_worker_training import GLOBAL_BATCH, embedding_for, train, whole_tables
+
+
+def main(mode: str, *args: str) -> None:
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    workers = group_of(strategy)
+    if mode == "save":
+        directory, case = args
+        embedding, _ = train(strategy, case, workers.rank, workers.size)
+        path = (directory if workers.rank == 0
+                else os.path.join(directory, f"temporary{workers.rank}"))
+        tf.train.Checkpoint(embedding=embedding).write(os.path.join(path, "ckpt"))
+    else:
+        checkpoint_path, directory, case, when = args
+        embedding = embedding_for(strategy, case)
+        checkpoint = tf.train.Checkpoint(embedding=embedding)
+        if when == "after":
+            embedding.build(per_replica_batch_size=GLOBAL_BATCH // workers.size)
+        status = checkpoint.read(checkpoint_path)
+        embedding.build(per_replica_batch_size=GLOBAL_BATCH // workers.size)
+        status.assert_consumed()
+        tables = whole_tables(embedding)
+        if workers.rank == 0:
+            np.savez(os.path.join(directory, "restored.npz"), **tables)
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,134 @@
+"""The backward half of a multi-worker step: each worker's lookups go to the owners of their
+rows with its activation gradients, and each owner applies one fused update per step for the
+global batch (docs/multi_worker.md "One step").
+
+One process sums a row's gradient terms (gain x activation-gradient row) in the order of its
+table's CSR batch: feature by feature, and within a feature sample by sample over the global
+batch. The global batch is the workers' batches in rank order, so an owner that hands the fused
+optimizer the pieces (feature f, worker r) in the order f-major, r-minor sums every row's terms
+in one process's order, and its rows get one process's bits. That is why lookups (not sums per
+id, whose regrouping would change the rounding) travel: per lookup a block-local id, its output
+row and its gain, 16 bytes.
+
+Three collectives for all tables: a gather of each worker's header (lookup counts per owner,
+row counts per feature), an all-to-all of the lookups, a gather of the activation gradients
+(every owner needs nearly every row of them: a sample's ids fall in every block).
+"""
+
+from typing import Any, Sequence
+
+import tensorflow as tf
+
+from tf_embedding import ops
+from tf_embedding.sharded import queues
+from tf_embedding.sharded.multi_worker.group import WorkerGroup
+from tf_embedding.sharded.multi_worker.row_exchange import split_sizes
+
+
+def apply_gradients(group: WorkerGroup, tables: Sequence, batches: Sequence[queues.TableBatch],
+                    activation_gradients: Sequence[tf.Tensor],
+                    learning_rates: Sequence[tf.Tensor]) -> None:
+    """Updates this worker's block of every table with the global batch's gradients. A
+    collective: every worker calls it at the same point of its step with its own batch."""
+    size, rank = group.size, group.rank
+    num_tables = len(tables)
+    keys = group.exchange_keys()
+    with tf.device(group.device):
+        lookups = [_lookups_by_owner(state, batch, size)
+                   for state, batch in zip(tables, batches)]
+        header = tf.concat(
+            [tf.concat([tf.stack([tf.size(ids, out_type=tf.int64) for ids, _ in by_owner]),
+                        tf.cast(batch.feature_row_counts, tf.int64)], axis=0)
+             for by_owner, batch in zip(lookups, batches)], axis=0)
+        headers = tf.reshape(group.all_gather(header, keys[0]), [size, -1])
+        lookup_counts, row_counts = _parse_headers(headers, tables, size)
+
+        # Lookups to their owners: per table, block-local ids then (row, gain) pairs.
+        received = group.all_to_all_padded(
+            [tf.concat([part for t in range(num_tables) for part in lookups[t][owner]], axis=0)
+             for owner in range(size)],
+            2 * tf.reduce_sum(lookup_counts[rank], axis=0),
+            2 * tf.reduce_sum(lookup_counts[:, :, rank], axis=1),
+            2 * tf.reduce_max(tf.reduce_sum(lookup_counts, axis=1)), keys[1])
+
+        # Every worker's activation gradients, padded to the largest worker's.
+        dims = tf.constant([state.config.dim for state in tables], tf.int64)
+        value_counts = tf.stack([tf.reduce_sum(counts, axis=1) for counts in row_counts],
+                                axis=1) * dims[None, :]  # [worker, T]
+        capacity = tf.reduce_max(tf.reduce_sum(value_counts, axis=1))
+        flat = tf.concat([tf.reshape(gradient, [-1]) for gradient in activation_gradients], 0)
+        gathered = tf.reshape(group.all_gather(
+            tf.pad(flat, [[0, capacity - tf.size(flat, out_type=tf.int64)]]), keys[2]),
+            [size, -1])
+
+        for t, state in enumerate(tables):
+            table = state.variables["parameters"]
+            if table.block is None:
+                continue
+            pieces = []
+            for worker in range(size):
+                worker_lookups = split_sizes(received[worker],
+                                             2 * lookup_counts[worker, :, rank], num_tables)[t]
+                gradients = split_sizes(gathered[worker][:tf.reduce_sum(value_counts[worker])],
+                                        value_counts[worker], num_tables)[t]
+                pieces.append(_feature_batches(
+                    worker_lookups, tf.reshape(gradients, [-1, state.config.dim]),
+                    row_counts[t][worker], len(state.feature_indices)))
+            # f-major, worker-minor: one process's order of the gradient terms.
+            ordered = [pieces[worker][feature] for feature in range(len(state.feature_indices))
+                       for worker in range(size)]
+            optimizer = state.config.optimizer
+            slots = {slot: state.variables[slot].block for slot in optimizer.slot_names()}
+            ops.sparse_apply(optimizer, table.block, slots, ordered, learning_rates[t],
+                             table_name=state.name)
+
+
+def _lookups_by_owner(state, batch: queues.TableBatch,
+                      size: int) -> list[tuple[tf.Tensor, tf.Tensor]]:
+    """Per rank: (block-local ids int64 [n], (row, gain) pairs packed as int64 [n]) of this
+    worker's lookups of `state`'s table in that rank's block, in CSR order."""
+    layout = state.layout
+    ids = tf.gather(batch.unique_ids, batch.inverse)
+    blocks, local_ids = layout.block_and_local_ids(ids)
+    num_rows = tf.size(batch.row_splits, out_type=tf.int64) - 1
+    rows = tf.repeat(tf.range(num_rows, dtype=tf.int32),
+                     batch.row_splits[1:] - batch.row_splits[:-1])
+    packed = tf.bitcast(tf.stack([rows, tf.bitcast(batch.gains, tf.int32)], axis=1), tf.int64)
+    return list(zip(tf.dynamic_partition(local_ids, blocks, size),
+                    tf.dynamic_partition(packed, blocks, size)))
+
+
+def _parse_headers(headers: tf.Tensor, tables: Sequence,
+                   size: int) -> tuple[tf.Tensor, list[list[tf.Tensor]]]:
+    """(lookup counts [worker, T, owner], per table per worker its rows per feature) from
+    every worker's header."""
+    lookup_counts, row_counts = [], []
+    offset = 0
+    for state in tables:
+        num_features = len(state.feature_indices)
+        lookup_counts.append(headers[:, offset:offset + size])
+        offset += size
+        row_counts.append([headers[worker, offset:offset + num_features]
+                           for worker in range(size)])
+        offset += num_features
+    return tf.stack(lookup_counts, axis=1), row_counts
+
+
+def _feature_batches(lookups: tf.Tensor, gradients: tf.Tensor, feature_rows: tf.Tensor,
+                     num_features: int) -> list[Any]:
+    """One worker's lookups of this owner's block (ids, then packed (row, gain) pairs) and its
+    activation gradients [R, dim], cut into one `ops.GradientBatch` per feature."""
+    ids, packed = tf.split(lookups, 2)
+    pairs = tf.bitcast(packed, tf.int32)
+    rows = tf.cast(pairs[:, 0], tf.int64)
+    gains = tf.bitcast(pairs[:, 1], tf.float32)
+    bounds = tf.concat([[0], tf.cumsum(feature_rows)], axis=0)
+    batches = []
+    for feature in range(num_features):
+        start, end = bounds[feature], bounds[feature + 1]
+        first, last = tf.unstack(tf.searchsorted(rows, tf.stack([start, end]), side="left"))
+        row_splits = tf.searchsorted(rows[first:last], tf.range(start, end + 1),
+                                     side="left") 
+        batches.append((tf.cast(row_splits, tf.int64), ids[first:last], gains[first:last],
+                        gradients[start:end]))
+    return batches

@@ -1,0 +1,184 @@
+"""Multi-worker scale benchmark: samples/s and bytes per step of `TPUEmbedding` trained
+synchronously on 1, 2 and 4 MultiWorkerMirroredStrategy workers on this machine, next to the same
+step in one process, with the traffic formula of docs/multi_worker.md beside the measured bytes.
+
+    .venv/bin/python tools/mw_benchmark.py                         # the defaults below
+    .venv/bin/python tools/mw_benchmark.py --workers 2 --tables 8 --vocabulary 1000000
+
+Every worker trains its rows of each global batch of --batch samples (uniform ids, --ids-per-sample
+per sample and table, one feature per table, Adagrad), in the program shape of a TPU step
+(enqueue in the step function, dequeue and apply_gradients in `strategy.run`). All workers run in
+one private network namespace (`tf_embedding.private_network`), so the loopback counters of that
+namespace (/proc/net/dev, read by worker 0 before and after the timed steps) count their traffic
+and nothing else: bytes per step per worker are those counters over steps and workers, IP and TCP
+headers included. Every worker shares this machine's cores and nothing crosses a wire, so the
+samples/s measure the machinery, not a network.
+
+This script re-runs itself as each worker (`--role worker`, TF_CONFIG set) and as the one-process
+run (`--role one-process`).
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import ps_benchmark
+
+RESULT = "RESULT "
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--tables", type=int, default=8)
+    parser.add_argument("--vocabulary", type=int, default=1_000_000)
+    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=4096, help="the global batch")
+    parser.add_argument("--ids-per-sample", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=20, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=1800.0,
+                        help="seconds each run may take")
+    parser.add_argument("--role", choices=["driver", "worker", "one-process"], default="driver",
+                        help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def loopback_bytes() -> int:
+    """Bytes sent over this network namespace's loopback so far (each packet counts once)."""
+    with open("/proc/net/dev") as f:
+        for line in f:
+            name, _, counters = line.partition(":")
+            if name.strip() == "lo":
+                return int(counters.split()[8])  # transmitted bytes
+    raise RuntimeError("no loopback interface in /proc/net/dev")
+
+
+def step_bytes(args: argparse.Namespace, workers: int) -> float:
+    """The traffic formula (docs/multi_worker.md): payload bytes one worker sends per step, for
+    uniform ids (expected unique ids of a worker's lookups L of a table: V (1 - e^(-L/V)))."""
+    if workers <= 1:  # one worker, or one process: nothing leaves the process
+        return 0.0
+    rows = args.batch / workers
+    lookups = rows * args.ids_per_sample
+    unique = args.vocabulary * -math.expm1(-lookups / args.vocabulary)
+    others = (workers - 1) / workers  # the share of a worker's ids owned by the others
+    per_table = (others * unique * 8             # ids to their owners
+                 + others * unique * args.dim * 4  # rows back
+                 + others * lookups * 16           # lookups (id, row, gain) to their owners
+                 + (workers - 1) * rows * args.dim * 4)  # activation gradients to every worker
+    return args.tables * per_table
+
+
+def run_step(args: argparse.Namespace, strategy: Any, rank: int, workers: int) -> dict:
+    """Times the step on this worker's rows; returns samples/s (of the global batch)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    with strategy.scope():
+        embedding, features = ps_benchmark.make_embedding(args)
+    per_worker = args.batch // workers
+    embedding.build(per_replica_input_shapes={
+        name: tf.TensorShape([per_worker, None]) for name in features})
+    dataset = ps_benchmark.make_dataset(args, features).map(
+        lambda batch: {name: ids[rank * per_worker:(rank + 1) * per_worker]
+                       for name, ids in batch.items()})
+    iterator = iter(dataset)
+    step = ps_benchmark.make_step(embedding, strategy)
+    for _ in range(args.warmup):
+        step(iterator)
+    before, start = loopback_bytes(), time.perf_counter()
+    for _ in range(args.steps):
+        loss = step(iterator)
+    float(strategy.experimental_local_results(loss)[0])
+    seconds, sent = time.perf_counter() - start, loopback_bytes() - before
+    return {"workers": workers, "samples_per_second": args.steps * args.batch / seconds,
+            "step_ms": 1e3 * seconds / args.steps,
+            "mb_per_worker_step": sent / args.steps / max(workers, 1) / 1e6}
+
+
+def run_worker(args: argparse.Namespace) -> None:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    from tf_embedding.sharded.multi_worker.group import group_of  # pylint: disable=C0415
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    workers = group_of(strategy)
+    result = run_step(args, strategy, workers.rank, workers.size)
+    if workers.rank == 0:
+        print(RESULT + json.dumps(result), flush=True)
+
+
+def run_one_process(args: argparse.Namespace) -> None:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    result = run_step(args, tf.distribute.get_strategy(), 0, 1)
+    print(RESULT + json.dumps({**result, "workers": 0, "mb_per_worker_step": 0.0}), flush=True)
+
+
+def run_cluster(script: list[str], workers: int, timeout: float) -> list[dict]:
+    """Runs `workers` workers of `script` in a fresh private network; worker 0's results."""
+    from tf_embedding import local_cluster  # pylint: disable=import-outside-toplevel
+    from tf_embedding.private_network import PrivateNetwork  # pylint: disable=C0415
+    with PrivateNetwork.create() as network:
+        cluster = {"worker": [f"127.0.0.1:{port}"
+                              for port in local_cluster.free_ports(workers)]}
+        processes = [local_cluster.start_process(
+                         script, {"TF_CONFIG": local_cluster.tf_config(cluster, "worker", index)},
+                         network, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for index in range(workers)]
+        outputs = []
+        try:
+            for process in processes:
+                outputs.append(process.communicate(timeout=timeout))
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+    for process, (_, stderr) in zip(processes, outputs):
+        if process.returncode:
+            sys.exit(f"a worker failed:\n{stderr[-5000:]}")
+    return [json.loads(line[len(RESULT):]) for line in outputs[0][0].splitlines()
+            if line.startswith(RESULT)]
+
+
+def drive(args: argparse.Namespace, argv: list[str]) -> None:
+    script = [os.path.abspath(__file__), *argv]
+    results = ps_benchmark.results_of([sys.executable, *script, "--role", "one-process"], {},
+                                      args.timeout)
+    for workers in args.workers:
+        results += run_cluster([*script, "--role", "worker"], workers, args.timeout)
+    print_results(args, results)
+
+
+def print_results(args: argparse.Namespace, results: list[dict]) -> None:
+    one_process = results[0]["samples_per_second"]
+    print(f"{args.tables} tables of {args.vocabulary:,} x {args.dim}, global batch {args.batch}, "
+          f"{args.ids_per_sample} uniform ids per sample and table, Adagrad, "
+          f"{args.steps} timed steps, loopback in a private network namespace")
+    print("| workers | samples/s | vs one process | step ms | MB sent per worker and step | "
+          "formula MB | measured / formula |")
+    print("|---|---|---|---|---|---|---|")
+    for result in results:
+        workers = result["workers"]
+        formula = step_bytes(args, workers) / 1e6
+        ratio = f"{result['mb_per_worker_step'] / formula:.2f}" if formula else ""
+        print(f"| {workers or 'one process'} | {result['samples_per_second']:,.0f} | "
+              f"{result['samples_per_second'] / one_process:.2f}x | {result['step_ms']:.0f} | "
+              f"{result['mb_per_worker_step']:.2f} | {formula:.2f} | {ratio} |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    if args.role == "worker":
+        run_worker(args)
+    elif args.role == "one-process":
+        run_one_process(args)
+    else:
+        drive(args, argv)
+
+
+if __name__ == "__main__":
+    main()
