@@ -18,7 +18,6 @@ from typing import Any, Callable, Iterator, TextIO
 import keras
 import tensorflow as tf
 
-from tf_embedding.feature_inputs.buckets import pad_ids_to_power_of_two
 from tf_embedding.job import embedding_apis
 from tf_embedding.job import export
 from tf_embedding.job import interrupts
@@ -91,18 +90,6 @@ class Execution:
         """Whether to stop before the next step, this process having been asked to or not:
         processes that train together must stop at the same step."""
         return requested
-
-
-def _ids_padded_to_powers_of_two(batch: common.Batch) -> common.Batch:
-    """The batch with each feature's ids (and weights) as SparseTensors padded to a power of
-    two by lookups the features prune (pad_ids_to_power_of_two): the same training."""
-    ids, weights = {}, {}
-    for name, feature_ids in batch["ids"].items():
-        ids[name], padded_weights = pad_ids_to_power_of_two(feature_ids,
-                                                            batch["weights"].get(name))
-        if padded_weights is not None:
-            weights[name] = padded_weights
-    return {**batch, "ids": ids, "weights": weights}
 
 
 def lookup_weights(spec: DataSpec, batch: common.Batch) -> dict[str, Any]:
@@ -320,22 +307,22 @@ def _train_step(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.da
         compiled_step = tf.function(_replica_step(run, spec, enqueued=True), jit_compile=True,
                                     autograph=False)
 
-        def step_on(batch: common.Batch) -> tf.Tensor:
+        def step_on(batch: common.Batch) -> None:
             run.embedding.enqueue(batch["ids"], lookup_weights(spec, batch), training=True)
             execution.strategy.run(compiled_step, args=(
                 {key: value for key, value in batch.items() if key not in _ID_KEYS},))
-            return tf.shape(batch["label"], out_type=tf.int64)[0]
     else:
         replica_step = _replica_step(run, spec)
 
-        def step_on(batch: common.Batch) -> tf.Tensor:
+        def step_on(batch: common.Batch) -> None:
             # Under a parameter-server strategy the whole step, enqueue to apply_gradients, is
             # one replica function of one scheduled function (docs/parameter_server.md).
             execution.strategy.run(replica_step, args=(execution.worker_rows(batch),))
-            return tf.shape(batch["label"], out_type=tf.int64)[0]
 
     def train_step(argument: Any) -> tf.Tensor:  # the name profiles find steps by
-        return step_on(argument.get_next() if execution.steps_read_input else argument)
+        batch = argument.get_next() if execution.steps_read_input else argument
+        step_on(batch)
+        return tf.shape(batch["label"], out_type=tf.int64)[0]
 
     return tf.function(train_step, autograph=False, input_signature=None
                        if execution.steps_read_input else [dataset.element_spec])
@@ -460,7 +447,7 @@ def train(options: TrainOptions, spec: DataSpec, stream: TextIO = sys.stdout,
     if options.jit_compile and run.keras_model is not None:
         # model.fit's compiled step takes the ids as they come: padded, it compiles once per
         # bucket of their counts, not once per batch (the sharded API pads at enqueue).
-        dataset = dataset.map(_ids_padded_to_powers_of_two)
+        dataset = dataset.map(common.ids_padded_to_powers_of_two)
     if run.keras_model is not None:
         finished = _fit_keras(run, options, dataset, last_step, stream)
     else:
