@@ -297,9 +297,9 @@ def _replica_step(run: _Run, spec: DataSpec,
 def _train_step(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Dataset,
                 execution: Execution) -> Callable[[Any], tf.Tensor]:
     """The custom loop's step, one tf.function that returns its batch's example count. Where
-    the process reads the stream it takes the input's iterator and reads the batch itself, so no batch crosses from
-    Python into the call (that took ~2 ms a step of argument handling); on a parameter-server
-    cluster it takes the batch the chief read."""
+    this process reads the stream, the step takes the input's iterator and reads the batch
+    itself, so no batch crosses from Python into the call (that took ~2 ms a step of argument
+    handling); on a parameter-server cluster it takes the batch the chief read."""
     if options.jit_compile:
         # The TPU's program shape: the ids are enqueued here and enter the compiled step
         # converted, padded to a power of two, so it compiles once per bucket (docs/xla.md);
