@@ -66,11 +66,6 @@ def lost_worker_message(error: tf.errors.OpError, model_dir: str, timeout: float
 class MultiWorkerExecution(training.Execution):
     """The custom loop on one worker of a MultiWorkerMirroredStrategy cluster."""
 
-    # Each step takes its batch as its argument, as before the one-process loop read it inside
-    # the step: with the read inside, a worker whose peer was killed exited before the
-    # launcher saw the peer's death (tests/multi_worker/test_multi_worker_job.py).
-    steps_read_input = False
-
     def __init__(self, task: server.Task, model_dir: str, timeout_seconds: float):
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
             tf.train.ClusterSpec(task.cluster), task_type=task.task_type,

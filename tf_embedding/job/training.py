@@ -40,8 +40,8 @@ class Execution:
     # Steps dispatched between two waits for them: the checkpoints and the progress display
     # read the run's variables only after a wait.
     steps_per_wait = 1
-    # Whether a step reads its batch from the input's iterator itself, or takes it as its
-    # argument (a parameter-server chief reads it for the workers; multi_worker.py's).
+    # Whether a step reads its batch from the input's iterator itself (this process reads the
+    # stream), or takes it as its argument (a parameter-server chief reads it for the workers).
     steps_read_input = True
     # Whether this process writes the run's files (config, metrics, export) and prints.
     is_chief = True
@@ -296,10 +296,10 @@ def _replica_step(run: _Run, spec: DataSpec,
 
 def _train_step(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Dataset,
                 execution: Execution) -> Callable[[Any], tf.Tensor]:
-    """The custom loop's step, one tf.function that returns its batch's example count. In one
-    process the step takes the input's iterator and reads the batch itself, so no batch
-    crosses from Python into the call (that took ~2 ms a step of argument handling); on a
-    cluster (`execution.steps_read_input` False) it takes the batch as its argument."""
+    """The custom loop's step, one tf.function that returns its batch's example count. Where
+    this process reads the stream, the step takes the input's iterator and reads the batch
+    itself, so no batch crosses from Python into the call (that took ~2 ms a step of argument
+    handling); on a parameter-server cluster it takes the batch the chief read."""
     if options.jit_compile:
         # The TPU's program shape: the ids are enqueued here and enter the compiled step
         # converted, padded to a power of two, so it compiles once per bucket (docs/xla.md);
