@@ -15,14 +15,17 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def test_the_profile_splits_a_step_into_the_jobs_parts():
     result = subprocess.run(
-        # The window (from the first checkpoint, at step 500, for 2 s) falls inside the 2000
-        # steps (3-20 ms each on 2-core machines), which stop with a checkpoint: no evaluation,
-        # no export. (Timed from the process's start, it missed the steps on a slower machine,
-        # whose setup took longer.)
+        # The timed window (steps 500 to 1000, between the first two checkpoints) and the
+        # profile (from the second checkpoint, for 2 s) fall inside the 2000 steps (3-20 ms each
+        # on 2-core machines); the job stops with a checkpoint: no evaluation, no export.
+        # (Timed from the process's start, it missed the steps on a slower machine, whose setup
+        # took longer.)
         [sys.executable, os.path.join(REPO_ROOT, "tools", "profile_main_job.py"), "--start", "0",
          "--seconds", "2", "--steps", "100000", "--stop-at-step", "2000", "--batch-size", "512"],
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-5000:]
+    assert re.search(r"^\d+ examples/s over 500 steps, [\d.]+ CPU µs per example$",
+                     result.stdout, re.M), result.stdout
     steps = re.search(r"^(\d+) steps profiled, ([\d.]+) ms wall per step$", result.stdout, re.M)
     assert steps and int(steps.group(1)) > 0, result.stdout
     parts = {name: (float(ms), int(share)) for name, ms, share in re.findall(

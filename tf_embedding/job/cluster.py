@@ -93,6 +93,8 @@ class ClusterExecution(training.Execution):
     # Steps scheduled between two joins: a join lets the worker run dry while the chief
     # schedules the next steps, and the checkpoints and the progress display need one.
     steps_per_wait = 25
+    # The chief reads the input and passes each batch to its step (the class docstring).
+    steps_read_input = False
 
     def __init__(self, task: server.Task, model_dir: str):
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(

@@ -4,8 +4,9 @@ implementation.
 `EmbeddingTraining` is what the custom loop (`training._fit`) asks of one: the sharded
 `TPUEmbedding` with its fused Adagrad (the default), the replicated `TPUEmbeddingV0` with
 tf_keras' Adagrad, the Keras layer `tf_embedding.keras.TPUEmbedding` (fused Adagrad, trained
-inside one Keras model by `model.fit`), or keras-rs's `DistributedEmbedding`
-(`tf_embedding.keras_rs`, job/keras_rs_training.py).
+inside one Keras model by `model.fit`), keras-rs's `DistributedEmbedding`
+(`tf_embedding.keras_rs`, job/keras_rs_training.py), or stock TensorFlow alone (`stock`: the
+baseline the others are measured against).
 """
 
 import abc
@@ -91,18 +92,11 @@ class ShardedTraining(EmbeddingTraining):
 
 class ReplicatedTraining(EmbeddingTraining):
     """`TPUEmbeddingV0`: the tables are trainable variables whose gradients (IndexedSlices) go
-    to tf_keras' legacy Adagrad, whose sparse kernel touches only the looked-up rows (Keras 3's
-    Adagrad reads the whole accumulator every step, O(vocabulary) per step)."""
+    to tf_keras' legacy Adagrad (`sparse_adagrad`)."""
 
     def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
-        try:
-            import tf_keras  # pylint: disable=import-outside-toplevel
-        except ImportError:
-            raise ValueError("--embedding-api replicated needs tf_keras "
-                             "(pip install --no-deps 'tf_keras>=2.21,<2.22')") from None
+        self.optimizer = sparse_adagrad(options)
         self.embedding = EMBEDDING_API.TPUEmbeddingV0(feature_config, None)
-        self.optimizer = tf_keras.optimizers.legacy.Adagrad(
-            options.embedding_learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
         # Built eagerly, outside any tf.function (TF's own classes fail to build inside one).
         self._tables = list(self.embedding.embedding_tables.values())
 
@@ -114,7 +108,55 @@ class ReplicatedTraining(EmbeddingTraining):
         return self._tables
 
     def apply_gradients(self, gradients: list[Any]) -> None:
-        self.optimizer.apply_gradients(zip(gradients, self._tables))
+        # Under "embedding_...", so that profiles count its Adagrad as the embedding's.
+        with tf.name_scope("embedding_apply_gradients"):
+            self.optimizer.apply_gradients(zip(gradients, self._tables))
+
+    def checkpointed(self) -> dict[str, Any]:
+        return {"embedding": self.embedding, "embedding_optimizer": self.optimizer}
+
+
+class StockTraining(EmbeddingTraining):
+    """Stock TensorFlow only, the baseline of the others: each table a `tf.Variable` made by
+    its TableConfig's initializer (so its initial values are the other APIs'), each feature
+    looked up with `tf.nn.safe_embedding_lookup_sparse` and its table's combiner, and the
+    tables' gradients (IndexedSlices) applied by tf_keras' legacy Adagrad (`sparse_adagrad`).
+    Nothing of tf_embedding runs in the step; the configs only name the tables."""
+
+    def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
+        self.optimizer = sparse_adagrad(options)
+        tables = {}  # table name: its variable
+        self._features = {}  # feature name: (its table's variable, combiner)
+        for name, feature in feature_config.items():
+            table = feature.table
+            if table.name not in tables:
+                tables[table.name] = tf.Variable(
+                    table.initializer((table.vocabulary_size, table.dim), dtype=tf.float32),
+                    name=table.name)
+            self._features[name] = (tables[table.name], table.combiner)
+        self._tables = list(tables.values())
+        # The tables under the table names, as stock TF's checkpoints hold them.
+        self.embedding = tf.train.Checkpoint(**tables)
+
+    def lookup(self, ids: dict[str, Any], weights: dict[str, Any],
+               training: bool) -> dict[str, tf.Tensor]:
+        # Under "embedding/" so that profiles count these ops as the embedding's.
+        with tf.name_scope("embedding"):
+            activations = {}
+            for name, (table, combiner) in self._features.items():
+                feature_weights = weights[name]
+                activations[name] = tf.nn.safe_embedding_lookup_sparse(
+                    table, ids[name].to_sparse(),
+                    None if feature_weights is None else feature_weights.to_sparse(),
+                    combiner=combiner, name=name)
+            return activations
+
+    def sources(self, activations: dict[str, tf.Tensor]) -> list[tf.Variable]:
+        return self._tables
+
+    def apply_gradients(self, gradients: list[Any]) -> None:
+        with tf.name_scope("embedding_apply_gradients"):
+            self.optimizer.apply_gradients(zip(gradients, self._tables))
 
     def checkpointed(self) -> dict[str, Any]:
         return {"embedding": self.embedding, "embedding_optimizer": self.optimizer}
@@ -155,13 +197,30 @@ class KerasTraining(EmbeddingTraining):
 # The adapters this module holds, by `--embedding-api`; keras-rs's, an extra, is in
 # keras_rs_training.py (which builds on `KerasTraining`).
 EMBEDDING_APIS: dict[str, type[EmbeddingTraining]] = {
-    "sharded": ShardedTraining, "replicated": ReplicatedTraining, "keras": KerasTraining}
+    "sharded": ShardedTraining, "replicated": ReplicatedTraining, "keras": KerasTraining,
+    "stock": StockTraining}
 
 
 def embedding_optimizer(options: TrainOptions) -> Any:
     """The tables' Adagrad for the sharded engine and the Keras layer."""
     return EMBEDDING_API.Adagrad(options.embedding_learning_rate,
                                  initial_accumulator_value=INITIAL_ACCUMULATOR)
+
+
+def sparse_adagrad(options: TrainOptions) -> Any:
+    """The tables' Adagrad for the replicated and stock APIs: tf_keras' legacy Adagrad, whose
+    sparse kernel (ResourceSparseApplyAdagradV2) touches only the looked-up rows. Keras 3's
+    Adagrad takes the square root of the whole accumulator every step, O(vocabulary) per step.
+    Its rule is the TPU's but for an epsilon of 1e-7 added to the root (tf_keras replaces 0 by
+    its default): with accumulators from 0.1 up, a relative change of at most 3.2e-7 (a few
+    float32 roundings) to an update."""
+    try:
+        import tf_keras  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        raise ValueError(f"--embedding-api {options.embedding_api} needs tf_keras "
+                         "(pip install --no-deps 'tf_keras>=2.21,<2.22')") from None
+    return tf_keras.optimizers.legacy.Adagrad(
+        options.embedding_learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
 
 
 def feature_config(spec: DataSpec, dim: int, seed: int) -> dict[str, Any]:

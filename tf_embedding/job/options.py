@@ -58,8 +58,11 @@ class TrainOptions(DataOptions):
                                            "(fused Adagrad) in a Keras model trained by "
                                            "model.fit, or keras-rs's DistributedEmbedding "
                                            "(tf_embedding.keras_rs; its tables' Keras Adagrad "
-                                           "applied the TPU way) in the same model",
-                                ("sharded", "replicated", "keras", "keras-rs"))
+                                           "applied the TPU way) in the same model, or stock "
+                                           "TensorFlow alone (tf.Variable tables, "
+                                           "tf.nn.safe_embedding_lookup_sparse, tf_keras' "
+                                           "Adagrad): the baseline",
+                                ("sharded", "replicated", "keras", "keras-rs", "stock"))
     embedding_learning_rate: float = option(2.0, "Adagrad learning rate of the tables")
     learning_rate: float = option(0.002, "Adam learning rate of the MLPs")
     bottom_mlp: str = option("64", "hidden layer sizes of the bottom (dense) MLP; it ends in "
@@ -79,7 +82,7 @@ class TrainOptions(DataOptions):
                                       "API's dequeue, the model and both optimizers in one "
                                       "compiled function, enqueue in its caller as on a TPU; "
                                       "the Keras API's whole model.fit step, its ids padded "
-                                      "to powers of two (not replicated, keras-rs)")
+                                      "to powers of two (not replicated, keras-rs, stock)")
     collective_timeout: float = option(600.0, "on a multi-worker cluster: seconds an exchange "
                                               "waits for the other workers before the run "
                                               "stops, naming the lost one (0: forever)")
@@ -102,6 +105,8 @@ _NOT_COMPILED = {
                   "kernel for its sparse update (ResourceSparseApplyAdagradV2)",
     "keras-rs": "keras-rs's layer is not tested under XLA (it sets supports_jit = False), and "
                 "its sparse inputs keep every id, so padding cannot bound its compiles",
+    "stock": "tf_keras' legacy Adagrad, which updates the stock tables, has no XLA kernel for "
+             "its sparse update (ResourceSparseApplyAdagradV2)",
 }
 
 
@@ -139,6 +144,8 @@ _NOT_ON_A_CLUSTER = {
              "support (it never schedules steps on a cluster's workers)",
     "keras-rs": "keras-rs's layer trains with Keras 3's model.fit, which has no "
                 "parameter-server support (it never schedules steps on a cluster's workers)",
+    "stock": "the stock baseline is the one-process job on stock TensorFlow, what the other "
+             "APIs are measured against",
 }
 
 

@@ -63,9 +63,10 @@ class Progress:
         self._last_print = 0.0
         self._next_line = first_step
 
-    def update(self, step: int, examples: int, metrics: RunningMetrics, malformed: int,
+    def update(self, step: int, examples: int, metrics: RunningMetrics, malformed: tf.Variable,
                force: bool = False) -> None:
-        """Records that `step` is done with `examples` examples so far; draws when due."""
+        """Records that `step` is done with `examples` examples so far; draws when due
+        (reading `malformed`, the count of malformed records, only then)."""
         now = time.monotonic()
         if self._started is None:
             # Timing starts after the first update, whose steps include tracing the step
@@ -92,8 +93,8 @@ class Progress:
         text = (f"step {step}/{self._last_step} [{'#' * filled}{'.' * (width - filled)}] "
                 f"{rate} ex/s | loss {metrics.loss():.4f} | "
                 f"auc {metrics.auc():.4f} | eta {_duration(eta)}")
-        if malformed:
-            text += f" | malformed {malformed}"
+        if int(malformed):
+            text += f" | malformed {int(malformed)}"
         if self._mode == "bar":
             self._stream.write("\r" + text)
         else:

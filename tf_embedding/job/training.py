@@ -13,12 +13,11 @@ import dataclasses
 import json
 import os
 import sys
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Iterator, TextIO
 
 import keras
 import tensorflow as tf
 
-from tf_embedding.feature_inputs.buckets import pad_ids_to_power_of_two
 from tf_embedding.job import embedding_apis
 from tf_embedding.job import export
 from tf_embedding.job import interrupts
@@ -41,6 +40,9 @@ class Execution:
     # Steps dispatched between two waits for them: the checkpoints and the progress display
     # read the run's variables only after a wait.
     steps_per_wait = 1
+    # Whether a step reads its batch from the input's iterator itself (this process reads the
+    # stream), or takes it as its argument (a parameter-server chief reads it for the workers).
+    steps_read_input = True
     # Whether this process writes the run's files (config, metrics, export) and prints.
     is_chief = True
 
@@ -48,9 +50,10 @@ class Execution:
         # The run's objects are created in its scope, and the steps run in its `run`.
         self.strategy = strategy or tf.distribute.get_strategy()
 
-    def dispatch(self, function: Callable[[common.Batch], Any], batch: common.Batch) -> Any:
-        """Starts the tf.function `function` on `batch`; returns what `result` takes."""
-        return function(batch)
+    def dispatch(self, function: Callable[[Any], Any], argument: Any) -> Any:
+        """Starts the tf.function `function` on `argument` (a batch, or the input's iterator
+        when `steps_read_input`); returns what `result` takes."""
+        return function(argument)
 
     def result(self, value: Any) -> Any:
         """The value of a dispatched function's result, once it is done."""
@@ -87,18 +90,6 @@ class Execution:
         """Whether to stop before the next step, this process having been asked to or not:
         processes that train together must stop at the same step."""
         return requested
-
-
-def _ids_padded_to_powers_of_two(batch: common.Batch) -> common.Batch:
-    """The batch with each feature's ids (and weights) as SparseTensors padded to a power of
-    two by lookups the features prune (pad_ids_to_power_of_two): the same training."""
-    ids, weights = {}, {}
-    for name, feature_ids in batch["ids"].items():
-        ids[name], padded_weights = pad_ids_to_power_of_two(feature_ids,
-                                                            batch["weights"].get(name))
-        if padded_weights is not None:
-            weights[name] = padded_weights
-    return {**batch, "ids": ids, "weights": weights}
 
 
 def lookup_weights(spec: DataSpec, batch: common.Batch) -> dict[str, Any]:
@@ -303,10 +294,12 @@ def _replica_step(run: _Run, spec: DataSpec,
     return replica_step
 
 
-def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Dataset,
-         last_step: int, stream: TextIO, execution: Execution) -> bool:
-    """Trains from the current step to last_step in the custom loop, checkpointing on the way
-    and at the end; returns False when interrupted (Ctrl-C) before last_step."""
+def _train_step(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Dataset,
+                execution: Execution) -> Callable[[Any], tf.Tensor]:
+    """The custom loop's step, one tf.function that returns its batch's example count. Where
+    this process reads the stream, the step takes the input's iterator and reads the batch
+    itself, so no batch crosses from Python into the call (that took ~2 ms a step of argument
+    handling); on a parameter-server cluster it takes the batch the chief read."""
     if options.jit_compile:
         # The TPU's program shape: the ids are enqueued here and enter the compiled step
         # converted, padded to a power of two, so it compiles once per bucket (docs/xla.md);
@@ -314,20 +307,45 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
         compiled_step = tf.function(_replica_step(run, spec, enqueued=True), jit_compile=True,
                                     autograph=False)
 
-        @tf.function(input_signature=[dataset.element_spec], autograph=False)
-        def train_step(batch: common.Batch) -> None:
+        def step_on(batch: common.Batch) -> None:
             run.embedding.enqueue(batch["ids"], lookup_weights(spec, batch), training=True)
             execution.strategy.run(compiled_step, args=(
                 {key: value for key, value in batch.items() if key not in _ID_KEYS},))
     else:
         replica_step = _replica_step(run, spec)
 
-        @tf.function(input_signature=[dataset.element_spec], autograph=False)
-        def train_step(batch: common.Batch) -> None:
+        def step_on(batch: common.Batch) -> None:
             # Under a parameter-server strategy the whole step, enqueue to apply_gradients, is
             # one replica function of one scheduled function (docs/parameter_server.md).
             execution.strategy.run(replica_step, args=(execution.worker_rows(batch),))
 
+    def train_step(argument: Any) -> tf.Tensor:  # the name profiles find steps by
+        batch = argument.get_next() if execution.steps_read_input else argument
+        step_on(batch)
+        return tf.shape(batch["label"], out_type=tf.int64)[0]
+
+    return tf.function(train_step, autograph=False, input_signature=None
+                       if execution.steps_read_input else [dataset.element_spec])
+
+
+def _dispatch_step(execution: Execution, train_step: Callable[[Any], tf.Tensor],
+                   batches: Iterator[common.Batch]) -> int:
+    """Starts one training step on the next batch; returns the batch's example count."""
+    try:
+        if execution.steps_read_input:
+            return int(execution.result(execution.dispatch(train_step, batches)))
+        batch = next(batches)
+    except (StopIteration, tf.errors.OutOfRangeError):
+        raise ValueError("the training input holds no examples") from None
+    execution.dispatch(train_step, batch)
+    return batch["label"].shape[0]
+
+
+def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Dataset,
+         last_step: int, stream: TextIO, execution: Execution) -> bool:
+    """Trains from the current step to last_step in the custom loop, checkpointing on the way
+    and at the end; returns False when interrupted (Ctrl-C) before last_step."""
+    train_step = _train_step(run, options, spec, dataset, execution)
     checkpoints = _Checkpoints(run, options.checkpoint_every)
     progress = Progress(options.progress, checkpoints.first_step, last_step, stream)
     batches = iter(dataset)
@@ -337,18 +355,13 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
     try:
         with interrupts.stop_on_interrupt() as stop:
             while step < last_step and not execution.stop_agreed(stop.requested):
-                try:
-                    batch = next(batches)
-                except StopIteration:
-                    raise ValueError("the training input holds no examples") from None
-                execution.dispatch(train_step, batch)
-                examples += int(tf.shape(batch["label"])[0])
+                examples += _dispatch_step(execution, train_step, batches)
                 step += 1
                 if (step % execution.steps_per_wait == 0
                         or step % options.checkpoint_every == 0 or step == last_step):
                     execution.wait()
                     checkpoints.after_step()
-                    progress.update(step, examples, run.metrics, int(run.malformed),
+                    progress.update(step, examples, run.metrics, run.malformed,
                                     force=step == last_step)
             # The checkpoint below keeps the work; --resume continues from it.
             interrupted = step < last_step
@@ -434,7 +447,7 @@ def train(options: TrainOptions, spec: DataSpec, stream: TextIO = sys.stdout,
     if options.jit_compile and run.keras_model is not None:
         # model.fit's compiled step takes the ids as they come: padded, it compiles once per
         # bucket of their counts, not once per batch (the sharded API pads at enqueue).
-        dataset = dataset.map(_ids_padded_to_powers_of_two)
+        dataset = dataset.map(common.ids_padded_to_powers_of_two)
     if run.keras_model is not None:
         finished = _fit_keras(run, options, dataset, last_step, stream)
     else:

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
+from tf_embedding.feature_inputs.buckets import pad_ids_to_power_of_two
 from tf_embedding.job.data.spec import DataSpec, FeatureSpec
 
 Batch = dict[str, Any]
@@ -151,3 +152,15 @@ def read_batches(records: tf.data.Dataset, decode: Decode, spec: DataSpec, batch
     else:
         batches = windows.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def ids_padded_to_powers_of_two(batch: Batch) -> Batch:
+    """The batch with each feature's ids (and weights) as SparseTensors padded to a power of
+    two by lookups the features prune (pad_ids_to_power_of_two): the same training."""
+    ids, weights = {}, {}
+    for name, feature_ids in batch["ids"].items():
+        ids[name], padded_weights = pad_ids_to_power_of_two(feature_ids,
+                                                            batch["weights"].get(name))
+        if padded_weights is not None:
+            weights[name] = padded_weights
+    return {**batch, "ids": ids, "weights": weights}

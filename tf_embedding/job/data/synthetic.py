@@ -2,7 +2,8 @@
 
 Each table's ids follow a Zipf law over its vocabulary (rank r drawn with probability
 proportional to (r + 1)**-alpha, ranks scattered over rows by a fixed bijection so that hot
-ids are not all small numbers). Every row has a planted effect; the click logit is
+ids are not all small numbers), drawn by Walker's alias method: one uniform number and two
+table reads per id, where inverting the CDF took a binary search through it. Every row has a planted effect; the click logit is
 
     label_bias + sum over features of scale * combine(weights, effects of the ids)
                + dense . beta
@@ -29,7 +30,7 @@ TEST = 1
 _DENSE_SCALE = 0.5
 
 
-class _Table:
+class ZipfTable:
     """Sampling and planted effects of one table, drawn from the run's seed and its name."""
 
     def __init__(self, table: TableSpec, seed: int):
@@ -38,27 +39,62 @@ class _Table:
         ranks = np.arange(size, dtype=np.float64)
         probability = (ranks + 1.0) ** -table.zipf_alpha
         probability /= probability.sum()
-        cdf = np.cumsum(probability)
-        cdf[-1] = 1.0
         self.size = size
-        self.cdf = tf.constant(cdf)
         self.multiplier = _coprime_multiplier(size, rng)
         self.offset = int(rng.integers(size))
         # Effects shrink with rank; the scale makes one lookup's effect have unit variance
         # under the Zipf law, so FeatureSpec.effect_scale is the feature's share of the logit.
         spread = 1.0 / np.sqrt(1.0 + ranks / table.head_size)
         spread /= math.sqrt(float(np.sum(probability * spread ** 2)))
-        by_rank = rng.standard_normal(size) * spread
-        by_row = np.empty(size, np.float32)
-        by_row[(np.arange(size, dtype=np.int64) * self.multiplier + self.offset) % size] = by_rank
-        self.effects = tf.constant(by_row)
+        effects = (rng.standard_normal(size) * spread).astype(np.float32)
+        keep, alias = alias_table(probability)
+        # Per column of the alias table, in one row (one memory read per id): the chance of
+        # keeping the column's own rank, the alias's rank, and both ranks' effects.
+        self.columns = tf.constant(np.stack([keep, alias, effects, effects[alias]], axis=1))
 
-    def sample(self, count: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-        """`count` Zipf-distributed rows."""
-        uniform = tf.random.stateless_uniform([count], seed, dtype=tf.float64)
-        rank = tf.minimum(tf.searchsorted(self.cdf, uniform, side="right", out_type=tf.int64),
-                          self.size - 1)
-        return (rank * self.multiplier + self.offset) % self.size
+    def sample(self, count: tf.Tensor, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """`count` Zipf-distributed rows, and their planted effects."""
+        # One uniform number gives both the column (its integer part) and the coin (the rest).
+        scaled = tf.random.stateless_uniform([count], seed, dtype=tf.float64) * self.size
+        column = tf.minimum(tf.cast(scaled, tf.int64), self.size - 1)
+        keep, alias, effect, alias_effect = tf.unstack(tf.gather(self.columns, column), axis=1)
+        kept = scaled - tf.cast(column, tf.float64) < keep
+        rank = tf.where(kept, column, tf.cast(alias, tf.int64))
+        rows = (rank * self.multiplier + self.offset) % self.size
+        return rows, tf.cast(tf.where(kept, effect, alias_effect), tf.float32)
+
+
+def alias_table(probability: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Walker's alias table of a distribution over n outcomes: (keep, alias), such that drawing
+    a column i uniformly, then i with probability keep[i] and alias[i] otherwise, draws outcome
+    r with probability[r].
+
+    Vose's construction, vectorized: with scaled masses q = n * probability, each column under
+    1 (in order) is topped up from the current column over 1, which, once it falls under 1
+    itself, is topped up from the next. In the order of the columns over 1, the current one
+    before the k-th column under 1 is the first whose cumulative excess over 1 reaches the
+    deficits below 1 of the columns before it; a column over 1 falls under at the first column
+    under 1 whose cumulative deficit passes its cumulative excess, and keeps what is left.
+    """
+    n = len(probability)
+    q = probability * n
+    small, large = np.flatnonzero(q < 1.0), np.flatnonzero(q >= 1.0)
+    keep = np.ones(n)
+    alias = np.arange(n, dtype=np.int64)
+    if len(small) == 0:
+        return keep, alias
+    deficits = np.cumsum(1.0 - q[small])  # through each column under 1
+    excess = np.cumsum(q[large] - 1.0)
+    donor = np.minimum(np.searchsorted(excess, np.concatenate([[0.0], deficits[:-1]])),
+                       len(large) - 1)
+    keep[small] = q[small]
+    alias[small] = large[donor]
+    # The columns over 1 that fall under it (all but the last, which rounding leaves at 1).
+    spent = np.searchsorted(deficits, excess[:-1], side="right")
+    fell = spent < len(small)
+    keep[large[:-1][fell]] = np.clip(1.0 + excess[:-1][fell] - deficits[spent[fell]], 0.0, 1.0)
+    alias[large[:-1][fell]] = large[1:][fell]
+    return keep, alias
 
 
 def _coprime_multiplier(size: int, rng: np.random.Generator) -> int:
@@ -76,7 +112,7 @@ class SyntheticClickLog:
     def __init__(self, spec: DataSpec, seed: int = 0):
         self.spec = spec
         self.seed = seed
-        self._tables = {t.name: _Table(t, seed) for t in spec.tables}
+        self._tables = {t.name: ZipfTable(t, seed) for t in spec.tables}
         rng = np.random.default_rng([seed, 0x5eed])
         self._beta = tf.constant(rng.normal(0.0, _DENSE_SCALE, [spec.num_dense]), tf.float32)
 
@@ -100,8 +136,9 @@ class SyntheticClickLog:
                     [batch_size], stream(3 * j + 1), minval=1, maxval=feature.max_ids + 1,
                     dtype=tf.int64)
             total = tf.reduce_sum(lengths)
-            ids = tf.RaggedTensor.from_row_lengths(table.sample(total, stream(3 * j + 2)),
-                                                   lengths)
+            rows, effects = table.sample(total, stream(3 * j + 2))
+            # The lengths sum to the count sampled: no check needed.
+            ids = tf.RaggedTensor.from_row_lengths(rows, lengths, validate=False)
             batch["ids"][feature.name] = ids
             if feature.weighted:
                 weights = ids.with_flat_values(tf.random.stateless_uniform(
@@ -109,7 +146,6 @@ class SyntheticClickLog:
                 batch["weights"][feature.name] = weights
             else:
                 weights = ids.with_flat_values(tf.ones([total]))
-            effects = tf.gather(table.effects, ids.flat_values)
             logit += feature.effect_scale * _combine(
                 weights, effects, self.spec.table(feature.table).combiner)
         probability = tf.sigmoid(logit)
