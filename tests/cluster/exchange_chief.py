@@ -1,4 +1,4 @@
-"""The chief of tests/cluster/test_task_exchange.py, run as a script:
+"""The chief of tests/cluster/test_task_exchange_cluster.py, run as a script:
 
     TF_CONFIG=... python tests/cluster/exchange_chief.py OUTPUT_DIR SCENARIO
 

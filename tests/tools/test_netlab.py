@@ -75,8 +75,11 @@ def task_of(environ: dict[str, str]) -> tuple[str, int]:
 
 def start_endless_run(*extra: str) -> subprocess.Popen:
     """A lab run that would go on for hours, once its worker is sending steps' traffic."""
+    # SIGINT at its default disposition, as in a terminal: a script that runs these tests in
+    # the background hands them SIGINT ignored, which the lab run would inherit.
     lab = subprocess.Popen([*BENCHMARK, "--steps", "1000000", *extra], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+                           stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + RUN_TIMEOUT
     while time.monotonic() < deadline and lab.poll() is None:
         processes = lab_processes(lab.pid)
