@@ -95,3 +95,11 @@ def whole_tables(embedding: tf_embedding.TPUEmbedding) -> dict[str, np.ndarray]:
                                 else tf.convert_to_tensor(variable)).numpy()
             for table, slots in embedding.table_variables().items()
             for slot, variable in slots.items()}
+
+
+def save_whole_tables(embedding: tf_embedding.TPUEmbedding, rank: int, path: str) -> None:
+    """`whole_tables`, written to the .npz `path` by rank 0 (every rank takes part in the
+    gather)."""
+    tables = whole_tables(embedding)
+    if rank == 0:
+        np.savez(path, **tables)

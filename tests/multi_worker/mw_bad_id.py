@@ -10,12 +10,11 @@ whole from rank 0 (`tables.npz`).
 import os
 import sys
 
-import numpy as np
 import tensorflow as tf
 
 from tf_embedding.sharded.multi_worker.group import group_of
 
-from helpers.multi_worker_training import bad_id_edit, train, whole_tables
+from helpers.multi_worker_training import bad_id_edit, save_whole_tables, train
 
 
 def main(out_dir: str, case: str, bad_rank: str, bad_step: str) -> None:
@@ -27,9 +26,7 @@ def main(out_dir: str, case: str, bad_rank: str, bad_step: str) -> None:
         if isinstance(result, tf.errors.OpError):
             message = " ".join(result.message.split())
             print(f"step {step} failed: {type(result).__name__}: {message}", flush=True)
-    tables = whole_tables(embedding)
-    if workers.rank == 0:
-        np.savez(os.path.join(out_dir, "tables.npz"), **tables)
+    save_whole_tables(embedding, workers.rank, os.path.join(out_dir, "tables.npz"))
     print("done", flush=True)
 
 

@@ -13,12 +13,11 @@
 import os
 import sys
 
-import numpy as np
 import tensorflow as tf
 
 from tf_embedding.sharded.multi_worker.group import group_of
 
-from helpers.multi_worker_training import GLOBAL_BATCH, embedding_for, train, whole_tables
+from helpers.multi_worker_training import GLOBAL_BATCH, embedding_for, save_whole_tables, train
 
 
 def main(mode: str, *args: str) -> None:
@@ -39,9 +38,7 @@ def main(mode: str, *args: str) -> None:
         status = checkpoint.read(checkpoint_path)
         embedding.build(per_replica_batch_size=GLOBAL_BATCH // workers.size)
         status.assert_consumed()
-        tables = whole_tables(embedding)
-        if workers.rank == 0:
-            np.savez(os.path.join(directory, "restored.npz"), **tables)
+        save_whole_tables(embedding, workers.rank, os.path.join(directory, "restored.npz"))
     print("done", flush=True)
 
 

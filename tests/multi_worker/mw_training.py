@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from tf_embedding.sharded.multi_worker.group import group_of
 
-from helpers.multi_worker_training import train, whole_tables
+from helpers.multi_worker_training import save_whole_tables, train
 
 
 def main(out_dir: str, cases: list[str]) -> None:
@@ -27,9 +27,7 @@ def main(out_dir: str, cases: list[str]) -> None:
         np.savez(os.path.join(out_dir, f"{name}.rank{workers.rank}.npz"),
                  **{f"{step}/{feature}": value for step, values in enumerate(activations)
                     for feature, value in values.items()})
-        tables = whole_tables(embedding)
-        if workers.rank == 0:
-            np.savez(os.path.join(out_dir, f"{name}.npz"), **tables)
+        save_whole_tables(embedding, workers.rank, os.path.join(out_dir, f"{name}.npz"))
     print("done", flush=True)
 
 

@@ -142,10 +142,8 @@ def _run_workers(options: ClusterOptions, train_argv: Sequence[str],
         _say(stream, f"the workers exited with statuses {statuses}")
         if first_failed is None or statuses[0] in (-signal.SIGINT, -signal.SIGTERM, 130) or (
                 not restarts.take(f"worker {first_failed}")):
-            status = 0 if first_failed is None else statuses[first_failed]
-            return status if status >= 0 else 128 - status
-        if "--resume" not in argv and has_checkpoint(options.model_dir):
-            argv.append("--resume")
+            return _exit_status(0 if first_failed is None else statuses[first_failed])
+        _resume_from_checkpoint(argv, options.model_dir)
 
 
 # Seconds a worker has to exit on its own once another died (its next exchange fails at once
@@ -205,9 +203,20 @@ def _run_clusters(options: ClusterOptions, train_argv: Sequence[str],
             _say(stream, f"the chief exited with status {status}; stopping the ps and worker "
                          "tasks")
         if status == 0 or not lost_ps or not restarts.take(f"ps task {lost_ps[0][1]}"):
-            return status if status >= 0 else 128 - status
-        if "--resume" not in argv and has_checkpoint(options.model_dir):
-            argv.append("--resume")
+            return _exit_status(status)
+        _resume_from_checkpoint(argv, options.model_dir)
+
+
+def _exit_status(status: int) -> int:
+    """A process's exit status as a shell reports it: 128 + the signal that ended it."""
+    return status if status >= 0 else 128 - status
+
+
+def _resume_from_checkpoint(argv: list[str], model_dir: str) -> None:
+    """Adds --resume to the train arguments `argv` once `model_dir` holds a checkpoint, for a
+    run started anew after a lost task."""
+    if "--resume" not in argv and has_checkpoint(model_dir):
+        argv.append("--resume")
 
 
 def has_checkpoint(model_dir: str) -> bool:

@@ -61,19 +61,21 @@ def apply_gradients(group: WorkerGroup, tables: Sequence, batches: Sequence[queu
             tf.pad(flat, [[0, capacity - tf.size(flat, out_type=tf.int64)]]), keys[2]),
             [size, -1])
 
+        # Each worker's lookups and gradients, cut per table once for all tables.
+        lookups_by_table = [split_sizes(received[worker], 2 * lookup_counts[worker, :, rank],
+                                        num_tables) for worker in range(size)]
+        gradients_by_table = [split_sizes(gathered[worker][:tf.reduce_sum(value_counts[worker])],
+                                          value_counts[worker], num_tables)
+                              for worker in range(size)]
         for t, state in enumerate(tables):
             table = state.variables["parameters"]
             if table.block is None:
                 continue
-            pieces = []
-            for worker in range(size):
-                worker_lookups = split_sizes(received[worker],
-                                             2 * lookup_counts[worker, :, rank], num_tables)[t]
-                gradients = split_sizes(gathered[worker][:tf.reduce_sum(value_counts[worker])],
-                                        value_counts[worker], num_tables)[t]
-                pieces.append(_feature_batches(
-                    worker_lookups, tf.reshape(gradients, [-1, state.config.dim]),
-                    row_counts[t][worker], len(state.feature_indices)))
+            pieces = [_feature_batches(
+                          lookups_by_table[worker][t],
+                          tf.reshape(gradients_by_table[worker][t], [-1, state.config.dim]),
+                          row_counts[t][worker], len(state.feature_indices))
+                      for worker in range(size)]
             # f-major, worker-minor: one process's order of the gradient terms.
             ordered = [pieces[worker][feature] for feature in range(len(state.feature_indices))
                        for worker in range(size)]
