@@ -7,6 +7,7 @@
   (`embedding_gradient`, `lookup_table_gradient`) and the fused optimizer updates
   (`sparse_apply`, `sparse_apply_rows`), through the optimizers' public contract.
 * The engine queues' size check (`check_queue_sizes`).
+* The main job's synthetic data: one feature of a batch (`synthetic_feature`).
 
 The op contract is docs/internals.md. Importing this module registers the gradients of the
 lookup ops: the table receives `tf.IndexedSlices(values, unique_ids, table_shape)`, so
@@ -413,3 +414,24 @@ def check_queue_sizes(queue_refs: Sequence[tf.Tensor], min_size: int, max_size: 
     from `min_size` to `max_size` (`TfeCheckQueueSizes`; it never blocks)."""
     return _loader.load_ops().tfe_check_queue_sizes(
         queues=list(queue_refs), min_size=min_size, max_size=max_size, message=message)
+
+
+class SyntheticFeature(NamedTuple):
+    """One feature of a synthetic batch (`synthetic_feature`)."""
+
+    row_splits: tf.Tensor  # int64 [batch_size + 1]
+    rows: tf.Tensor  # int64 [lookups]
+    weights: tf.Tensor  # float [lookups], or [0] when not weighted
+    contribution: tf.Tensor  # float [batch_size]: the combined effects of each sample's ids
+
+
+def synthetic_feature(columns: tf.Tensor, seeds: tf.Tensor, feature_name: str, batch_size: int,
+                      max_ids: int, weighted: bool, combiner: str, multiplier: int, offset: int,
+                      weight_range: tuple[float, float]) -> SyntheticFeature:
+    """One feature of the job's synthetic batch (`TfeSyntheticFeature`, its doc: cc/ops/
+    synthetic_ops.cc): lengths, Zipf ids through the alias table `columns` [N, 4], weights,
+    from the three seed pairs `seeds` [3, 2], as TF's stateless random ops draw them."""
+    return SyntheticFeature(*_loader.load_ops().tfe_synthetic_feature(
+        columns=columns, seeds=seeds, feature_name=feature_name, batch_size=batch_size,
+        max_ids=max_ids, weighted=weighted, combiner=combiner, multiplier=multiplier,
+        offset=offset, weight_min=weight_range[0], weight_max=weight_range[1]))

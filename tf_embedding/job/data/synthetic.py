@@ -2,8 +2,8 @@
 
 Each table's ids follow a Zipf law over its vocabulary (rank r drawn with probability
 proportional to (r + 1)**-alpha, ranks scattered over rows by a fixed bijection so that hot
-ids are not all small numbers), drawn by Walker's alias method: one uniform number and two
-table reads per id, where inverting the CDF took a binary search through it. Every row has a planted effect; the click logit is
+ids are not all small numbers), drawn by Walker's alias method: one uniform number and one
+read of the table's alias row per id. Every row has a planted effect; the click logit is
 
     label_bias + sum over features of scale * combine(weights, effects of the ids)
                + dense . beta
@@ -12,7 +12,10 @@ with the table's combiner, so an embedding model can represent it exactly. Label
 from the logistic of that logit; the probability itself travels with the batch so that the
 Bayes AUC (the AUC of the true probabilities) can be measured on the same examples.
 
-Batch k of a split is a pure function of (seed, split, k): stateless random ops, no state.
+Batch k of a split is a pure function of (seed, split, k): stateless random streams, no state.
+Each feature of a batch is one op (`TfeSyntheticFeature`: lengths, ids, weights and the
+feature's share of the logit, drawn as TF's stateless random ops would draw them), where the
+same draws as TF ops cost about as much CPU as a training step's embedding work.
 """
 
 import math
@@ -21,13 +24,15 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
-from tf_embedding.feature_inputs import rules
+from tf_embedding import ops
 from tf_embedding.job.data import common
 from tf_embedding.job.data.spec import DataSpec, TableSpec
 
 TRAIN = 0
 TEST = 1
 _DENSE_SCALE = 0.5
+# A weighted feature's weights are uniform in this range.
+WEIGHT_RANGE = (0.2, 1.0)
 
 
 class ZipfTable:
@@ -51,17 +56,6 @@ class ZipfTable:
         # Per column of the alias table, in one row (one memory read per id): the chance of
         # keeping the column's own rank, the alias's rank, and both ranks' effects.
         self.columns = tf.constant(np.stack([keep, alias, effects, effects[alias]], axis=1))
-
-    def sample(self, count: tf.Tensor, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """`count` Zipf-distributed rows, and their planted effects."""
-        # One uniform number gives both the column (its integer part) and the coin (the rest).
-        scaled = tf.random.stateless_uniform([count], seed, dtype=tf.float64) * self.size
-        column = tf.minimum(tf.cast(scaled, tf.int64), self.size - 1)
-        keep, alias, effect, alias_effect = tf.unstack(tf.gather(self.columns, column), axis=1)
-        kept = scaled - tf.cast(column, tf.float64) < keep
-        rank = tf.where(kept, column, tf.cast(alias, tf.int64))
-        rows = (rank * self.multiplier + self.offset) % self.size
-        return rows, tf.cast(tf.where(kept, effect, alias_effect), tf.float32)
 
 
 def alias_table(probability: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -129,25 +123,17 @@ class SyntheticClickLog:
         batch: common.Batch = {"dense": dense, "ids": {}, "weights": {}}
         for j, feature in enumerate(self.spec.features):
             table = self._tables[feature.table]
-            if feature.max_ids == 1:
-                lengths = tf.ones([batch_size], tf.int64)
-            else:
-                lengths = tf.random.stateless_uniform(
-                    [batch_size], stream(3 * j + 1), minval=1, maxval=feature.max_ids + 1,
-                    dtype=tf.int64)
-            total = tf.reduce_sum(lengths)
-            rows, effects = table.sample(total, stream(3 * j + 2))
-            # The lengths sum to the count sampled: no check needed.
-            ids = tf.RaggedTensor.from_row_lengths(rows, lengths, validate=False)
+            drawn = ops.synthetic_feature(
+                table.columns, tf.stack([stream(3 * j + 1), stream(3 * j + 2), stream(3 * j + 3)]),
+                feature.name, batch_size, feature.max_ids, feature.weighted,
+                self.spec.table(feature.table).combiner, table.multiplier, table.offset,
+                WEIGHT_RANGE)
+            # The op's row splits are the lengths' sums: no check needed.
+            ids = tf.RaggedTensor.from_row_splits(drawn.rows, drawn.row_splits, validate=False)
             batch["ids"][feature.name] = ids
             if feature.weighted:
-                weights = ids.with_flat_values(tf.random.stateless_uniform(
-                    [total], stream(3 * j + 3), minval=0.2, maxval=1.0))
-                batch["weights"][feature.name] = weights
-            else:
-                weights = ids.with_flat_values(tf.ones([total]))
-            logit += feature.effect_scale * _combine(
-                weights, effects, self.spec.table(feature.table).combiner)
+                batch["weights"][feature.name] = ids.with_flat_values(drawn.weights)
+            logit += feature.effect_scale * drawn.contribution
         probability = tf.sigmoid(logit)
         click = tf.random.stateless_uniform([batch_size], stream(1 << 20)) < probability
         batch.update(label=tf.cast(click, tf.float32), probability=probability,
@@ -165,9 +151,3 @@ class SyntheticClickLog:
                          num_parallel_calls=tf.data.AUTOTUNE,
                          deterministic=True).prefetch(tf.data.AUTOTUNE)
 
-
-def _combine(weights: tf.RaggedTensor, effects: tf.Tensor, combiner: str) -> tf.Tensor:
-    """The combiner applied to scalar effects, as the embedding lookup applies it to rows."""
-    weighted = tf.reduce_sum(weights.with_flat_values(weights.flat_values * effects), axis=1)
-    norms = rules.combiner_norm(combiner, weights, lambda values: tf.reduce_sum(values, axis=1))
-    return weighted if norms is None else tf.math.divide_no_nan(weighted, norms)
