@@ -137,31 +137,41 @@ class SyntheticFeatureOp : public OpKernel {
   }
 
   // Walker's alias method: a uniform column, kept or replaced by its alias; the rank's row under
-  // the table's bijection, and the planted effect.
+  // the table's bijection, and the planted effect. The draws of block k + 1 are made, and their
+  // rows prefetched, before block k's rows are read: each read has a block's time to arrive.
   absl::Status DrawRows(const double* columns, int64_t size, PhiloxRandom generator,
                         int64_t total, int64_t* rows, float* effects) const {
+    struct Block {
+      double scaled[kBlock];
+      int64_t column[kBlock];
+    };
     UniformDistribution<PhiloxRandom, double> uniform;
     const double size_as_double = static_cast<double>(size);
-    double scaled[kBlock];
-    int64_t column[kBlock];
-    for (int64_t start = 0; start < total; start += kBlock) {
+    const auto draw = [&](int64_t start, Block* block) {
       const int64_t count = std::min(kBlock, total - start);
       for (int64_t i = 0; i < count; i += 2) {
         const auto pair = uniform(&generator);
         for (int64_t k = i; k < std::min(i + 2, count); ++k) {
-          scaled[k] = pair[k - i] * size_as_double;
-          column[k] = std::min(static_cast<int64_t>(scaled[k]), size - 1);
-          __builtin_prefetch(columns + column[k] * kColumns);
+          block->scaled[k] = pair[k - i] * size_as_double;
+          block->column[k] = std::min(static_cast<int64_t>(block->scaled[k]), size - 1);
+          __builtin_prefetch(columns + block->column[k] * kColumns);
         }
       }
+    };
+    Block blocks[2];
+    if (total > 0) draw(0, &blocks[0]);
+    for (int64_t start = 0, current = 0; start < total; start += kBlock, current ^= 1) {
+      if (start + kBlock < total) draw(start + kBlock, &blocks[current ^ 1]);
+      const Block& block = blocks[current];
+      const int64_t count = std::min(kBlock, total - start);
       for (int64_t k = 0; k < count; ++k) {
-        const double* entry = columns + column[k] * kColumns;
-        const bool kept = scaled[k] - static_cast<double>(column[k]) < entry[kKeep];
-        int64_t rank = column[k];
+        const double* entry = columns + block.column[k] * kColumns;
+        const bool kept = block.scaled[k] - static_cast<double>(block.column[k]) < entry[kKeep];
+        int64_t rank = block.column[k];
         if (!kept) {
           const double alias = entry[kAlias];
           if (!(alias >= 0.0 && alias < size_as_double)) {
-            return Error("alias table entry ", column[k], " holds ", alias,
+            return Error("alias table entry ", block.column[k], " holds ", alias,
                          ", not a rank below ", size);
           }
           rank = static_cast<int64_t>(alias);
