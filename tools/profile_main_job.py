@@ -5,6 +5,7 @@ and the profiled time split by what it was for.
     python tools/profile_main_job.py [--start 0] [--seconds 10] [train flags...]
     python tools/profile_main_job.py --variants stock,sharded,replicated,keras [--rounds 2] \\
         [train flags...]
+    python tools/profile_main_job.py --variants sharded@../old-checkout,sharded [train flags...]
 
 One job (no --variants) runs with the given `train` flags (default: the job's defaults, with
 --progress none and a temporary --model-dir) until the profile is taken, then stops as Ctrl-C
@@ -26,9 +27,13 @@ train step calls it holds):
 
 With --variants, each round runs one such job per `--embedding-api` value, each in a fresh
 process, in the given order and then reversed (ABBA), and the report pairs them: examples/s and
-its ratio to the `stock` job of the same round (median over rounds), the CPU µs per example
-(unprofiled), and the profiled CPU µs per example by part. `others` is the cores other
-processes used while the round's jobs ran (from /proc/stat).
+its ratio to the `stock` job of the same round (or, without a `stock` variant, to the first
+variant's), median over rounds, the CPU µs per example (unprofiled), and the profiled CPU µs per
+example by part. `others` is the cores other processes used while the round's jobs ran (from
+/proc/stat). A variant `API@DIR` runs the job of the checkout in DIR (its `tf_embedding`, built,
+imported instead of this one's; this file's timing and flags), so a change is timed against
+the code before it: a setting of PYTHONPATH would not do, as this tool puts its own checkout
+first on the path.
 """
 
 import argparse
@@ -176,16 +181,17 @@ def run_job(args: argparse.Namespace, train_flags: list[str]) -> dict[str, Any]:
 
 def _run_child(args: argparse.Namespace, variant: str, train_flags: list[str],
                scratch: str) -> dict[str, Any]:
-    """One job of `variant` in a fresh process: its figures."""
-    path = os.path.join(scratch, f"{variant}.json")
+    """One job of `variant` (`API` or `API@DIR`) in a fresh process: its figures."""
+    embedding_api, _, source = variant.partition("@")
+    path = os.path.join(scratch, "job.json")
     command = [sys.executable, os.path.abspath(__file__), "--json", path, "--start",
                str(args.start), "--seconds", str(args.seconds), *train_flags,
-               "--embedding-api", variant]
+               "--embedding-api", embedding_api] + (["--source", source] if source else [])
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        raise RuntimeError(f"--embedding-api {variant} failed:\n{result.stderr[-3000:]}")
+        raise RuntimeError(f"variant {variant} failed:\n{result.stderr[-3000:]}")
     with open(path) as f:
-        return json.load(f)
+        return dict(json.load(f), variant=variant)
 
 
 def run_paired(args: argparse.Namespace, train_flags: list[str]) -> list[dict[str, Any]]:
@@ -201,21 +207,22 @@ def run_paired(args: argparse.Namespace, train_flags: list[str]) -> list[dict[st
             cores = others.cores()[0]
             for job in jobs:
                 job.update(round=round_number, others=cores)
-                print(f"round {round_number}: {job['embedding_api']} "
+                print(f"round {round_number}: {job['variant']} "
                       f"{job['examples_per_second']:.0f} examples/s", file=sys.stderr)
             results += jobs
     return results
 
 
-def paired_report(results: list[dict[str, Any]], baseline: str = "stock") -> str:
-    """One row per variant: medians over the rounds, the ratio to `baseline` paired by round,
-    and the profiled CPU µs per example by part."""
+def paired_report(results: list[dict[str, Any]]) -> str:
+    """One row per variant: medians over the rounds, the ratio to the `stock` job (else to the
+    first variant) paired by round, and the profiled CPU µs per example by part."""
     by_variant: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
     for result in results:
-        by_variant[result["embedding_api"]].append(result)
+        by_variant[result.get("variant", result["embedding_api"])].append(result)
+    baseline = "stock" if "stock" in by_variant else next(iter(by_variant), "")
     base = {r["round"]: r["examples_per_second"] for r in by_variant.get(baseline, [])}
     parts = [part for part in PARTS if any(part in r["ops"] for r in results)]
-    header = (["--embedding-api", "examples/s", f"x {baseline}", "CPU µs/example",
+    header = (["variant", "examples/s", f"x {baseline}", "CPU µs/example",
                "loop ms/step"] + [f"{part} µs/ex" for part in parts] + ["others"])
     rows = []
     for variant, runs in by_variant.items():
@@ -244,10 +251,13 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds profiled")
     parser.add_argument("--variants", default="",
                         help="--embedding-api values to compare in paired rounds, e.g. "
-                             "stock,sharded,replicated,keras")
+                             "stock,sharded,replicated,keras; API@DIR runs the checkout in DIR")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of --variants")
     parser.add_argument("--json", default="", help=argparse.SUPPRESS)  # a paired run's child
+    parser.add_argument("--source", default="", help=argparse.SUPPRESS)  # its checkout
     args, train_flags = parser.parse_known_args()
+    if args.source:
+        sys.path.insert(0, os.path.abspath(args.source))
     if args.variants:
         print("\n".join(benchmark.machine_info([os.cpu_count()], 0)[:4]))
         print(paired_report(run_paired(args, train_flags)))

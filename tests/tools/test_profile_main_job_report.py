@@ -35,3 +35,13 @@ def test_ratios_pair_each_job_with_the_stock_job_of_its_round():
     # Parts: CPU µs per example (ms per step over 1000 examples); embedding, then dense model.
     assert sharded[4:6] == ["2.0", "4.0"]
     assert rows["stock"][1].split(" | ")[1] == "1.00x"
+
+
+def test_without_a_stock_job_the_first_variant_is_the_baseline():
+    # A change against the checkout before it: `sharded@DIR` first, then this checkout's.
+    results = [dict(_job("sharded", 0, 100.0, 2.0), variant="sharded@../before"),
+               dict(_job("sharded", 0, 150.0, 1.0), variant="sharded")]
+    report = profile_main_job.paired_report(results)
+    assert "x sharded@../before" in report
+    rows = dict(re.findall(r"^\| (\S+) \| \S+ \| (\S+) \|", report, re.M))
+    assert rows == {"sharded@../before": "1.00x", "sharded": "1.50x"}
