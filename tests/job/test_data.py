@@ -147,6 +147,11 @@ class TestTsv:
         users = batch_lists(batch)["ids"]["user_id"]
         assert train["ids"]["user_id"].to_list() == [u for i, u in enumerate(users) if i % 10 != 9]
         assert held["ids"]["user_id"].to_list() == users[9::10]
+        # Windows that cross chunks of the file and its repeats: the kept records, cycled.
+        windows = read_all(criteo.read_tsv([path], spec, 7, holdout_every=10), 12)
+        kept = [u for i, u in enumerate(users) if i % 10 != 9]
+        assert [w["ids"]["user_id"].to_list() for w in windows] == [
+            [kept[(7 * k + j) % len(kept)] for j in range(7)] for k in range(12)]
 
 
 class TestTfRecord:
