@@ -1,5 +1,5 @@
 """tools/profile_main_job.py profiles a short `tf-embedding train` and splits its steps' time by
-part of the model: every part the job's step has shows up, and the shares add up."""
+part of the model: the step's large parts show up, and the shares add up."""
 
 import os
 import re
@@ -9,6 +9,9 @@ import sys
 import pytest
 
 from helpers.paths import REPO_ROOT
+
+sys.path.insert(0, os.path.join(REPO_ROOT, "tools"))
+import profile_main_job  # pylint: disable=wrong-import-position
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -30,10 +33,10 @@ def test_the_profile_splits_a_step_into_the_jobs_parts():
     assert steps and int(steps.group(1)) > 0, result.stdout
     parts = {name: (float(ms), int(share)) for name, ms, share in re.findall(
         r"^\| ([a-z ]+) \| ([\d.]+) \| (\d+)% \|$", result.stdout, re.M)}
-    # Every part of the job's step is found by its ops: the table lists only the parts whose ops
-    # took time in the profile (the printed ms are rounded to 0.01, so a part as small as the
-    # metrics may print 0.00 on a loaded machine).
-    assert {"embedding", "dense model", "dense optimizer", "metrics",
-            "input pipeline"} <= set(parts), result.stdout
+    # The step's large parts are found by their ops, and every listed part is one of the
+    # tool's. The table lists only the parts whose ops took time in the profile: the metrics'
+    # few scalar updates (~0.05 ms a step) were missing from one loaded CI run's profile.
+    assert {"embedding", "dense model", "dense optimizer",
+            "input pipeline"} <= set(parts) <= set(profile_main_job.PARTS), result.stdout
     # Rounded shares of one total.
     assert 100 - len(parts) <= sum(share for _, share in parts.values()) <= 100 + len(parts)
