@@ -2,10 +2,20 @@
 #define TF_EMBEDDING_CC_CORE_COMBINER_RULE_H_
 
 #include <cmath>
+#include <string>
 
 namespace tf_embedding {
 
 enum class Combiner { kSum, kMean, kSqrtn };
+
+// The combiner named "sum", "mean" or "sqrtn"; false for any other name.
+inline bool ParseCombiner(const std::string& name, Combiner* combiner) {
+  if (name == "sum") *combiner = Combiner::kSum;
+  else if (name == "mean") *combiner = Combiner::kMean;
+  else if (name == "sqrtn") *combiner = Combiner::kSqrtn;
+  else return false;
+  return true;
+}
 
 // The combiners' gains, defined once: the gain of an id with weight w in a pooled row is w under
 // sum, w / sum(w) under mean, w / sqrt(sum(w^2)) under sqrtn, and 0 when that denominator is 0

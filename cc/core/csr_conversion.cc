@@ -239,11 +239,10 @@ Status ParseTableSpec(const std::string& table_name, int64_t vocabulary_size,
   if (vocabulary_size < 1) {
     return TableError(table_name, "vocabulary_size must be >= 1, got ", vocabulary_size);
   }
-  if (combiner == "sum") table->combiner = Combiner::kSum;
-  else if (combiner == "mean") table->combiner = Combiner::kMean;
-  else if (combiner == "sqrtn") table->combiner = Combiner::kSqrtn;
-  else return TableError(table_name, "unknown combiner '", combiner,
-                         "' (expected sum, mean or sqrtn)");
+  if (!ParseCombiner(combiner, &table->combiner)) {
+    return TableError(table_name, "unknown combiner '", combiner,
+                      "' (expected sum, mean or sqrtn)");
+  }
   return Status();
 }
 

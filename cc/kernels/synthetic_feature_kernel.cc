@@ -46,8 +46,8 @@ class SyntheticFeatureOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("weighted", &weighted_));
     std::string combiner;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("combiner", &combiner));
-    combiner_ = combiner == "sum" ? Combiner::kSum
-                : combiner == "mean" ? Combiner::kMean : Combiner::kSqrtn;
+    // The op's attr admits only the three names.
+    ParseCombiner(combiner, &combiner_);
     OP_REQUIRES_OK(ctx, ctx->GetAttr("multiplier", &multiplier_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("offset", &offset_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("weight_min", &weight_min_));
