@@ -44,15 +44,26 @@ def to_rows(values: tf.Tensor, feature: FeatureSpec, vocabulary_size: int) -> tf
 
 
 def filter_rows(batch: Batch, valid: tf.Tensor) -> Batch:
-    """Keeps the rows where `valid` holds and adds the dropped count to "malformed"."""
-    keep = tf.where(valid)[:, 0]
-    out = {key: tf.gather(batch[key], keep) for key in ("label", "dense", "probability")
-           if key in batch}
-    for group in ("ids", "weights"):
-        out[group] = {name: tf.gather(value, keep) for name, value in batch[group].items()}
-    dropped = tf.size(valid, out_type=tf.int64) - tf.size(keep, out_type=tf.int64)
-    out["malformed"] = batch.get("malformed", tf.constant(0, tf.int64)) + dropped
-    return out
+    """Keeps the rows where `valid` holds and adds the dropped count to "malformed".
+
+    A batch without invalid rows (nearly every one) is passed on as it is: gathering its ragged
+    tensors cost a tenth of a TFRecord batch's parsing.
+    """
+    keys = [key for key in ("label", "dense", "probability") if key in batch]
+    malformed = batch.get("malformed", tf.constant(0, tf.int64))
+
+    def kept() -> Batch:
+        keep = tf.where(valid)[:, 0]
+        out = {key: tf.gather(batch[key], keep) for key in keys}
+        for group in ("ids", "weights"):
+            out[group] = {name: tf.gather(value, keep) for name, value in batch[group].items()}
+        dropped = tf.size(valid, out_type=tf.int64) - tf.size(keep, out_type=tf.int64)
+        return dict(out, malformed=malformed + dropped)
+
+    def whole() -> Batch:
+        return dict({key: batch[key] for key in keys + ["ids", "weights"]},
+                    malformed=tf.identity(malformed))
+    return tf.cond(tf.reduce_all(valid), whole, kept)
 
 
 def clear_invalid(batch: Batch, valid: tf.Tensor) -> Batch:
@@ -106,25 +117,27 @@ def record_windows(records: tf.data.Dataset, batch_size: int, start_step: int,
     return chunks.rebatch(batch_size).skip(start_step)
 
 
-def parse_windows(windows: tf.data.Dataset, parse: Callable[[tf.Tensor], Batch],
-                  spec: DataSpec) -> tf.data.Dataset:
+def parse_windows(windows: tf.data.Dataset, decode: Decode, spec: DataSpec) -> tf.data.Dataset:
     """Parses windows in parallel, in order, never failing and never shifting steps.
 
-    `parse` (traced without autograph) maps a window to a batch and may raise (TFRecord: bytes
-    that are not an Example). A window that fails is parsed again without the records that
-    fail alone, which count as malformed; a window where every record fails becomes an empty
-    batch.
+    `decode` may raise (TFRecord: bytes that are not an Example); its invalid rows are dropped
+    (`filter_rows`). A window that fails is decoded again without the records that fail alone,
+    which count as malformed; a window where every record fails becomes an empty batch.
     """
+    @tf.autograph.experimental.do_not_convert
+    def parse(window: tf.Tensor) -> Batch:
+        return filter_rows(*decode(window, spec))
+
     @tf.autograph.experimental.do_not_convert
     def parse_or_fall_back(window: tf.Tensor) -> tf.data.Dataset:
         whole = tf.data.Dataset.from_tensors(window).map(parse).ignore_errors()
         size = tf.size(window, out_type=tf.int64)
 
         @tf.autograph.experimental.do_not_convert
-        def probe(index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
-            outputs = tf.nest.flatten(parse(record[None]), expand_composites=True)
-            with tf.control_dependencies(outputs):
-                return tf.identity(index)
+        def probe(index: tf.Tensor, record: tf.Tensor) -> tuple[tf.Tensor, Any]:
+            # The decoded record is returned, not just depended on: tf.data prunes a parse that
+            # only a control dependency asks for, and then no record fails alone.
+            return index, decode(record[None], spec)
 
         @tf.autograph.experimental.do_not_convert
         def parse_subset(good: tf.Tensor) -> Batch:
@@ -132,7 +145,8 @@ def parse_windows(windows: tf.data.Dataset, parse: Callable[[tf.Tensor], Batch],
             return dict(batch, malformed=batch["malformed"] + size - tf.size(good, tf.int64))
 
         subset = tf.data.Dataset.from_tensor_slices((tf.range(size), window)).map(
-            probe).ignore_errors().batch(2 ** 31 - 1).map(parse_subset)
+            probe).ignore_errors().map(lambda index, _: index).batch(
+                tf.maximum(size, 1)).map(parse_subset)
         nothing = tf.data.Dataset.from_tensors(size).map(lambda n: empty_batch(spec, n))
         # Lazily evaluated: the fallbacks run only when the whole-window parse fails.
         return whole.concatenate(subset).concatenate(nothing).take(1)
@@ -151,14 +165,12 @@ def read_batches(records: tf.data.Dataset, decode: Decode, spec: DataSpec, batch
     failing (TSV) needs no fallback and is mapped directly.
     """
     windows = record_windows(records, batch_size, start_step, holdout_every, split)
-
-    @tf.autograph.experimental.do_not_convert
-    def parse(window: tf.Tensor) -> Batch:
-        return filter_rows(*decode(window, spec))
     if may_raise:
-        batches = parse_windows(windows, parse, spec)
+        batches = parse_windows(windows, decode, spec)
     else:
-        batches = windows.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        batches = windows.map(
+            tf.autograph.experimental.do_not_convert(lambda w: filter_rows(*decode(w, spec))),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return batches.prefetch(tf.data.AUTOTUNE)
 
 

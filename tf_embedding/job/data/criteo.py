@@ -36,11 +36,12 @@ def decode_lines(lines: tf.Tensor, spec: DataSpec,
     count = fields.row_lengths()
     has_label = tf.equal(count, width)
     valid = has_label if require_label else has_label | tf.equal(count, width - 1)
-    # Shift unlabeled lines right by one so that column c always means the same thing.
-    padded = tf.concat([tf.fill([tf.shape(lines)[0], 1], ""),
-                        fields.to_tensor("", shape=[None, width])], axis=1)
-    columns = tf.range(width)[None, :] + tf.cast(has_label, tf.int32)[:, None]
-    cells = tf.gather(padded, columns, batch_dims=1)
+    cells = fields.to_tensor("", shape=[None, width])
+    if not require_label:
+        # Shift unlabeled lines right by one so that column c always means the same thing.
+        padded = tf.concat([tf.fill([tf.shape(lines)[0], 1], ""), cells], axis=1)
+        columns = tf.range(width)[None, :] + tf.cast(has_label, tf.int32)[:, None]
+        cells = tf.gather(padded, columns, batch_dims=1)
 
     label_cell = cells[:, 0]
     label = tf.where(tf.equal(label_cell, "1"), 1.0, 0.0)

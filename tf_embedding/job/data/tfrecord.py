@@ -18,14 +18,17 @@ def weights_key(feature_name: str) -> str:
     return f"{feature_name}/weights"
 
 
-def _parse_spec(spec: DataSpec) -> dict[str, tf.io.VarLenFeature]:
+def _parse_spec(spec: DataSpec) -> dict[str, tf.io.RaggedFeature]:
     # Everything is variable-length so that wrong lengths become a flag, not a parse error.
-    keys = {"label": tf.io.VarLenFeature(tf.int64), "dense": tf.io.VarLenFeature(tf.float32)}
+    # Ragged, not VarLen: the parser builds the row splits itself, where SparseTensors turned
+    # into RaggedTensors cost as much CPU as the parse.
+    def ragged(dtype: tf.DType) -> tf.io.RaggedFeature:
+        return tf.io.RaggedFeature(dtype, row_splits_dtype=tf.int64)
+    keys = {"label": ragged(tf.int64), "dense": ragged(tf.float32)}
     for feature in spec.features:
-        keys[feature.name] = tf.io.VarLenFeature(
-            tf.string if feature.id_type == "string" else tf.int64)
+        keys[feature.name] = ragged(tf.string if feature.id_type == "string" else tf.int64)
         if feature.weighted:
-            keys[weights_key(feature.name)] = tf.io.VarLenFeature(tf.float32)
+            keys[weights_key(feature.name)] = ragged(tf.float32)
     return keys
 
 
@@ -37,8 +40,7 @@ def decode_examples(serialized: tf.Tensor, spec: DataSpec,
     (readers turn that into a window of malformed records). With require_label=False (serving)
     the label may be absent.
     """
-    parsed = {key: tf.RaggedTensor.from_sparse(value)
-              for key, value in tf.io.parse_example(serialized, _parse_spec(spec)).items()}
+    parsed = tf.io.parse_example(serialized, _parse_spec(spec))
     rows = tf.shape(serialized, out_type=tf.int64)[0]
 
     label = parsed["label"]
