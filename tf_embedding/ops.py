@@ -8,6 +8,7 @@
   (`sparse_apply`, `sparse_apply_rows`), through the optimizers' public contract.
 * The engine queues' size check (`check_queue_sizes`).
 * The main job's synthetic data: one feature of a batch (`synthetic_feature`).
+* The main job's TSV reader: a batch of lines parsed (`decode_tsv`).
 
 The op contract is docs/internals.md. Importing this module registers the gradients of the
 lookup ops: the table receives `tf.IndexedSlices(values, unique_ids, table_shape)`, so
@@ -435,3 +436,40 @@ def synthetic_feature(columns: tf.Tensor, seeds: tf.Tensor, feature_name: str, b
         columns=columns, seeds=seeds, feature_name=feature_name, batch_size=batch_size,
         max_ids=max_ids, weighted=weighted, combiner=combiner, multiplier=multiplier,
         offset=offset, weight_min=weight_range[0], weight_max=weight_range[1]))
+
+
+class TsvFeature(NamedTuple):
+    """How `decode_tsv` reads one categorical column."""
+
+    name: str
+    string_ids: bool  # hashed into the vocabulary; else integers taken modulo it
+    weighted: bool  # tokens are `id:weight`
+    vocabulary_size: int
+
+
+class DecodedTsv(NamedTuple):
+    """A batch of TSV lines (`decode_tsv`)."""
+
+    label: tf.Tensor  # float [B]
+    dense: tf.Tensor  # float [B, num_dense]
+    valid: tf.Tensor  # bool [B]
+    ids: List[tf.RaggedTensor]  # int64 [B, None] rows, one per feature
+    weights: List[tf.RaggedTensor]  # float [B, None], one per weighted feature
+
+
+def decode_tsv(lines: tf.Tensor, num_dense: int,
+               features: Sequence[TsvFeature]) -> DecodedTsv:
+    """Labeled TSV lines parsed as criteo.decode_lines' TensorFlow ops parse them
+    (`TfeDecodeTsv`, its doc: cc/ops/tsv_ops.cc); the rows of invalid lines are unspecified."""
+    weighted = [f for f in features if f.weighted]
+    label, dense, valid, ids, splits, weights = _loader.load_ops().tfe_decode_tsv(
+        lines=lines, num_dense=num_dense, num_features=len(features),
+        num_weighted=len(weighted), feature_names=[f.name for f in features],
+        string_ids=[f.string_ids for f in features], weighted=[f.weighted for f in features],
+        vocabulary_sizes=[f.vocabulary_size for f in features])
+    # The op's row splits count the rows it returns: no check needed.
+    ragged_ids = [tf.RaggedTensor.from_row_splits(values, row_splits, validate=False)
+                  for values, row_splits in zip(ids, splits)]
+    weighted_ids = [r for r, f in zip(ragged_ids, features) if f.weighted]
+    return DecodedTsv(label, dense, valid, ragged_ids,
+                      [r.with_flat_values(w) for r, w in zip(weighted_ids, weights)])
