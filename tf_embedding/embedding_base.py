@@ -115,7 +115,8 @@ class EmbeddingBase(autotrackable.AutoTrackable):
             # authoritative.
             del shape
             _check_checkpoint_shape(table.name, name, initializer, variable_shape)
-            return self._create_variable(name, variable_shape, dtype, initializer, trainable)
+            return self._create_variable(table, name, variable_shape, dtype, initializer,
+                                         trainable)
 
         def variable_creator(name: str, initializer: Initializer,
                              trainable: bool = True) -> tf.Variable:
@@ -138,9 +139,10 @@ class EmbeddingBase(autotrackable.AutoTrackable):
         variables["parameters"] = parameters
         return variables
 
-    def _create_variable(self, name: str, shape: tuple[int, int], dtype: tf.DType,
+    def _create_variable(self, table: Any, name: str, shape: tuple[int, int], dtype: tf.DType,
                          initializer: Initializer, trainable: bool) -> tf.Variable:
-        """Creates one table or slot variable; the hook subclasses override.
+        """Creates one variable of `table` (its parameters or a slot); the hook subclasses
+        override.
 
         `initializer(shape, dtype=dtype)` is the initial value: the config's initializer, or the
         checkpoint's value when a restore is pending (a `CheckpointInitialValueCallable`, which

@@ -51,6 +51,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--traffic", nargs="+", default=["rows", "partial"],
                         choices=["rows", "partial"])
     parser.add_argument("--tables", type=int, default=2)
+    parser.add_argument("--placement", choices=["blocks", "tables"], default="blocks",
+                        help="blocks: every table split over every PS task (the default "
+                             "table_devices); tables: table i whole on PS task i % tasks")
     parser.add_argument("--vocabulary", type=int, default=100_000)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--batch", type=int, default=1024)
@@ -254,10 +257,14 @@ def run_chief(args: argparse.Namespace) -> None:
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     num_ps = len(json.loads(os.environ["TF_CONFIG"])["cluster"]["ps"])
     one_process = None if network else OneProcess(args)
+    ps = [f"/job:ps/replica:0/task:{task}/device:CPU:0" for task in range(num_ps)]
+    placed = ({f"table_{i}": [ps[i % num_ps]] for i in range(args.tables)}
+              if args.placement == "tables" else None)
     for traffic in args.traffic:
         with strategy.scope():
             embedding, features = make_embedding(
-                args, traffic={f"table_{i}": traffic for i in range(args.tables)})
+                args, traffic={f"table_{i}": traffic for i in range(args.tables)},
+                table_devices=placed)
         iterator = iter(coordinator.create_per_worker_dataset(
             lambda features=features: make_dataset(args, features)))
         for steps_per_function in args.steps_per_function:
@@ -331,7 +338,8 @@ def print_results(args: argparse.Namespace, results: list[dict]) -> None:
     print(f"{args.tables} tables of {args.vocabulary:,} x {args.dim}, batch {args.batch}, "
           f"{args.ids_per_sample} uniform ids per sample and table, Adagrad, "
           f"{args.steps} timed steps, " + (f"lab links, delay {args.delay} ms" if args.lab
-                                           else "loopback"))
+                                           else "loopback")
+          + (", each table whole on one PS task" if args.placement == "tables" else ""))
     print("| PS tasks | traffic | samples/s | down MB/step | up MB/step | formula down / up | "
           "workers | Mbit/s | step ms | model ms | measured / model | steps/function | "
           "x one process |")
@@ -347,7 +355,9 @@ def print_results(args: argparse.Namespace, results: list[dict]) -> None:
     for result in results:
         steps = result["steps_per_function"]
         ratio = f"{result['ratio']:.2f}" if "ratio" in result else ""
-        down, up = model.step_bytes(workload, result["traffic"], result["ps"])
+        # A whole table on one task moves what one PS task's blocks would.
+        down, up = model.step_bytes(workload, result["traffic"],
+                                    1 if args.placement == "tables" else result["ps"])
         predicted = ""
         if result["rate"]:
             predicted = 1e3 * model.step_seconds(

@@ -9,8 +9,8 @@ and writes what it saw to OUTPUT_DIR, where the test compares it with one-proces
 
 * `train`: the loop of tests/helpers/sharded_training.py (squared loss, a callable learning
   rate) for every optimizer with the rows traffic, two with the partial traffic and one with
-  partition_strategy='mod' (`RUNS`), one step per `schedule(...).fetch()`:
-  `train_<optimizer>_<traffic>_<partition>.npz` (each step's activations as
+  partition_strategy='mod', and one with every table whole on one PS task (`RUNS`), one step
+  per `schedule(...).fetch()`: `run_file(...)` (each step's activations as
   `step<k>/<feature>`, then the tables and slots as `<table>/<slot>`), and the Adagrad rows
   runs' checkpoints `cluster_<partition>/ckpt`.
 * `restore CHECKPOINT`: restores a one-process checkpoint before `build()` (2 blocks, one per
@@ -41,9 +41,26 @@ from helpers import sharded_training as steps_lib
 from helpers.sharded import TABLES, feature_config, variable_values
 
 NUM_STEPS = 3
-# (optimizer, traffic of every table, partition strategy) of the `train` scenario.
-RUNS = ([(name, "rows", "div") for name in steps_lib.OPTIMIZERS]
-        + [("adagrad", "partial", "div"), ("adam", "partial", "div"), ("adagrad", "rows", "mod")])
+# (optimizer, traffic of every table, partition strategy, placement) of the `train` scenario:
+# placement "blocks" splits every table over every device, "tables" puts each table whole on
+# one device (`placed_tables`).
+RUNS = ([(name, "rows", "div", "blocks") for name in steps_lib.OPTIMIZERS]
+        + [("adagrad", "partial", "div", "blocks"), ("adam", "partial", "div", "blocks"),
+           ("adagrad", "rows", "mod", "blocks"), ("adagrad", "partial", "div", "tables")])
+
+
+def run_file(name: str, traffic: str, partition_strategy: str, placement: str) -> str:
+    """The file a `train` run writes."""
+    suffix = "" if placement == "blocks" else f"_{placement}"
+    return f"train_{name}_{traffic}_{partition_strategy}{suffix}.npz"
+
+
+def placed_tables(placement: str, devices: list[str]) -> dict[str, list[str]] | None:
+    """`table_devices` for `placement` over `devices`: None (the default, every table on every
+    device) for "blocks", table i whole on devices[i % len(devices)] for "tables"."""
+    if placement == "blocks":
+        return None
+    return {table: [devices[i % len(devices)]] for i, table in enumerate(TABLES)}
 
 
 def connect() -> tuple[tf.distribute.Strategy, tf.distribute.coordinator.ClusterCoordinator]:
@@ -76,14 +93,17 @@ def table_traffic(traffic: str) -> dict[str, str]:
 def train(output: str) -> None:
     strategy, coordinator = connect()
     samples, targets = training_data()
-    for name, traffic, partition_strategy in RUNS:
+    ps = [device.name for device in tf.config.list_logical_devices("CPU")
+          if tf.DeviceSpec.from_string(device.name).job == "ps"]
+    for name, traffic, partition_strategy, placement in RUNS:
         kind = input_kind(name)
         with strategy.scope():
             counter = tf.Variable(0.0)
             optimizer = steps_lib.OPTIMIZERS[name](lambda counter=counter: 0.1 / (1.0 + counter))
             emb = tf_embedding.TPUEmbedding(feature_config(), optimizer,
                                             traffic=table_traffic(traffic),
-                                            partition_strategy=partition_strategy)
+                                            partition_strategy=partition_strategy,
+                                            table_devices=placed_tables(placement, ps))
         iterator = iter(coordinator.create_per_worker_dataset(
             lambda kind=kind: steps_lib.make_dataset(samples, targets, kind)))
         training_step = steps_lib.make_training_step(strategy, emb, counter)
@@ -92,9 +112,9 @@ def train(output: str) -> None:
             result = coordinator.schedule(training_step, args=(iterator,)).fetch()
             activations.update({f"step{step}/{feature}": value
                                 for feature, value in result.items()})
-        save_values(os.path.join(output, f"train_{name}_{traffic}_{partition_strategy}.npz"),
+        save_values(os.path.join(output, run_file(name, traffic, partition_strategy, placement)),
                     emb, activations)
-        if (name, traffic) == ("adagrad", "rows"):
+        if (name, traffic, placement) == ("adagrad", "rows", "blocks"):
             tf.train.Checkpoint(embedding=emb).write(
                 os.path.join(output, f"cluster_{partition_strategy}", "ckpt"))
 

@@ -93,13 +93,16 @@ def cluster_training(cluster, tmp_path_factory):
     return output
 
 
-def one_process_training(name: str, traffic: str, partition_strategy: str):
-    """The chief's `train` loop for optimizer `name` in this process, with the cluster's block
-    count: (initial slots by table, per-step activations, final tables and slots)."""
+def one_process_training(name: str, traffic: str, partition_strategy: str, placement: str):
+    """The chief's `train` loop for optimizer `name` in this process, with the cluster's blocks
+    (on /cpu:i for PS task i): (initial slots by table, per-step activations, final tables and
+    slots)."""
+    devices = [f"/cpu:{i}" for i in range(NUM_PS)]
     counter = tf.Variable(0.0)
     optimizer = steps_lib.OPTIMIZERS[name](lambda: 0.1 / (1.0 + counter))
     emb = tf_embedding.TPUEmbedding(feature_config(), optimizer,
-                                    table_devices=[f"/cpu:{i}" for i in range(NUM_PS)],
+                                    table_devices=ps_chief.placed_tables(placement, devices)
+                                    or devices,
                                     traffic=ps_chief.table_traffic(traffic),
                                     partition_strategy=partition_strategy)
     emb.build()
@@ -113,12 +116,13 @@ def one_process_training(name: str, traffic: str, partition_strategy: str):
     return optimizer, initial_slots, activations, variable_values(emb)
 
 
-@pytest.mark.parametrize("name, traffic, partition_strategy", ps_chief.RUNS)
+@pytest.mark.parametrize("name, traffic, partition_strategy, placement", ps_chief.RUNS)
 def test_one_worker_trains_the_bits_of_one_process_and_the_numpy_rules(
-        name, traffic, partition_strategy, cluster_training):
-    cluster = np.load(cluster_training / f"train_{name}_{traffic}_{partition_strategy}.npz")
-    optimizer, initial_slots, activations, values = one_process_training(name, traffic,
-                                                                         partition_strategy)
+        name, traffic, partition_strategy, placement, cluster_training):
+    cluster = np.load(cluster_training / ps_chief.run_file(name, traffic, partition_strategy,
+                                                           placement))
+    optimizer, initial_slots, activations, values = one_process_training(
+        name, traffic, partition_strategy, placement)
     for step, step_activations in enumerate(activations):
         for feature, value in step_activations.items():
             np.testing.assert_array_equal(cluster[f"step{step}/{feature}"], value,
@@ -145,7 +149,8 @@ def test_a_cluster_checkpoint_restores_into_one_process_and_stock_serving(partit
                                                                           cluster_training):
     # Whichever layout the cluster's blocks had, the one-process readers are 'div'.
     path = str(cluster_training / f"cluster_{partition_strategy}" / "ckpt")
-    trained = np.load(cluster_training / f"train_adagrad_rows_{partition_strategy}.npz")
+    trained = np.load(cluster_training / ps_chief.run_file("adagrad", "rows", partition_strategy,
+                                                           "blocks"))
     expected = {table: {slot: trained[f"{table}/{slot}"] for slot in ("parameters",
                                                                      "accumulators")}
                 for table in TABLES}
@@ -209,6 +214,24 @@ def test_table_devices_place_one_process_blocks():
     assert [block.shape[0] for block in video] == [5, 4, 4]
     with pytest.raises(ValueError, match="table_devices must name at least one device"):
         tf_embedding.TPUEmbedding(feature_config(), tf_embedding.SGD(0.1), table_devices=[])
+
+
+def test_table_devices_by_table_place_whole_tables():
+    emb = tf_embedding.TPUEmbedding(feature_config(), tf_embedding.SGD(0.1),
+                                    table_devices={"video": ["/cpu:1"],
+                                                   "user": ["/cpu:0", "/cpu:1"]})
+    emb.build()
+    devices = {config.name: [block.device.split("/")[-1] for block in table]
+               for config, table in emb.embedding_tables.items()}
+    # The tables not named get the default: the one replica device.
+    assert devices == {"video": ["device:CPU:1"], "user": ["device:CPU:0", "device:CPU:1"],
+                       "query": ["device:CPU:0"], "tiny": ["device:CPU:0"]}
+    with pytest.raises(ValueError, match=r"names tables that do not exist: \['videos'\]"):
+        tf_embedding.TPUEmbedding(feature_config(), tf_embedding.SGD(0.1),
+                                  table_devices={"videos": ["/cpu:0"]})
+    with pytest.raises(ValueError, match="table_devices of table 'user' must name at least one"):
+        tf_embedding.TPUEmbedding(feature_config(), tf_embedding.SGD(0.1),
+                                  table_devices={"user": []})
 
 
 def test_the_keras_layer_trains_under_tf_keras_model_fit(cluster, tmp_path):

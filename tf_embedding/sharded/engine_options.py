@@ -67,21 +67,37 @@ def check_profile_directory(directory: str | None, parameter_servers: bool) -> N
             "worker, which cannot run the host function that writes them.")
 
 
-def checked_table_devices(devices: Sequence[str | None],
-                          parameter_servers: bool) -> tuple[str | None, ...]:
-    """`table_devices` as a tuple; under ParameterServerStrategy a block elsewhere than on a PS
-    task would live on the coordinator or a worker, which scheduled functions cannot share."""
-    devices = tuple(devices)
-    if not devices:
-        raise ValueError("table_devices must name at least one device.")
-    if parameter_servers:
-        for device in devices:
-            if device is None or tf.DeviceSpec.from_string(device).job != "ps":
-                raise ValueError(
-                    f"table_devices entry {device!r} is not a parameter-server device: under "
-                    "ParameterServerStrategy every block lives on a PS task "
-                    "('/job:ps/replica:0/task:<i>/device:CPU:0').")
-    return devices
+def checked_table_devices(table_devices: Sequence[str] | Mapping[str, Sequence[str]] | None,
+                          default: Sequence[str | None], table_names: Sequence[str],
+                          parameter_servers: bool) -> dict[str, tuple[str | None, ...]]:
+    """{table name: its blocks' devices} from `table_devices` (one sequence for every table, or
+    a mapping by table name; `default` for the tables it does not name). Under
+    ParameterServerStrategy a block elsewhere than on a PS task would live on the coordinator or
+    a worker, which scheduled functions cannot share."""
+    if table_devices is None or isinstance(table_devices, Mapping):
+        by_name = dict(table_devices or {})
+        unknown = sorted(set(by_name) - set(table_names))
+        if unknown:
+            raise ValueError(f"table_devices names tables that do not exist: {unknown}; the "
+                             f"tables are {sorted(table_names)}.")
+    else:
+        by_name = {name: table_devices for name in table_names}
+    placed = {}
+    for name in table_names:
+        devices = tuple(by_name.get(name, default))
+        where = f"table_devices of table {name!r}" if isinstance(table_devices, Mapping) \
+            else "table_devices"
+        if not devices:
+            raise ValueError(f"{where} must name at least one device.")
+        if parameter_servers:
+            for device in devices:
+                if device is None or tf.DeviceSpec.from_string(device).job != "ps":
+                    raise ValueError(
+                        f"{where} entry {device!r} is not a parameter-server device: under "
+                        "ParameterServerStrategy every block lives on a PS task "
+                        "('/job:ps/replica:0/task:<i>/device:CPU:0').")
+        placed[name] = devices
+    return placed
 
 
 def checked_traffic(traffic: Mapping[str, str], table_configs: Sequence[Any],

@@ -26,9 +26,10 @@ class LookupProfiler:
     """Samples one engine's training batches into `directory`."""
 
     def __init__(self, directory: str, tables: Sequence[TableState],
-                 table_features: Sequence[Sequence[Any]], num_table_devices: int,
+                 table_features: Sequence[Sequence[Any]], table_device_counts: Sequence[int],
                  num_replicas: int):
-        """`table_features[t]`: the `FeatureConfig`s of `tables[t]`'s features."""
+        """`table_features[t]`: the `FeatureConfig`s of `tables[t]`'s features;
+        `table_device_counts[t]`: how many devices its `table_devices` named."""
         self._directory = directory
         self._tables = tuple(tables)
         self._parameters = [{
@@ -40,9 +41,10 @@ class LookupProfiler:
             "max_sequence_lengths": [feature.max_sequence_length for feature in features],
             "partition_strategy": state.layout.partition_strategy,
             "num_blocks": len(state.layout.rows),
-            "table_devices": num_table_devices,
+            "table_devices": device_count,
             "replicas": num_replicas,
-        } for state, features in zip(self._tables, table_features)]
+        } for state, features, device_count in zip(self._tables, table_features,
+                                                   table_device_counts)]
         for parameters in self._parameters:
             profile = profile_files.TableProfile(parameters)
             path = os.path.join(directory, profile.file_name)

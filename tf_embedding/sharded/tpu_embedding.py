@@ -80,7 +80,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
 
     def __init__(self, feature_config: Any, optimizer: Any,
                  pipeline_execution_with_tensor_core: bool = False, *,
-                 table_devices: Sequence[str] | None = None,
+                 table_devices: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
                  traffic: Mapping[str, str] | None = None,
                  partition_strategy: str = "div",
                  profile_data_directory: str | None = None,
@@ -95,9 +95,9 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             enqueued before the previous step's `apply_gradients` sees the table as it was then
             (activations one step stale, as on a TPU).
           table_devices: (not in TF) the devices of each table's row blocks, one block per
-            entry (a device may repeat). Default: the replica devices, or every PS task under
-            ParameterServerStrategy. One process given as many devices as a cluster has PS
-            tasks trains bit-identical tables to that cluster's single worker.
+            entry (a device may repeat), or {table name: devices} (the default for tables not
+            named): the replica devices, or every PS task under ParameterServerStrategy. One
+            process given a cluster's placement over as many devices trains its bits.
           traffic: (not in TF) {table name: "rows" or "partial"}, how lookups meet a table's
             blocks (default "rows"): the unique ids go to the blocks and their rows come back,
             or each block combines its own lookups and returns partial activations (less data
@@ -139,7 +139,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         self._warned_paths = self._no_dependency(set())
         self._engine: engine_lib.Engine | None = None
 
-    def _place_tables(self, table_devices: Sequence[str] | None,
+    def _place_tables(self, table_devices: Sequence[str] | Mapping[str, Sequence[str]] | None,
                       traffic: Mapping[str, str] | None) -> None:
         """Checks and keeps where the replicas run, where the tables' blocks live and how
         lookups meet them (plain Python state, kept out of checkpoints)."""
@@ -148,12 +148,14 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
                    else (None,))
         self._replica_devices = self._no_dependency(devices)
         if self._workers is not None:
-            table_devices = self._workers.devices
-        elif table_devices is None:
-            table_devices = (parameter_server.ps_devices(strategy) if self._parameter_servers
-                             else devices)
-        self._table_devices = self._no_dependency(
-            engine_options.checked_table_devices(table_devices, self._parameter_servers))
+            default, table_devices = self._workers.devices, None
+        else:
+            default = (parameter_server.ps_devices(strategy) if self._parameter_servers
+                       else devices)
+        # {table name: its blocks' devices}.
+        self._table_devices = self._no_dependency(engine_options.checked_table_devices(
+            table_devices, default, [table.name for table in self._table_config],
+            self._parameter_servers))
         self._partial_tables = self._no_dependency(engine_options.checked_traffic(
             traffic or {}, self._table_config, self._pipeline_execution_with_tensor_core))
 
@@ -205,7 +207,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         flat_features = nest.flatten(self._feature_config)
         indices = embedding_base.feature_indices_by_table(flat_features)
         tables = [TableState(table, tuple(indices.get(table.name, ())),
-                             self._layout(table.vocabulary_size), self._variables[table.name],
+                             self._layout(table), self._variables[table.name],
                              partial=table.name in self._partial_tables,
                              exchanged=self._workers is not None)
                   for table in self._table_config]
@@ -226,13 +228,15 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             return None
         return LookupProfiler(self._profile_data_directory, tables,
                               engine_lib.group_by_table(tables, flat_features),
-                              len(self._table_devices), len(self._replica_devices))
+                              [len(self._table_devices[state.name]) for state in tables],
+                              len(self._replica_devices))
 
     def _replica_carriers(self, tables: list[TableState]) -> list[engine_lib.Carrier]:
         """Each replica's batch carrier: its engine queues, or under ParameterServerStrategy
         the hand-off of the scheduled function (a worker runs one replica)."""
         if self._parameter_servers:
-            parameter_server.check_ops_on(self._table_devices)
+            parameter_server.check_ops_on(
+                list(dict.fromkeys(d for ds in self._table_devices.values() for d in ds)))
             return [handoff.FunctionHandoff(parameter_server.ONE_FUNCTION)]
         specs = [queues.TableSpec(len(state.feature_indices), state.config.dim,
                                   deduplicated=not state.combines_on_owner)
@@ -371,17 +375,16 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         return {table.name: self._create_variables(table, trainable=False)
                 for table in self._table_config}
 
-    def _create_variable(self, name: str, shape: tuple[int, int], dtype: tf.DType,
+    def _create_variable(self, table: Any, name: str, shape: tuple[int, int], dtype: tf.DType,
                          initializer: embedding_base.Initializer,
                          trainable: bool) -> Any:
         if self._workers is not None:
             return WorkerBlockVariable(name, shape, dtype, initializer, trainable,
-                                       self._layout(shape[0]), self._workers)
-        return self._layout(shape[0]).create_variable(name, shape, dtype, initializer,
-                                                      trainable)
+                                       self._layout(table), self._workers)
+        return self._layout(table).create_variable(name, shape, dtype, initializer, trainable)
 
-    def _layout(self, vocabulary_size: int) -> layout_lib.ShardLayout:
-        return layout_lib.ShardLayout(vocabulary_size, self._table_devices,
+    def _layout(self, table: Any) -> layout_lib.ShardLayout:
+        return layout_lib.ShardLayout(table.vocabulary_size, self._table_devices[table.name],
                                       self._partition_strategy)
 
     def _maybe_build(self) -> None:
