@@ -165,9 +165,10 @@ def test_variable_creation_hook():
 
     class Recording(TPUEmbeddingForServing):
 
-        def _create_variable(self, name, shape, dtype, initializer, trainable):
+        def _create_variable(self, table, name, shape, dtype, initializer, trainable):
+            assert name.split("/")[0] == table.name
             created.append((name, shape, dtype, trainable))
-            return super()._create_variable(name, shape, dtype, initializer, trainable)
+            return super()._create_variable(table, name, shape, dtype, initializer, trainable)
 
     embedding = Recording(feature_config(config), optimizers.Adam(0.1))
     embedding.build()
