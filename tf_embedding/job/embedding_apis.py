@@ -10,11 +10,12 @@ baseline the others are measured against).
 """
 
 import abc
-from typing import Any
+from typing import Any, Sequence
 
 import tensorflow as tf
 
 import tf_embedding
+from tf_embedding.sharded import parameter_server
 from tf_embedding.job.data.spec import DataSpec
 from tf_embedding.job.options import TrainOptions
 
@@ -52,13 +53,40 @@ class EmbeddingTraining(abc.ABC):
         """{checkpoint key: object}; the tables are under "embedding", with stock TF's keys."""
 
 
+def whole_tables(tables: Sequence[Any], devices: Sequence[str]) -> dict[str, list[str]]:
+    """{table name: [device]}: each table whole on one device, the largest (rows x dim) first
+    on the device with the fewest floats so far (the first of them on a tie)."""
+    load = [0] * len(devices)
+    placed = {}
+    for table in sorted(tables, key=lambda t: -t.vocabulary_size * t.dim):
+        device = load.index(min(load))
+        load[device] += table.vocabulary_size * table.dim
+        placed[table.name] = [devices[device]]
+    return placed
+
+
+def table_placement(feature_config: dict[str, Any], ps_placement: str) -> dict[str, Any]:
+    """TPUEmbedding's `table_devices` for --ps-placement, as keyword arguments."""
+    if ps_placement == "split":
+        return {}
+    strategy = tf.distribute.get_strategy()
+    if not parameter_server.is_parameter_server_strategy(strategy):
+        raise ValueError(f"--ps-placement {ps_placement} places tables on ps tasks, and this run "
+                         "has none: use it on a parameter-server cluster (tf-embedding cluster, "
+                         "or train with a TF_CONFIG that names ps tasks).")
+    tables = list({id(f.table): f.table for f in feature_config.values()}.values())
+    return {"table_devices": whole_tables(tables, parameter_server.ps_devices(strategy))}
+
+
 class ShardedTraining(EmbeddingTraining):
     """`TPUEmbedding`: the lookup is enqueue then dequeue, the loss is differentiated against
     the activations, and `apply_gradients` runs the fused Adagrad on the looked-up rows only,
     in place. Tables and accumulators are both in the embedding object."""
 
     def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
-        self.embedding = EMBEDDING_API.TPUEmbedding(feature_config, embedding_optimizer(options))
+        self.embedding = EMBEDDING_API.TPUEmbedding(
+            feature_config, embedding_optimizer(options),
+            **table_placement(feature_config, options.ps_placement))
         # Batches have no static size (malformed records are dropped from them), so the output
         # shapes come from the batch size, and `dequeue(partial=True)` takes smaller batches.
         # Each of a multi-worker cluster's N replicas takes at most ceil(B / N) of a batch.

@@ -86,9 +86,18 @@ class TrainOptions(DataOptions):
     collective_timeout: float = option(600.0, "on a multi-worker cluster: seconds an exchange "
                                               "waits for the other workers before the run "
                                               "stops, naming the lost one (0: forever)")
+    ps_placement: str = option("split", "on a parameter-server cluster (sharded API): split "
+                                        "every table over every ps task, or put each table "
+                                        "whole on one task, the largest first on the least "
+                                        "loaded, so that each task gets only its tables' ids",
+                               ("split", "whole"))
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.ps_placement != "split" and self.embedding_api != "sharded":
+            raise ValueError(f"--ps-placement {self.ps_placement} places the sharded API's "
+                             f"tables; --embedding-api {self.embedding_api} has its own. Use "
+                             "--embedding-api sharded.")
         _at_least(self, steps=1, embedding_dim=1, checkpoint_every=1, keep_checkpoints=1,
                   eval_examples=0, stop_at_step=0, collective_timeout=0)
         mlp_sizes(self.bottom_mlp)
