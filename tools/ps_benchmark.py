@@ -251,13 +251,14 @@ def run_chief(args: argparse.Namespace) -> None:
     """Times each traffic on the cluster of TF_CONFIG: on loopback paired with the same step in
     this process; in the lab unshaped, then at each rate."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    from tf_embedding.sharded import parameter_server  # pylint: disable=import-outside-toplevel
     counters, network = chief_counters()
     strategy = tf.distribute.ParameterServerStrategy(
         tf.distribute.cluster_resolver.TFConfigClusterResolver())
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     num_ps = len(json.loads(os.environ["TF_CONFIG"])["cluster"]["ps"])
     one_process = None if network else OneProcess(args)
-    ps = [f"/job:ps/replica:0/task:{task}/device:CPU:0" for task in range(num_ps)]
+    ps = parameter_server.ps_devices(strategy)
     placed = ({f"table_{i}": [ps[i % num_ps]] for i in range(args.tables)}
               if args.placement == "tables" else None)
     for traffic in args.traffic:

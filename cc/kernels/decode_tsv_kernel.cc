@@ -174,15 +174,18 @@ class DecodeTsvOp : public OpKernel {
       splits[f][0] = 0;
     }
 
+    float* labels = label->vec<float>().data();
+    float* dense_values = dense->matrix<float>().data();
+    bool* valid_lines = valid->vec<bool>().data();
     std::vector<FeatureValues> values(num_features);
     std::vector<std::string_view> cells;
     for (int64_t line = 0; line < batch; ++line) {
       cells.clear();
-      ForEachPiece(std::string_view(lines(line).data(), lines(line).size()), '\t',
+      const tensorflow::tstring& text = lines(line);
+      ForEachPiece(std::string_view(text.data(), text.size()), '\t',
                    [&](std::string_view cell) { cells.push_back(cell); });
-      float* dense_row = dense->matrix<float>().data() + line * num_dense_;
-      bool ok = DecodeLine(cells, &label->vec<float>()(line), dense_row, &values);
-      valid->vec<bool>()(line) = ok;
+      valid_lines[line] =
+          DecodeLine(cells, &labels[line], dense_values + line * num_dense_, &values);
       for (int64_t f = 0; f < num_features; ++f) {
         splits[f][line + 1] = static_cast<int64_t>(values[f].rows.size());
       }

@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 import tf_embedding
+from tf_embedding.sharded import parameter_server
 
 # Run as a script, this file's directory is on sys.path; its helpers are in tests/.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -93,8 +94,7 @@ def table_traffic(traffic: str) -> dict[str, str]:
 def train(output: str) -> None:
     strategy, coordinator = connect()
     samples, targets = training_data()
-    ps = [device.name for device in tf.config.list_logical_devices("CPU")
-          if tf.DeviceSpec.from_string(device.name).job == "ps"]
+    ps = list(parameter_server.ps_devices(strategy))
     for name, traffic, partition_strategy, placement in RUNS:
         kind = input_kind(name)
         with strategy.scope():
@@ -121,8 +121,7 @@ def train(output: str) -> None:
 
 def restore(output: str, checkpoint: str) -> None:
     strategy, _ = connect()
-    ps = [device.name for device in tf.config.list_logical_devices("CPU")
-          if tf.DeviceSpec.from_string(device.name).job == "ps"]
+    ps = list(parameter_server.ps_devices(strategy))
     for blocks, devices, before_build in ((2, None, True), (4, ps + ps, False)):
         with strategy.scope():
             emb = tf_embedding.TPUEmbedding(feature_config(), tf_embedding.Adagrad(0.1),

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_embedding import ops
+from tf_embedding import _loader, ops
 from tf_embedding.job.data import criteo, synthetic
 from tf_embedding.job.data.spec import DataSpec, FeatureSpec, TableSpec
 
@@ -112,7 +112,7 @@ def test_empty_batch_and_empty_lines():
 
 
 def test_bad_attrs_and_inputs_fail_with_clear_errors():
-    decode = ops._loader.load_ops().tfe_decode_tsv  # pylint: disable=protected-access
+    decode = _loader.load_ops().tfe_decode_tsv
     lines = tf.constant(["1\t5"])
     with pytest.raises(tf.errors.InvalidArgumentError, match="Feature 'f': vocabulary size"):
         decode(lines=lines, num_dense=0, num_features=1, num_weighted=0, feature_names=["f"],

@@ -27,8 +27,7 @@ def test_largest_tables_first_on_the_least_loaded_task():
 
 def test_the_default_job_spreads_its_tables_over_two_tasks():
     spec = synthetic_spec()
-    features = embedding_apis.feature_config(spec, 16, 0)
-    tables = list({id(f.table): f.table for f in features.values()}.values())
+    tables = embedding_apis.tables_of(embedding_apis.feature_config(spec, 16, 0))
     placed = embedding_apis.whole_tables(tables, PS[:2])
     assert sorted(placed) == sorted(t.name for t in spec.tables)
     # The 2M-row table alone on one task, everything else on the other.

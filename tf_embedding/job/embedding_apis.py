@@ -65,6 +65,11 @@ def whole_tables(tables: Sequence[Any], devices: Sequence[str]) -> dict[str, lis
     return placed
 
 
+def tables_of(feature_config: dict[str, Any]) -> list[Any]:
+    """The TableConfigs of `feature_config`'s features, each once, in order of first use."""
+    return list({id(f.table): f.table for f in feature_config.values()}.values())
+
+
 def table_placement(feature_config: dict[str, Any], ps_placement: str) -> dict[str, Any]:
     """TPUEmbedding's `table_devices` for --ps-placement, as keyword arguments."""
     if ps_placement == "split":
@@ -74,8 +79,8 @@ def table_placement(feature_config: dict[str, Any], ps_placement: str) -> dict[s
         raise ValueError(f"--ps-placement {ps_placement} places tables on ps tasks, and this run "
                          "has none: use it on a parameter-server cluster (tf-embedding cluster, "
                          "or train with a TF_CONFIG that names ps tasks).")
-    tables = list({id(f.table): f.table for f in feature_config.values()}.values())
-    return {"table_devices": whole_tables(tables, parameter_server.ps_devices(strategy))}
+    return {"table_devices": whole_tables(tables_of(feature_config),
+                                          parameter_server.ps_devices(strategy))}
 
 
 class ShardedTraining(EmbeddingTraining):
