@@ -145,7 +145,7 @@ TFE_TEST(SameBitsAsConvertingEachTableOnOneThreadOrSeveral) {
   std::vector<Table> tables;
   tables.push_back(RandomTable(0, Combiner::kSum, {InputKind::kSparse, InputKind::kSparse}));
   tables.push_back(RandomTable(1, Combiner::kMean, {InputKind::kRagged}));
-  // A dense feature: the table is converted in the call.
+  // A dense feature beside a ragged one: both combined directly.
   tables.push_back(RandomTable(2, Combiner::kSqrtn, {InputKind::kRagged, InputKind::kDense}));
   for (const int64_t threads : {1, 3}) {
     std::vector<Outputs> outputs;

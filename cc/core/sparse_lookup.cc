@@ -74,6 +74,11 @@ struct CombineSparseRowsKernel {
       return RunRagged<kDim>(*lookups, vocabulary, combiner, table, dim, row_begin, row_end,
                              activations);
     }
+    if (lookups->dense) {
+      return lookup_begin == row_begin && lookup_end == row_end &&
+             RunDense<kDim>(*lookups, vocabulary, combiner, table, dim, row_begin, row_end,
+                            activations);
+    }
     const int64_t d = kDim > 0 ? kDim : dim;
     const int64_t* indices = lookups->indices;
     const int64_t* ids = lookups->ids;
@@ -153,6 +158,31 @@ struct CombineSparseRowsKernel {
     }
     return true;
   }
+
+  // Run's dense case: row r's only lookup is r. The range's ids are checked first (a loop
+  // that vectorises), then each row is its one looked-up row times the combiner's gain for one
+  // lookup, as CombineRows gives it.
+  template <int64_t kDim>
+  __attribute__((always_inline)) static bool RunDense(const SparseLookups& lookups,
+                                                      uint64_t vocabulary, Combiner combiner,
+                                                      const float* table, int64_t dim,
+                                                      int64_t row_begin, int64_t row_end,
+                                                      float* activations) {
+    const int64_t d = kDim > 0 ? kDim : dim;
+    if (row_begin < 0 || row_end > lookups.nnz) return false;
+    uint64_t bad = 0;
+    for (int64_t k = row_begin; k < row_end; ++k) {
+      bad |= static_cast<uint64_t>(lookups.ids[k]) >= vocabulary;
+    }
+    if (bad != 0) return false;
+    const RowPrefetcher<kDim> prefetcher(lookups.ids, table, d, row_end, vocabulary);
+    prefetcher.Start(row_begin);
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      CombineLookups<kDim>(combiner, lookups.ids, r, r + 1, table, d, prefetcher,
+                           activations + r * d);
+    }
+    return true;
+  }
 };
 
 }  // namespace
@@ -160,7 +190,7 @@ struct CombineSparseRowsKernel {
 bool AsSparseLookups(const std::string& table_name, const FeatureSpec& spec,
                      const FeatureTensors& t, FeatureLayout* layout, SparseLookups* lookups) {
   const bool sparse = spec.kind == InputKind::kSparse;
-  if ((!sparse && spec.kind != InputKind::kRagged) || spec.has_weights || !t.ids.is_int64() ||
+  if (spec.has_weights || !t.ids.is_int64() ||
       spec.max_sequence_length != 0 || (sparse && t.dense_shape.size != 2) ||
       !FeatureLayoutOf(table_name, spec, t, layout).ok() || layout->sequence) {
     return false;
@@ -169,17 +199,24 @@ bool AsSparseLookups(const std::string& table_name, const FeatureSpec& spec,
   lookups->ids = t.ids.int64_data();
   lookups->nnz = t.ids.size();
   lookups->rows = layout->num_rows;
-  if (sparse) {
-    lookups->indices = t.row_info.data;
-    lookups->columns = t.dense_shape[1];
-  } else {
-    lookups->row_splits = t.row_info.data;
+  switch (spec.kind) {
+    case InputKind::kSparse:
+      lookups->indices = t.row_info.data;
+      lookups->columns = t.dense_shape[1];
+      break;
+    case InputKind::kRagged:
+      lookups->row_splits = t.row_info.data;
+      break;
+    case InputKind::kDense:
+      lookups->dense = true;
+      break;
   }
   return true;
 }
 
 int64_t FirstLookupOfRow(const SparseLookups& lookups, int64_t row) {
   if (lookups.row_splits != nullptr) return lookups.row_splits[row];
+  if (lookups.dense) return row;
   return FirstSparseLookupOfRow(lookups.indices, 0, lookups.nnz, row);
 }
 

@@ -1,5 +1,6 @@
 """TPUEmbedding's inference batches (training=False): no apply_gradients needed, raw batches
-looked up unconverted in one op with the same bits, their errors and queue capacity.
+(sparse, ragged or dense) looked up unconverted in one op with the same bits, their errors and
+queue capacity.
 """
 
 import numpy as np
@@ -56,18 +57,35 @@ def test_raw_inference_batches_are_looked_up_unconverted_with_the_same_bits(in_f
         assert "TfeFeaturesLookup" not in custom_ops(step, small_features(kind), True)
 
 
-def test_an_inference_batch_of_several_tables_is_looked_up_in_one_op():
-    """Every table's features of a raw inference batch in one TfeFeaturesLookup, whose threads
-    share all the tables' rows; each table's activations as the training path gives them."""
+def _tables_embedding(num_tables: int = 3) -> tf_embedding.TPUEmbedding:
+    """Up to three tables of one feature each, one per combiner, built for batches of 4."""
     configs = [tf_embedding.TableConfig(vocabulary_size=50 + t, dim=3 + t, combiner=combiner,
                                         name=f"t{t}")
-               for t, combiner in enumerate(["sum", "mean", "sqrtn"])]
+               for t, combiner in enumerate(["sum", "mean", "sqrtn"][:num_tables])]
     features = {f"f{t}": tf_embedding.FeatureConfig(table) for t, table in enumerate(configs)}
     emb = tf_embedding.TPUEmbedding(features, tf_embedding.SGD(0.1))
     emb.build(per_replica_batch_size=4)
+    return emb
+
+
+def _tables_batch(kind: str, num_tables: int = 3) -> dict[str, tf.Tensor | tf.SparseTensor]:
+    """A batch of 4 for `_tables_embedding`: SparseTensors of 0-5 ids per sample, or dense ids
+    of one per sample, shaped [4] and [4, 1] in turn."""
     rng = np.random.default_rng(3)
-    batch = {name: tf.ragged.constant([rng.integers(0, 50, size=n) for n in (3, 0, 1, 5)],
-                                      dtype=tf.int64).to_sparse() for name in features}
+    if kind == "dense":
+        return {f"f{t}": tf.constant(rng.integers(0, 50, size=[4, 1][:1 + t % 2]), tf.int64)
+                for t in range(num_tables)}
+    return {f"f{t}": tf.ragged.constant([rng.integers(0, 50, size=n) for n in (3, 0, 1, 5)],
+                                        dtype=tf.int64).to_sparse()
+            for t in range(num_tables)}
+
+
+@pytest.mark.parametrize("kind,num_tables", [("sparse", 3), ("dense", 3), ("dense", 1)])
+def test_an_inference_batch_of_several_tables_is_looked_up_in_one_op(kind, num_tables):
+    """Every table's features of a raw inference batch in one TfeFeaturesLookup, whose threads
+    share all the tables' rows; each table's activations as the training path gives them."""
+    emb = _tables_embedding(num_tables)
+    batch = _tables_batch(kind, num_tables)
 
     @tf.function
     def step(features, training):
@@ -75,10 +93,27 @@ def test_an_inference_batch_of_several_tables_is_looked_up_in_one_op():
         return emb.dequeue()
 
     assert custom_op_counts(step, batch, False)["TfeFeaturesLookup"] == 1
+    assert "TfeFeaturesToCsr" not in custom_ops(step, batch, False)
     inference, training = step(batch, False), step(batch, True)
     emb.apply_gradients(gradients_like(training))
-    for name in features:
+    for name in batch:
         np.testing.assert_array_equal(inference[name].numpy(), training[name].numpy())
+
+
+def test_a_bad_dense_id_in_a_raw_inference_batch_fails_naming_table_and_feature():
+    emb = _tables_embedding()
+    batch = _tables_batch("dense")
+    batch["f1"] = tf.constant([[1], [51], [2], [3]], tf.int64)
+
+    @tf.function
+    def forward(features):
+        emb.enqueue(features, training=False)
+        return emb.dequeue()
+
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"Table 't1', feature 'f1': id 51 at lookup 1 is out of range for "
+                             r"vocabulary size 51"):
+        forward(batch)
 
 
 @pytest.mark.parametrize("kind", ["sparse", "ragged"])

@@ -5,8 +5,8 @@
   (`queues.ReplicaQueues`), or inside one traced function that cannot hold queue ops (an
   XLA-compiled step, a function scheduled under ParameterServerStrategy) by a hand-off
   (`handoff.FunctionHandoff`);
-* a forward-only batch of rank-2 sparse features, or of ragged ones, may wait unconverted in the
-  queues (a raw batch), and `dequeue` then converts and looks it up in one op
+* a forward-only batch of rank-2 sparse features, of ragged ones or of dense ones may wait
+  unconverted in the queues (a raw batch), and `dequeue` then converts and looks it up in one op
   (`TfeFeaturesLookup`);
 * a compiled `dequeue` with no batch of its own takes the batch its calling function enqueued,
   in that function, so that only tensors enter the compiled one (the TPU's program shape).
@@ -29,8 +29,9 @@ def raw_forward_batch(engine: Engine, batch_carrier: Carrier, flat_inputs: list[
                       ) -> tuple[str, list[list[Any]]] | None:
     """(kind, each table's features) if this replica's batch may skip the conversion at
     enqueue time (`takes_raw_batches`): a forward-only batch (`training` False when tracing)
-    without weights whose features are all rank-2 SparseTensors ("sparse") or all RaggedTensors
-    of one ragged dimension ("ragged"), with int64 ids (and row splits). Else None."""
+    without weights whose features are all rank-2 SparseTensors ("sparse"), all RaggedTensors
+    of one ragged dimension ("ragged") or all dense tensors ("dense"), with int64 ids (and row
+    splits). Else None."""
     static_training = tf.get_static_value(training)
     if (static_training is None or static_training
             or not takes_raw_batches(engine, batch_carrier)
@@ -49,6 +50,8 @@ def _raw_kind(inp: Any) -> str | None:
     if isinstance(inp, tf.RaggedTensor):
         return ("ragged" if inp.ragged_rank == 1 and inp.shape.rank == 2
                 and inp.values.dtype == tf.int64 and inp.row_splits.dtype == tf.int64 else None)
+    if isinstance(inp, tf.Tensor):
+        return "dense" if inp.dtype == tf.int64 else None
     return None
 
 

@@ -5,7 +5,7 @@ On a TPU these three calls talk through the embedding engine, so they may sit in
 `tf.function`s. Here each replica has stock `FIFOQueue`s: the batch queue (converted id batches,
 plus looked-up rows when pipelining), the pending queue (a training batch's lookups, kept for
 `apply_gradients`) and, without pipelining, the raw queues: a forward-only batch of rank-2
-`SparseTensor`s or of `RaggedTensor`s as it came, which `dequeue` converts and looks up in one op
+`SparseTensor`s, of `RaggedTensor`s or of dense ids as it came, which `dequeue` converts and looks up in one op
 (no update needs its converted batch). Calling them out of order would leave a queue op blocked
 forever, so every queue op is preceded by a size check that fails instead: a `RuntimeError` when
 executing eagerly, one op (`TfeCheckQueueSizes`: `InvalidArgumentError` when the step runs) inside
@@ -48,8 +48,9 @@ class TableBatch(NamedTuple):
 
 _TABLE_BATCH_DTYPES = (tf.int64, tf.int64, tf.int64, tf.float32, tf.int64)
 # A feature of a raw batch, by kind: a SparseTensor's indices, ids and dense_shape; a
-# RaggedTensor's ids and row_splits.
-_RAW_DTYPES = {"sparse": (tf.int64, tf.int64, tf.int64), "ragged": (tf.int64, tf.int64)}
+# RaggedTensor's ids and row_splits; a dense tensor's ids.
+_RAW_DTYPES = {"sparse": (tf.int64, tf.int64, tf.int64), "ragged": (tf.int64, tf.int64),
+               "dense": (tf.int64,)}
 RAW_KINDS = tuple(_RAW_DTYPES)
 
 
@@ -88,6 +89,8 @@ def _raw_components(kind: str, feature: Any) -> tuple[tf.Tensor, ...]:
     """The tensors a raw batch's queue holds for one feature (`_RAW_DTYPES`)."""
     if kind == "sparse":
         return feature.indices, feature.values, feature.dense_shape
+    if kind == "dense":
+        return (feature,)
     return feature.values, feature.row_splits
 
 
@@ -99,6 +102,11 @@ def _raw_feature(kind: str, components: list[tf.Tensor]) -> Any:
         values.set_shape([None])
         dense_shape.set_shape([2])
         return tf.SparseTensor(indices, values, dense_shape)
+    if kind == "dense":
+        # Its shape is lost in the queue; a dense feature gives one row per id, whatever its
+        # shape, and its output shape was set at enqueue time.
+        (ids,) = components
+        return ids
     values, row_splits = components
     values.set_shape([None])
     row_splits.set_shape([None])
@@ -184,7 +192,8 @@ class ReplicaQueues:
     def take_raw_batch(self, kind: str) -> list[list[Any]]:
         """The batch `put_raw_batch` held: each table's features. REQUIRES:
         holds_raw_batch(kind)."""
-        components = iter(self._raw[kind].dequeue())
+        # A queue of one component (one dense feature) dequeues a tensor, not a list.
+        components = iter(tf.nest.flatten(self._raw[kind].dequeue()))
         return [[_raw_feature(kind, [next(components) for _ in _RAW_DTYPES[kind]])
                  for _ in range(table.num_features)]
                 for table in self._tables]
