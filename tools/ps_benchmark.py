@@ -53,7 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tables", type=int, default=2)
     parser.add_argument("--placement", choices=["blocks", "tables"], default="blocks",
                         help="blocks: every table split over every PS task (the default "
-                             "table_devices); tables: table i whole on PS task i % tasks")
+                             "table_devices); tables: table i whole on PS task i %% tasks")
     parser.add_argument("--vocabulary", type=int, default=100_000)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--batch", type=int, default=1024)

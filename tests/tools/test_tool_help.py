@@ -1,0 +1,29 @@
+"""Every command in tools/ answers --help: its usage, and no crash (argparse formats each help
+string with %, so a bare % in one breaks --help for the whole command)."""
+
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers.paths import REPO_ROOT
+
+pytestmark = pytest.mark.unit
+
+COMMANDS = sorted(
+    path for path in glob.glob(os.path.join(REPO_ROOT, "tools", "*.py"))
+    if '__name__ == "__main__"' in open(path, encoding="utf-8").read())
+
+
+def test_the_tools_have_commands():
+    assert len(COMMANDS) >= 10
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=os.path.basename)
+def test_help_prints_usage(path):
+    result = subprocess.run([sys.executable, path, "--help"], capture_output=True, text=True,
+                            cwd=REPO_ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: "), result.stdout
