@@ -40,11 +40,15 @@ def test_unique_ids_of_uniform_draws():
 
 def test_step_time_adds_links_round_trips_and_compute():
     """One worker pays down and up in turn on its own link; with more workers than PS tasks a PS
-    link carries several workers' shares of the larger direction and bounds the step."""
+    link carries several workers' shares of both directions, in turn, and bounds the step."""
     frame_rate = 100e6 / 8 * model.SEGMENT / model.FRAME  # payload bytes/s at 100 Mbit/s
     one_worker = model.step_seconds(6e6, 4e6, 100.0, num_ps=2, num_workers=1,
                                     round_trip=1e-3, compute=0.05)
     assert one_worker == pytest.approx(10e6 / frame_rate + 3e-3 + 0.05)
     crowded = model.step_seconds(6e6, 4e6, 100.0, num_ps=1, num_workers=4, round_trip=0.0,
                                  compute=0.0)
-    assert crowded == pytest.approx(4 * 6e6 / frame_rate)
+    assert crowded == pytest.approx(4 * 10e6 / frame_rate)
+    # As many workers as PS tasks: each PS link carries one worker's bytes, as its own link does.
+    even = model.step_seconds(6e6, 4e6, 100.0, num_ps=2, num_workers=2, round_trip=0.0,
+                              compute=0.0)
+    assert even == pytest.approx(10e6 / frame_rate)

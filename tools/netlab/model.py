@@ -4,8 +4,9 @@ Bytes are the tensors' payload by the formulas of "Traffic: rows or partial acti
 link they travel in Ethernet frames of at most FRAME bytes carrying SEGMENT bytes each. A step of
 one worker is three transfers that wait for each other (ids down, rows or partial activations
 up, gradients down), so it pays its down and its up bytes one after the other on its own link;
-a PS task's link carries 1/P of every worker's traffic, one direction at a time busy with all of
-them. The step takes whichever is longer, plus its round trips and the compute measured on
+a PS task's link carries 1/P of every worker's traffic, and the workers, which start together
+and run the same step, send and receive at about the same times, so it too pays both
+directions one after the other. The step takes whichever is longer, plus its round trips and the compute measured on
 unshaped links.
 """
 
@@ -54,7 +55,7 @@ def network_seconds(down: float, up: float, rate_mbit: float, num_ps: int,
     """Seconds one worker step spends on the links at `rate_mbit` per link and direction."""
     bytes_per_second = rate_mbit * 1e6 / 8 * SEGMENT / FRAME
     own_link = (down + up) / bytes_per_second
-    ps_link = num_workers * max(down, up) / num_ps / bytes_per_second
+    ps_link = num_workers * (down + up) / num_ps / bytes_per_second
     return max(own_link, ps_link)
 
 
