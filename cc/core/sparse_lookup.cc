@@ -43,6 +43,15 @@ __attribute__((always_inline)) inline bool ChunkLookupsValid(
   return bad == 0;
 }
 
+// Whether ids[begin, end) are all below `vocabulary` (unsigned compares reject negative ids
+// too), without branches, so that the loop vectorises.
+__attribute__((always_inline)) inline bool IdsBelow(const int64_t* __restrict ids, int64_t begin,
+                                                    int64_t end, uint64_t vocabulary) {
+  uint64_t bad = 0;
+  for (int64_t k = begin; k < end; ++k) bad |= static_cast<uint64_t>(ids[k]) >= vocabulary;
+  return bad == 0;
+}
+
 // Sparse features are checked and combined a chunk of rows at a time.
 constexpr int64_t kChunkRows = 64;
 
@@ -146,12 +155,10 @@ struct CombineSparseRowsKernel {
     prefetcher.Start(begin);
     for (int64_t r = row_begin; r < row_end; ++r) {
       const int64_t end = splits[r + 1];
-      if (end < begin || static_cast<uint64_t>(end) > nnz) return false;
-      uint64_t bad = 0;
-      for (int64_t k = begin; k < end; ++k) {
-        bad |= static_cast<uint64_t>(lookups.ids[k]) >= vocabulary;
+      if (end < begin || static_cast<uint64_t>(end) > nnz ||
+          !IdsBelow(lookups.ids, begin, end, vocabulary)) {
+        return false;
       }
-      if (bad != 0) return false;
       CombineLookups<kDim>(combiner, lookups.ids, begin, end, table, d, prefetcher,
                            activations + r * d);
       begin = end;
@@ -169,12 +176,10 @@ struct CombineSparseRowsKernel {
                                                       int64_t row_begin, int64_t row_end,
                                                       float* activations) {
     const int64_t d = kDim > 0 ? kDim : dim;
-    if (row_begin < 0 || row_end > lookups.nnz) return false;
-    uint64_t bad = 0;
-    for (int64_t k = row_begin; k < row_end; ++k) {
-      bad |= static_cast<uint64_t>(lookups.ids[k]) >= vocabulary;
+    if (row_begin < 0 || row_end > lookups.nnz ||
+        !IdsBelow(lookups.ids, row_begin, row_end, vocabulary)) {
+      return false;
     }
-    if (bad != 0) return false;
     const RowPrefetcher<kDim> prefetcher(lookups.ids, table, d, row_end, vocabulary);
     prefetcher.Start(row_begin);
     for (int64_t r = row_begin; r < row_end; ++r) {
