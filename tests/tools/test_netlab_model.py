@@ -52,3 +52,13 @@ def test_step_time_adds_links_round_trips_and_compute():
     even = model.step_seconds(6e6, 4e6, 100.0, num_ps=2, num_workers=2, round_trip=0.0,
                               compute=0.0)
     assert even == pytest.approx(10e6 / frame_rate)
+
+
+def test_whole_tables_on_several_tasks_pipeline_their_transfers():
+    """Tasks of whole tables of their own: the larger direction plus one task's share of the
+    smaller (the sum for one task, the larger direction alone as tasks grow)."""
+    frame_rate = 100e6 / 8 * model.SEGMENT / model.FRAME
+    for tasks, seconds in ((1, 10e6), (2, 8e6), (4, 7e6)):
+        assert model.step_seconds(6e6, 4e6, 100.0, num_ps=tasks, num_workers=1, round_trip=0.0,
+                                  compute=0.0, independent_tasks=tasks) == pytest.approx(
+                                      seconds / frame_rate)

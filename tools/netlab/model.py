@@ -51,17 +51,24 @@ def step_bytes(workload: Workload, traffic: str, num_ps: int) -> tuple[float, fl
 
 
 def network_seconds(down: float, up: float, rate_mbit: float, num_ps: int,
-                    num_workers: int) -> float:
-    """Seconds one worker step spends on the links at `rate_mbit` per link and direction."""
+                    num_workers: int, independent_tasks: int = 1) -> float:
+    """Seconds one worker step spends on the links at `rate_mbit` per link and direction.
+
+    `independent_tasks`: how many PS tasks hold whole tables of their own, whose transfers do
+    not wait for each other (1 when every table is split over every task, whose lookups need
+    every task's part). Their transfers pipeline on the worker's full-duplex link: one task's
+    rows come up while another's ids or gradients go down, so only one task's share of the
+    smaller direction adds to the larger one (the sum for one task)."""
     bytes_per_second = rate_mbit * 1e6 / 8 * SEGMENT / FRAME
-    own_link = (down + up) / bytes_per_second
+    own_link = (max(down, up) + min(down, up) / independent_tasks) / bytes_per_second
     ps_link = num_workers * (down + up) / num_ps / bytes_per_second
     return max(own_link, ps_link)
 
 
 def step_seconds(down: float, up: float, rate_mbit: float, num_ps: int, num_workers: int,
-                 round_trip: float, compute: float) -> float:
-    """The model's step time: the links' time, the round trips, and `compute`, the step time
-    measured without shaping (which holds the unshaped links' own transfer time too)."""
-    return (network_seconds(down, up, rate_mbit, num_ps, num_workers)
+                 round_trip: float, compute: float, independent_tasks: int = 1) -> float:
+    """The model's step time: the links' time (`network_seconds`), the round trips, and
+    `compute`, the step time measured without shaping (which holds the unshaped links' own
+    transfer time too)."""
+    return (network_seconds(down, up, rate_mbit, num_ps, num_workers, independent_tasks)
             + ROUND_TRIPS * round_trip + compute)
