@@ -361,11 +361,13 @@ def print_results(args: argparse.Namespace, results: list[dict]) -> None:
                                     1 if args.placement == "tables" else result["ps"])
         predicted = ""
         if result["rate"]:
+            tasks = (model.whole_table_tasks(args.tables, result["ps"])
+                     if args.placement == "tables" else None)
             predicted = 1e3 * model.step_seconds(
-                down, up, result["rate"], result["ps"], result["workers"], 4e-3 * args.delay,
+                down, up, result["rate"], tasks or result["ps"], result["workers"],
+                4e-3 * args.delay,
                 1e-3 * compute[result["ps"], result["workers"], result["traffic"], steps],
-                independent_tasks=(min(result["ps"], args.tables)
-                                   if args.placement == "tables" else 1))
+                independent_tasks=tasks or 1)
         print(f"| {result['ps']} | {result['traffic']} | {result['samples_per_second']:,.0f} | "
               f"{result.get('down_mb', float('nan')):.2f} | "
               f"{result.get('up_mb', float('nan')):.2f} | {down / 1e6:.2f} / {up / 1e6:.2f} | "

@@ -214,15 +214,15 @@ def fuzz_table():
     return tf.Variable(np.random.default_rng(0).normal(size=[VOCAB, 3]).astype(np.float32))
 
 
-# Sparse or ragged features first, so that the direct path (pooled rank-2 sparse or ragged
-# features without weights, all of them) is reached often. Several tables read the same variable,
+# Sparse, ragged or dense features first, so that the direct path (pooled rank-2 sparse, ragged
+# or dense features without weights, all of them) is reached often. Several tables read the same variable,
 # which the op locks once.
 @FUZZ
 @given(data=st.data(), num_tables=st.integers(1, 3))
 def test_features_lookup_is_conversion_then_lookup(ops, fuzz_table, data, num_tables):
     """TfeFeaturesLookup of several tables: the error of the first table whose TfeFeaturesToCsr
     fails, or each table's batch looked up, bit for bit."""
-    direct_kinds = ["sparse", "ragged"]
+    direct_kinds = ["sparse", "ragged", "dense"]
     tables_arguments, batches, errors = [], [], []
     for t in range(num_tables):
         broken = data.draw(st.booleans())

@@ -152,3 +152,27 @@ def test_raw_inference_batches_share_the_queue_capacity(kind):
     emb.enqueue(small_features(kind), training=False)
     with pytest.raises(RuntimeError, match="enqueued with training=False"):
         emb.apply_gradients(gradients_like(emb.dequeue()))
+
+
+def test_dense_inference_batches_across_functions_eagerly_and_in_the_queue_capacity():
+    """A raw dense batch enqueued in one function is looked up by a dequeue traced in another
+    (which learns its kind at run time) and eagerly, with the training path's bits; it takes
+    the queue's one place as any batch does."""
+    emb = _tables_embedding()
+    batch = _tables_batch("dense")
+    enqueue = tf.function(lambda features, training: emb.enqueue(features, training=training))
+    dequeue = tf.function(emb.dequeue)
+    enqueue(batch, False)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="already holds 1 enqueued batch"):
+        enqueue(batch, False)
+    across = dequeue()
+    emb.enqueue(batch, training=False)
+    with pytest.raises(RuntimeError, match="already holds 1 enqueued batch"):
+        emb.enqueue(_tables_batch("sparse"), training=False)
+    eager = emb.dequeue()
+    enqueue(batch, True)
+    training = dequeue()
+    emb.apply_gradients(gradients_like(training))
+    for name in batch:
+        np.testing.assert_array_equal(across[name].numpy(), training[name].numpy())
+        np.testing.assert_array_equal(eager[name].numpy(), training[name].numpy())

@@ -136,7 +136,7 @@ def test_tpu_shaped_forward_steps_compile_the_inner_function(kind):
             np.testing.assert_allclose(got[name], want[name], **XLA_TOLERANCE, err_msg=name)
 
 
-@pytest.mark.parametrize("kind", ["ragged", "sparse"])
+@pytest.mark.parametrize("kind", ["ragged", "sparse", "dense"])
 def test_tpu_shaped_forward_steps_of_unweighted_features_compile_the_inner_function(kind):
     """Without weights a forward batch waits unconverted in a raw queue (the uncompiled
     dequeue's fast path); the compiled dequeue's caller converts it from there."""
@@ -164,11 +164,13 @@ def test_tpu_shaped_forward_steps_of_unweighted_features_compile_the_inner_funct
         ids = tf.RaggedTensor.from_row_lengths(rng.integers(0, 100, lengths.sum()), lengths)
         if kind == "sparse":
             ids = ids.to_sparse()
+        elif kind == "dense":  # one id per sample
+            ids = tf.constant(rng.integers(0, 100, [8, 1]))
         np.testing.assert_allclose(compiled_forward(ids)["f"], forward(ids)["f"],
                                    **XLA_TOLERANCE)
 
 
-@pytest.mark.parametrize("kind", ["ragged", "sparse"])
+@pytest.mark.parametrize("kind", ["ragged", "sparse", "dense"])
 def test_a_compiled_forward_step_looks_up_every_table_in_one_custom_call(kind):
     """enqueue(training=False) + dequeue compiled whole: the unweighted batch waits unconverted
     in the function's hand-off and every table's features are looked up in one custom call, with
@@ -192,6 +194,12 @@ def test_a_compiled_forward_step_looks_up_every_table_in_one_custom_call(kind):
     def batch(bad_id=False):
         features = {}
         for t in range(3):
+            if kind == "dense":  # one id per sample
+                ids = rng.integers(0, 60, 6)
+                if bad_id and t == 1:
+                    ids[2] = 61
+                features[f"f{t}"] = tf.constant(ids)
+                continue
             ids = tf.RaggedTensor.from_row_lengths(rng.integers(0, 60, 20), [3, 0, 5, 2, 6, 4])
             if bad_id and t == 1:
                 ids = tf.concat([ids[:2], tf.ragged.constant([[61]], tf.int64), ids[3:]], 0)

@@ -62,3 +62,13 @@ def test_whole_tables_on_several_tasks_pipeline_their_transfers():
         assert model.step_seconds(6e6, 4e6, 100.0, num_ps=tasks, num_workers=1, round_trip=0.0,
                                   compute=0.0, independent_tasks=tasks) == pytest.approx(
                                       seconds / frame_rate)
+
+
+def test_whole_tables_count_as_the_busiest_tasks_share():
+    """Tables whole on tasks count as equal tasks by the busiest one's share: 4 tables on 2 or 4
+    tasks as 2 or 4, 3 tables on 2 tasks as 1.5 (one task holds 2 of 3), more tasks than tables
+    as the tables."""
+    assert model.whole_table_tasks(4, 2) == 2
+    assert model.whole_table_tasks(4, 4) == 4
+    assert model.whole_table_tasks(3, 2) == 1.5
+    assert model.whole_table_tasks(2, 4) == 2

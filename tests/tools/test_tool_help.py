@@ -1,5 +1,6 @@
 """Every command in tools/ answers --help: its usage, and no crash (argparse formats each help
-string with %, so a bare % in one breaks --help for the whole command)."""
+string with %, so a bare % in one breaks --help for the whole command). Each runs in a process
+of its own."""
 
 import glob
 import os
@@ -10,11 +11,17 @@ import pytest
 
 from helpers.paths import REPO_ROOT
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.integration
 
-COMMANDS = sorted(
-    path for path in glob.glob(os.path.join(REPO_ROOT, "tools", "*.py"))
-    if '__name__ == "__main__"' in open(path, encoding="utf-8").read())
+
+def _is_command(path: str) -> bool:
+    with open(path, encoding="utf-8") as f:
+        return '__name__ == "__main__"' in f.read()
+
+
+# The scripts, and the lab (tools/netlab, run as a directory).
+COMMANDS = sorted(path for path in glob.glob(os.path.join(REPO_ROOT, "tools", "*.py"))
+                  if _is_command(path)) + [os.path.join(REPO_ROOT, "tools", "netlab")]
 
 
 def test_the_tools_have_commands():

@@ -170,8 +170,9 @@ class ReplicaQueues:
 
     def put_raw_batch(self, kind: str, tables: Sequence[Sequence[Any]]) -> None:
         """Holds a forward-only batch as it came: each table's features, all rank-2
-        SparseTensors (`kind` "sparse") or all RaggedTensors of one ragged dimension ("ragged"),
-        with int64 ids and row splits. REQUIRES: takes_raw_batches."""
+        SparseTensors (`kind` "sparse"), all RaggedTensors of one ragged dimension ("ragged") or
+        all dense tensors ("dense"), with int64 ids and row splits. REQUIRES:
+        takes_raw_batches."""
         self._put(self._raw[kind], [component for features in tables for feature in features
                                     for component in _raw_components(kind, feature)])
         self._note_put(kind)

@@ -79,7 +79,7 @@ FeatureTensors ConsumeTensors(FuzzedDataProvider& in, const FeatureSpec& spec,
   return t;
 }
 
-// The direct lookup of a lone pooled rank-2 sparse or ragged feature without weights, as the
+// The direct lookup of a lone pooled rank-2 sparse, ragged or dense feature without weights, as the
 // kernel reads it, in two ranges of rows split where the kernel would split them: invalid
 // whenever the conversion failed (`batch` null), else the converted batch's lookup bit for bit.
 void CheckDirectLookup(const TableSpec& table, const FeatureSpec& spec, const FeatureTensors& t,

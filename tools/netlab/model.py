@@ -50,13 +50,21 @@ def step_bytes(workload: Workload, traffic: str, num_ps: int) -> tuple[float, fl
     return workload.tables * down, workload.tables * up
 
 
-def network_seconds(down: float, up: float, rate_mbit: float, num_ps: int,
-                    num_workers: int, independent_tasks: int = 1) -> float:
+def whole_table_tasks(tables: int, num_ps: int) -> float:
+    """How many equal PS tasks `tables` tables whole on `num_ps` tasks (table i on task
+    i % num_ps) are worth: the busiest task holds ceil(tables / num_ps) of them, so its link
+    carries that share of the bytes."""
+    return tables / -(-tables // num_ps)
+
+
+def network_seconds(down: float, up: float, rate_mbit: float, num_ps: float,
+                    num_workers: int, independent_tasks: float = 1) -> float:
     """Seconds one worker step spends on the links at `rate_mbit` per link and direction.
 
+    `num_ps`: the PS tasks sharing every worker's bytes (`whole_table_tasks` for whole tables).
     `independent_tasks`: how many PS tasks hold whole tables of their own, whose transfers do
     not wait for each other (1 when every table is split over every task, whose lookups need
-    every task's part). Their transfers pipeline on the worker's full-duplex link: one task's
+    every task's part; `whole_table_tasks` for whole tables). Their transfers pipeline on the worker's full-duplex link: one task's
     rows come up while another's ids or gradients go down, so only one task's share of the
     smaller direction adds to the larger one (the sum for one task)."""
     bytes_per_second = rate_mbit * 1e6 / 8 * SEGMENT / FRAME
@@ -65,8 +73,8 @@ def network_seconds(down: float, up: float, rate_mbit: float, num_ps: int,
     return max(own_link, ps_link)
 
 
-def step_seconds(down: float, up: float, rate_mbit: float, num_ps: int, num_workers: int,
-                 round_trip: float, compute: float, independent_tasks: int = 1) -> float:
+def step_seconds(down: float, up: float, rate_mbit: float, num_ps: float, num_workers: int,
+                 round_trip: float, compute: float, independent_tasks: float = 1) -> float:
     """The model's step time: the links' time (`network_seconds`), the round trips, and
     `compute`, the step time measured without shaping (which holds the unshaped links' own
     transfer time too)."""
