@@ -305,9 +305,9 @@ def features_lookup(tables: Sequence[LookedUpTable],
     in it: (float [R, dim], int64 feature_row_counts), in one op for every table, whose threads
     share the rows of all of them. The same bits as converting, then `ops.embedding_lookup`;
     faster for pooled rank-2 sparse and ragged features without weights and for dense ones, which
-    it reads without building the batch. Differentiable with respect to the tables: the gradient converts each
-    table's features again (`_features_lookup_grad`), as a lookup that no update follows never
-    does."""
+    it reads without building the batch. Differentiable with respect to the tables: the gradient
+    converts each table's features again (`_features_lookup_grad`), as a lookup that no update
+    follows never does."""
     if len(tables) != len(table_features):
         raise ValueError(f"features_lookup got {len(tables)} tables but features for "
                          f"{len(table_features)}.")

@@ -1,10 +1,10 @@
-// The forward lookup of several tables' features in one call, without building CSR batches
-// where the inputs allow: what TfeFeaturesLookup runs, as its TF kernel and as its XLA CPU
-// custom call. Pooled rank-2 sparse and ragged features without weights, and dense ones, are
-// combined straight from their indices, row splits or ids (sparse_lookup.h), in ranges of rows
-// that the threads claim from every table together, so they share the whole step's rows evenly;
-// each range checks its lookups before combining them. A table with any other feature, or one that fails those checks,
-// is converted (CsrBuilder, with its errors) and its batch looked up. Both give the bits of
+// The forward lookup of several tables' features in one call, without building CSR batches where
+// the inputs allow: what TfeFeaturesLookup runs, as its TF kernel and as its XLA CPU custom call.
+// Pooled rank-2 sparse and ragged features without weights, and dense ones, are combined straight
+// from their indices, row splits or ids (sparse_lookup.h), in ranges of rows that the threads claim
+// from every table together, so they share the whole step's rows evenly; each range checks its
+// lookups before combining them. A table with any other feature, or one that fails those checks, is
+// converted (CsrBuilder, with its errors) and its batch looked up. Both give the bits of
 // converting, then looking up (CombineRows).
 #ifndef TF_EMBEDDING_CC_CORE_FEATURES_LOOKUP_H_
 #define TF_EMBEDDING_CC_CORE_FEATURES_LOOKUP_H_

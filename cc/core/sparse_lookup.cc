@@ -79,14 +79,11 @@ struct CombineSparseRowsKernel {
                                                  int64_t row_begin, int64_t row_end,
                                                  int64_t lookup_begin, int64_t lookup_end,
                                                  float* activations) {
-    if (lookups->row_splits != nullptr) {
-      return RunRagged<kDim>(*lookups, vocabulary, combiner, table, dim, row_begin, row_end,
-                             activations);
-    }
-    if (lookups->dense) {
-      return lookup_begin == row_begin && lookup_end == row_end &&
-             RunDense<kDim>(*lookups, vocabulary, combiner, table, dim, row_begin, row_end,
-                            activations);
+    if (lookups->row_splits != nullptr || lookups->dense) {
+      // A dense range's lookups are its rows (FirstLookupOfRow).
+      if (lookups->dense && (lookup_begin != row_begin || lookup_end != row_end)) return false;
+      return RunRowSplits<kDim>(*lookups, vocabulary, combiner, table, dim, row_begin, row_end,
+                                activations);
     }
     const int64_t d = kDim > 0 ? kDim : dim;
     const int64_t* indices = lookups->indices;
@@ -130,31 +127,32 @@ struct CombineSparseRowsKernel {
     return next == lookup_end;
   }
 
-  // Run's ragged case: row r's lookups are [row_splits[r], row_splits[r + 1]).
+  // Run's ragged and dense cases: row r's lookups are [split(r), split(r + 1)), the ragged
+  // feature's row_splits, or for a dense feature (one lookup per row) the splits 0, 1, ..., nnz.
   template <int64_t kDim>
-  __attribute__((always_inline)) static bool RunRagged(const SparseLookups& lookups,
-                                                       uint64_t vocabulary, Combiner combiner,
-                                                       const float* table, int64_t dim,
-                                                       int64_t row_begin, int64_t row_end,
-                                                       float* activations) {
+  __attribute__((always_inline)) static bool RunRowSplits(const SparseLookups& lookups,
+                                                          uint64_t vocabulary, Combiner combiner,
+                                                          const float* table, int64_t dim,
+                                                          int64_t row_begin, int64_t row_end,
+                                                          float* activations) {
     const int64_t d = kDim > 0 ? kDim : dim;
     const int64_t* splits = lookups.row_splits;
+    const auto split = [splits](int64_t r) { return splits != nullptr ? splits[r] : r; };
     const uint64_t nnz = lookups.nnz;
-    if ((row_begin == 0 && splits[0] != 0) ||
-        (row_end == lookups.rows && splits[lookups.rows] != lookups.nnz)) {
+    if ((row_begin == 0 && split(0) != 0) ||
+        (row_end == lookups.rows && split(lookups.rows) != lookups.nnz)) {
       return false;
     }
     // Splits non-decreasing within [0, nnz] (unsigned compares reject negative ones too). The
     // prefetcher reads ids up to the range's last split, or nnz if that one is out of bounds.
     const RowPrefetcher<kDim> prefetcher(
         lookups.ids, table, d,
-        static_cast<int64_t>(std::min(static_cast<uint64_t>(splits[row_end]), nnz)),
-        vocabulary);
-    int64_t begin = splits[row_begin];
+        static_cast<int64_t>(std::min(static_cast<uint64_t>(split(row_end)), nnz)), vocabulary);
+    int64_t begin = split(row_begin);
     if (static_cast<uint64_t>(begin) > nnz) return false;
     prefetcher.Start(begin);
     for (int64_t r = row_begin; r < row_end; ++r) {
-      const int64_t end = splits[r + 1];
+      const int64_t end = split(r + 1);
       if (end < begin || static_cast<uint64_t>(end) > nnz ||
           !IdsBelow(lookups.ids, begin, end, vocabulary)) {
         return false;
@@ -162,29 +160,6 @@ struct CombineSparseRowsKernel {
       CombineLookups<kDim>(combiner, lookups.ids, begin, end, table, d, prefetcher,
                            activations + r * d);
       begin = end;
-    }
-    return true;
-  }
-
-  // Run's dense case: row r's only lookup is r. The range's ids are checked first (a loop
-  // that vectorises), then each row is its one looked-up row times the combiner's gain for one
-  // lookup, as CombineRows gives it.
-  template <int64_t kDim>
-  __attribute__((always_inline)) static bool RunDense(const SparseLookups& lookups,
-                                                      uint64_t vocabulary, Combiner combiner,
-                                                      const float* table, int64_t dim,
-                                                      int64_t row_begin, int64_t row_end,
-                                                      float* activations) {
-    const int64_t d = kDim > 0 ? kDim : dim;
-    if (row_begin < 0 || row_end > lookups.nnz ||
-        !IdsBelow(lookups.ids, row_begin, row_end, vocabulary)) {
-      return false;
-    }
-    const RowPrefetcher<kDim> prefetcher(lookups.ids, table, d, row_end, vocabulary);
-    prefetcher.Start(row_begin);
-    for (int64_t r = row_begin; r < row_end; ++r) {
-      CombineLookups<kDim>(combiner, lookups.ids, r, r + 1, table, d, prefetcher,
-                           activations + r * d);
     }
     return true;
   }

@@ -1,8 +1,8 @@
 // The forward lookup of a pooled rank-2 sparse or ragged feature straight from its indices (row
-// splits) and ids, or of a dense one from its ids, without building its CSR batch first: what TfeFeaturesLookup runs when its
-// inputs allow (see docs/internals.md). The sums are CombineRows' (same gains, same order), so
-// the activations are bit-identical to converting the feature (CsrBuilder) and looking the batch
-// up.
+// splits) and ids, or of a dense one from its ids, without building its CSR batch first: what
+// TfeFeaturesLookup runs when its inputs allow (see docs/internals.md). The sums are CombineRows'
+// (same gains, same order), so the activations are bit-identical to converting the feature
+// (CsrBuilder) and looking the batch up.
 #ifndef TF_EMBEDDING_CC_CORE_SPARSE_LOOKUP_H_
 #define TF_EMBEDDING_CC_CORE_SPARSE_LOOKUP_H_
 
@@ -30,8 +30,8 @@ struct SparseLookups {
 
 // The feature as SparseLookups, with its output rows in *layout, if TfeFeaturesLookup may combine
 // it directly: a pooled (max_sequence_length 0) rank-2 sparse, ragged or dense feature without
-// weights, with int64 ids, whose tensors' sizes pass FeatureLayoutOf. Else false (the conversion then
-// checks it).
+// weights, with int64 ids, whose tensors' sizes pass FeatureLayoutOf. Else false (the conversion
+// then checks it).
 bool AsSparseLookups(const std::string& table_name, const FeatureSpec& spec,
                      const FeatureTensors& t, FeatureLayout* layout, SparseLookups* lookups);
 
@@ -40,17 +40,16 @@ bool AsSparseLookups(const std::string& table_name, const FeatureSpec& spec,
 // row_splits[row], which CombineSparseRows checks; dense ones: `row`.
 int64_t FirstLookupOfRow(const SparseLookups& lookups, int64_t row);
 
-// activations[r, :] for output rows [row_begin, row_end), whose lookups should be
-// [lookup_begin, lookup_end): the combiner's gain times each looked-up table row, summed in lookup
-// order as CombineRows does; rows without lookups become zeros. `activations` is
-// [lookups.rows, dim]; `table` has at least `vocabulary_size` rows.
-// Returns false if those lookups are not exactly the range's rows' in row order, or one has a
-// column or id out of bounds (dense_shape[1], vocabulary_size), or (ragged) the range's
-// row_splits decrease, leave [0, nnz], or do not start at 0 (the first range) or end at nnz (the
-// last), or (dense) the lookups are not the range's rows, having read only table rows of checked
-// lookups. A sparse feature's rows are combined a
-// chunk at a time, each chunk's lookups checked as its rows are found; a ragged feature's row by
-// row, each row's checked first.
+// activations[r, :] for output rows [row_begin, row_end), whose lookups should be [lookup_begin,
+// lookup_end): the combiner's gain times each looked-up table row, summed in lookup order as
+// CombineRows does; rows without lookups become zeros. `activations` is [lookups.rows, dim];
+// `table` has at least `vocabulary_size` rows. Returns false if those lookups are not exactly the
+// range's rows' in row order, or one has a column or id out of bounds (dense_shape[1],
+// vocabulary_size), or (ragged) the range's row_splits decrease, leave [0, nnz], or do not start at
+// 0 (the first range) or end at nnz (the last), or (dense) the lookups are not the range's rows,
+// having read only table rows of checked lookups. A sparse feature's rows are combined a chunk at a
+// time, each chunk's lookups checked as its rows are found; a ragged or dense feature's row by row,
+// each row's checked first.
 // Called on ranges of a partition of the rows [0, lookups.rows), the first range's lookups from
 // 0, the last's to nnz, the others' bounds from FirstLookupOfRow: all returning true means the
 // whole feature is valid and in row order, so each range combined exactly its rows' lookups

@@ -5,11 +5,11 @@ On a TPU these three calls talk through the embedding engine, so they may sit in
 `tf.function`s. Here each replica has stock `FIFOQueue`s: the batch queue (converted id batches,
 plus looked-up rows when pipelining), the pending queue (a training batch's lookups, kept for
 `apply_gradients`) and, without pipelining, the raw queues: a forward-only batch of rank-2
-`SparseTensor`s, of `RaggedTensor`s or of dense ids as it came, which `dequeue` converts and looks up in one op
-(no update needs its converted batch). Calling them out of order would leave a queue op blocked
-forever, so every queue op is preceded by a size check that fails instead: a `RuntimeError` when
-executing eagerly, one op (`TfeCheckQueueSizes`: `InvalidArgumentError` when the step runs) inside
-a `tf.function`.
+`SparseTensor`s, of `RaggedTensor`s or of dense ids as it came, which `dequeue` converts and
+looks up in one op (no update needs its converted batch). Calling them out of order would leave
+a queue op blocked forever, so every queue op is preceded by a size check that fails instead: a
+`RuntimeError` when executing eagerly, one op (`TfeCheckQueueSizes`: `InvalidArgumentError` when
+the step runs) inside a `tf.function`.
 """
 
 import weakref

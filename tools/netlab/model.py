@@ -6,8 +6,8 @@ one worker is three transfers that wait for each other (ids down, rows or partia
 up, gradients down), so it pays its down and its up bytes one after the other on its own link;
 a PS task's link carries 1/P of every worker's traffic, and the workers, which start together
 and run the same step, send and receive at about the same times, so it too pays both
-directions one after the other. The step takes whichever is longer, plus its round trips and the compute measured on
-unshaped links.
+directions one after the other. The step takes whichever is longer, plus its round trips and
+the compute measured on unshaped links.
 """
 
 import dataclasses
@@ -64,9 +64,10 @@ def network_seconds(down: float, up: float, rate_mbit: float, num_ps: float,
     `num_ps`: the PS tasks sharing every worker's bytes (`whole_table_tasks` for whole tables).
     `independent_tasks`: how many PS tasks hold whole tables of their own, whose transfers do
     not wait for each other (1 when every table is split over every task, whose lookups need
-    every task's part; `whole_table_tasks` for whole tables). Their transfers pipeline on the worker's full-duplex link: one task's
-    rows come up while another's ids or gradients go down, so only one task's share of the
-    smaller direction adds to the larger one (the sum for one task)."""
+    every task's part; `whole_table_tasks` for whole tables). Their transfers pipeline on the
+    worker's full-duplex link: one task's rows come up while another's ids or gradients go down,
+    so only one task's share of the smaller direction adds to the larger one (the sum for one
+    task)."""
     bytes_per_second = rate_mbit * 1e6 / 8 * SEGMENT / FRAME
     own_link = (max(down, up) + min(down, up) / independent_tasks) / bytes_per_second
     ps_link = num_workers * (down + up) / num_ps / bytes_per_second
