@@ -135,7 +135,8 @@ def variant(name: str, phase: str, description: str, **options: Any
 
 def import_tensorflow() -> None:
     """Imports TensorFlow, Keras and tf_embedding into this module (worker processes only)."""
-    global tf, keras, tf_embedding, feature_input, ops, optimizers  # pylint: disable=global-statement
+    global tf, keras, tf_embedding  # pylint: disable=global-statement
+    global feature_input, ops, optimizers  # pylint: disable=global-statement
     import keras  # pylint: disable=import-outside-toplevel,redefined-outer-name
     import tensorflow as tf  # pylint: disable=import-outside-toplevel,redefined-outer-name
     import tf_embedding  # pylint: disable=import-outside-toplevel,redefined-outer-name

@@ -106,7 +106,8 @@ def _watch(logdir: str, model_dir: str, start: float, seconds: float,
 
 def _events(logdir: str) -> Iterator[tuple[str, str, float]]:
     """(thread line, event name, duration in ms) of every event the profiler recorded."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
+    from tensorflow.tsl.profiler.protobuf import (  # pylint: disable=import-outside-toplevel
+        xplane_pb2)
     path = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0]
     space = xplane_pb2.XSpace()
     with open(path, "rb") as f:

@@ -9,7 +9,8 @@ The rows are tools/benchmark.py's serving variants on its reference tables (8 x 
 one SparseTensor feature of `--ids-per-sample` ids per sample per table): `stock-serving` (stock
 TF's `TPUEmbeddingForServing.embedding_lookup` in a tf.function), and exported to a SavedModel by
 another process, loaded here and called as a server calls it: `stock-serving-export` (stock
-TF's lookup), `serving-export` and `serving-export-xla` (ours). The process is pinned to `--threads` CPUs with as many TensorFlow
+TF's lookup), `serving-export` and `serving-export-xla` (ours). The process is pinned to
+`--threads` CPUs with as many TensorFlow
 threads, as the benchmark pins its workers.
 
 Per batch size, every call times one request: the lookup of one batch (8 batches of fresh ids,

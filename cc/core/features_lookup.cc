@@ -88,7 +88,8 @@ void LookUpDirectly(const std::vector<TableFeatures>& tables,
     float* activations = states[t]->activations;
     for (const SparseLookups& feature : states[t]->lookups) {
       const int64_t share =
-          total_lookups == 0 ? 1 : (feature.nnz * target_ranges + total_lookups - 1) / total_lookups;
+          total_lookups == 0 ? 1
+                             : (feature.nnz * target_ranges + total_lookups - 1) / total_lookups;
       const int64_t count = std::clamp<int64_t>(share, 1, std::max<int64_t>(feature.rows, 1));
       for (int64_t i = 0; i < count; ++i) {
         ranges.push_back({&tables[t], states[t].get(), &feature, activations, i, count});

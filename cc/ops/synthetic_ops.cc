@@ -39,7 +39,8 @@ REGISTER_OP("TfeSyntheticFeature")
 One feature of a synthetic batch of `batch_size` samples, drawn exactly as these stateless
 TensorFlow ops draw it (seeds[s] is the seed pair of stream s):
 
-  lengths = stateless_uniform([batch_size], seeds[0], 1, max_ids + 1, int64)  (all 1 if max_ids == 1)
+  lengths = stateless_uniform([batch_size], seeds[0], 1, max_ids + 1, int64)
+                                                             (all 1 if max_ids == 1)
   u = stateless_uniform([sum(lengths)], seeds[1], dtype=float64)
   scaled = u * N; column = min(int64(scaled), N - 1)        (columns: [N, 4] alias table)
   kept = scaled - column < columns[column, 0]
@@ -51,7 +52,8 @@ TensorFlow ops draw it (seeds[s] is the seed pair of stream s):
                     root of the sum of squared weights ("sqrtn"); weight 1 when not weighted.
 
 The op returns the ids as a ragged batch (row_splits, rows), the weights ([0] when not
-weighted) and each sample's contribution to the click logit. InvalidArgumentError, naming the feature, for an
+weighted) and each sample's contribution to the click logit. InvalidArgumentError, naming the
+feature, for an
 alias table that is not [N, 4] with 1 <= N <= 2^31, multiplier or offset not below N, seeds not
 [3, 2], or an alias entry that is not a rank below N.
 )doc");

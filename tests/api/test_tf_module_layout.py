@@ -39,7 +39,8 @@ def test_tables_are_not_tpu_embedding_variables_and_read_whole():
     """TF's tests read `variables[0]` of a TPUEmbeddingVariable (one host's whole table); ours
     are ShardedVariables of row blocks, so the check is false and `numpy()` gives the table."""
     with tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]).scope():
-        table = tf_embedding.TableConfig(5, 2, name="t", initializer=tf_embedding.RowIdInitializer())
+        table = tf_embedding.TableConfig(5, 2, name="t",
+                                         initializer=tf_embedding.RowIdInitializer())
         engine = tf_embedding.TPUEmbedding({"f": tf_embedding.FeatureConfig(table)},
                                            tf_embedding.SGD(0.1))
     engine.build()

@@ -21,7 +21,8 @@ and writes what it saw to OUTPUT_DIR, where the test compares it with one-proces
   first one `schedule(...).fetch()` at a time (`serialized.npz`, as `train` writes), then all
   scheduled at once and joined (`concurrent.npz`, and its checkpoint `concurrent/ckpt`).
 * `keras_fit` (with TF_USE_LEGACY_KERAS=1): tf_keras `model.fit` of the model of
-  tests/helpers/keras_layer.py over `tf_embedding.keras.TPUEmbedding`: the engine's tables and slots, `keras.npz`.
+  tests/helpers/keras_layer.py over `tf_embedding.keras.TPUEmbedding`: the engine's tables and
+  slots, `keras.npz`.
 """
 
 import json
@@ -274,7 +275,8 @@ def keras_fit(output: str) -> None:
     model.fit(tf.keras.utils.experimental.DatasetCreator(
         lambda context: keras_layer.fit_dataset(steps, labels, "sparse")),
         epochs=1, steps_per_epoch=len(steps), verbose=0)
-    save_values(os.path.join(output, "keras.npz"), layer._tpu_embedding)  # pylint: disable=protected-access
+    save_values(os.path.join(output, "keras.npz"),
+                layer._tpu_embedding)  # pylint: disable=protected-access
 
 
 def build(output: str) -> None:

@@ -355,8 +355,10 @@ def test_spec_validation(kwargs, error, message):
 PARAMETER_ERRORS = [
     (lambda: efc.AdagradParameters(0.1, initial_accumulator=0),
      "Argument `initial_accumulator_value` must be a positive float. Received: 0"),
-    (lambda: efc.AdamParameters(0.1, beta1=1.0), "Argument `beta_1` must be >= 0 and < 1. Received: 1.0."),
-    (lambda: efc.AdamParameters(0.1, beta2=-0.1), "Argument `beta_2` must be >= 0 and < 1. Received: -0.1."),
+    (lambda: efc.AdamParameters(0.1, beta1=1.0),
+     "Argument `beta_1` must be >= 0 and < 1. Received: 1.0."),
+    (lambda: efc.AdamParameters(0.1, beta2=-0.1),
+     "Argument `beta_2` must be >= 0 and < 1. Received: -0.1."),
     (lambda: efc.AdamParameters(0.1, epsilon=0), "epsilon must be positive; got 0."),
     (lambda: efc.AdamParameters(0.1, lazy_adam=False, use_gradient_accumulation=False),
      "gradient accumulation must be used. Set `use_gradient_accumulation` to True."),
@@ -482,5 +484,6 @@ def test_saved_model_of_a_keras_model_scores_the_same_without_tf_embedding(tmp_p
         assert not any(m.startswith("tf_embedding") for m in sys.modules)
     """)
     printed = fresh_process_output(script).strip().splitlines()[-1]
-    np.testing.assert_allclose(np.array(eval(printed), F), expected.ravel(),  # pylint: disable=eval-used
+    np.testing.assert_allclose(np.array(eval(printed), F),  # pylint: disable=eval-used
+                               expected.ravel(),
                                rtol=1e-6, atol=1e-6)

@@ -51,7 +51,8 @@ def runs(tmp_path_factory):
     # In a fresh interpreter, to see Keras' progress output.
     keras_output = run_python(f"""
         from tf_embedding.job import cli
-        assert cli.main({common + [keras, "--embedding-api", "keras", "--progress", "lines"]!r}) == 0
+        assert cli.main({common + [keras, "--embedding-api", "keras",
+                                   "--progress", "lines"]!r}) == 0
     """)
     keras_common = common + [keras_resumed, "--embedding-api", "keras"]
     assert cli.main(keras_common + ["--stop-at-step", str(STOP_AT)]) == 0

@@ -138,7 +138,8 @@ def test_saved_model_uses_stock_ops_and_scores_the_same_without_tf_embedding(tmp
 
 
 def _sparse_parts(structure):
-    return {n: (v.indices.numpy().tolist(), v.values.numpy().tolist(), v.dense_shape.numpy().tolist())
+    return {n: (v.indices.numpy().tolist(), v.values.numpy().tolist(),
+                v.dense_shape.numpy().tolist())
             for n, v in structure.items() if v is not None}
 
 
@@ -161,7 +162,8 @@ def test_functional_model_export_loads_and_scores_without_tf_embedding(tmp_path)
         import sys, numpy as np, tensorflow as tf
         loaded = tf.saved_model.load({str(tmp_path / 'export')!r})
         serve = loaded.signatures["serving_default"]
-        out = serve(**{{n: tf.constant(v, tf.int64) for n, v in {({n: v.tolist() for n, v in features.items()})!r}.items()}})
+        out = serve(**{{n: tf.constant(v, tf.int64) for n, v in {(
+            {n: v.tolist() for n, v in features.items()})!r}.items()}})
         print(np.asarray(list(out.values())[0]).ravel().tolist())
         assert not any(m.startswith("tf_embedding") for m in sys.modules)
     """)
@@ -193,7 +195,8 @@ def test_keras_schedule_of_a_translated_optimizer_follows_its_iterations():
         reference.check(layer)
 
 
-@pytest.mark.skipif(LEGACY, reason="the Keras 3 refusal; tests/keras/test_tfrs_layer.py runs the mode")
+@pytest.mark.skipif(LEGACY,
+                    reason="the Keras 3 refusal; tests/keras/test_tfrs_layer.py runs the mode")
 def test_model_optimizer_mode_explains_that_it_needs_tf_keras():
     with pytest.raises(ValueError, match="needs tf_keras"):
         embedding_keras.TPUEmbedding(make_feature_config(), "sgd",

@@ -215,7 +215,8 @@ def fuzz_table():
 
 
 # Sparse, ragged or dense features first, so that the direct path (pooled rank-2 sparse, ragged
-# or dense features without weights, all of them) is reached often. Several tables read the same variable,
+# or dense features without weights, all of them) is reached often. Several tables read the same
+# variable,
 # which the op locks once.
 @FUZZ
 @given(data=st.data(), num_tables=st.integers(1, 3))

@@ -12,11 +12,15 @@ from tensorflow.python.tpu import feature_column_v2 as tpu_fc_v2
 from tf_embedding.combiners import COMBINERS
 from tf_embedding.feature_column import parameters
 
-_SUPPORTED_FEATURE_COLUMNS = (core_fc._NumericColumn, fc_lib.NumericColumn)  # pylint: disable=protected-access
+_SUPPORTED_FEATURE_COLUMNS = (core_fc._NumericColumn,  # pylint: disable=protected-access
+                              fc_lib.NumericColumn)
 _TPU_EMBEDDING_COLUMN_CLASSES = (
-    tpu_fc._TPUEmbeddingColumn, tpu_fc._TPUSharedEmbeddingColumn,  # pylint: disable=protected-access
-    tpu_fc_v2._TPUEmbeddingColumnV2, tpu_fc_v2._TPUSharedEmbeddingColumnV2)  # pylint: disable=protected-access
-_EMBEDDING_COLUMN_CLASSES = (core_fc._EmbeddingColumn, fc_lib.EmbeddingColumn,  # pylint: disable=protected-access
+    tpu_fc._TPUEmbeddingColumn,  # pylint: disable=protected-access
+    tpu_fc._TPUSharedEmbeddingColumn,  # pylint: disable=protected-access
+    tpu_fc_v2._TPUEmbeddingColumnV2,  # pylint: disable=protected-access
+    tpu_fc_v2._TPUSharedEmbeddingColumnV2)  # pylint: disable=protected-access
+_EMBEDDING_COLUMN_CLASSES = (core_fc._EmbeddingColumn,  # pylint: disable=protected-access
+                             fc_lib.EmbeddingColumn,
                              core_fc._SharedEmbeddingColumn)  # pylint: disable=protected-access
 _SUPPORTED_OPTIMIZERS = (
     parameters.ProximalAdagradParameters, parameters.AdagradParameters,
@@ -54,7 +58,8 @@ class TableConfig(_TableFields):
             raise ValueError("At most one of learning_rate and learning_rate_fn can be None; "
                              f"got {learning_rate} and {learning_rate_fn}")
         if optimization_parameters is not None and not isinstance(
-                optimization_parameters, parameters._OptimizationParameters):  # pylint: disable=protected-access
+                optimization_parameters,
+                parameters._OptimizationParameters):  # pylint: disable=protected-access
             raise ValueError("`optimization_parameters` must inherit from "
                              "`_OptimizationParameters`. `type(optimization_parameters)`="
                              f"{type(optimization_parameters)}")

@@ -52,7 +52,8 @@ def from_stock(optimizer: Any) -> _Optimizer:
     Raises:
       ValueError: another stock optimizer (`CustomOptimizer`, or a subclass of a stock class).
     """
-    if not isinstance(optimizer, tpu_embedding_v2_utils._Optimizer):  # pylint: disable=protected-access
+    if not isinstance(optimizer,
+                      tpu_embedding_v2_utils._Optimizer):  # pylint: disable=protected-access
         return optimizer
     ours = _STOCK_CLASSES.get(type(optimizer).__name__)
     if ours is None or type(optimizer) is not getattr(tpu_embedding_v2_utils, ours.__name__):
@@ -65,5 +66,6 @@ def from_stock(optimizer: Any) -> _Optimizer:
 
 
 __all__ = ["SGD", "Adagrad", "AdagradMomentum", "Adam", "FTRL", "ProximalAdagrad", "Momentum",
-           "RMSProp", "ProximalYogi", "from_stock", "is_embedding_optimizer", "ClipValueType", "LearningRate",
+           "RMSProp", "ProximalYogi", "from_stock", "is_embedding_optimizer",
+           "ClipValueType", "LearningRate",
            "SlotVariableCreationFn"]

@@ -357,7 +357,8 @@ def has_callable_learning_rate(optimizer: Any) -> bool:
     its learning rate: its config cannot hold it (Keras 3 stores the function's code, tf_keras
     its current value), so saving it would lose or fake it."""
     package = type(optimizer).__module__.split(".", 1)[0]
-    raw = (optimizer._hyper["learning_rate"] if hasattr(optimizer, "_hyper")  # pylint: disable=protected-access
+    raw = (optimizer._hyper["learning_rate"]  # pylint: disable=protected-access
+           if hasattr(optimizer, "_hyper")
            else optimizer._learning_rate)  # pylint: disable=protected-access
     schedules = importlib.import_module(f"{package}.optimizers.schedules")
     return callable(raw) and not isinstance(raw, schedules.LearningRateSchedule)

@@ -3,12 +3,14 @@ travels from `enqueue` to `apply_gradients`, and the check that every PS can run
 
 * **Blocks** go one per PS task, in task order (`ps_devices`), as row blocks of the engine's
   partition strategy (`layout.ShardLayout`), so a cluster checkpoint is the same full-shape
-  tensor per key as a one-process one. The fused lookup and optimizer ops run on the task that owns each block.
+  tensor per key as a one-process one. The fused lookup and optimizer ops run on the task that
+  owns each block.
 * **No queues.** `ClusterCoordinator.schedule` runs each function on whichever worker is free,
   so a queue would have to live on the coordinator (shared by every worker, one RPC per queue op)
   or on one worker that the next scheduled function may not reach. Under this strategy `enqueue`,
   `dequeue` and `apply_gradients` must therefore be traced in one function; the batch is handed
-  from one call to the next inside that trace (`handoff.FunctionHandoff`), and calls that span functions
+  from one call to the next inside that trace (`handoff.FunctionHandoff`), and calls that span
+  functions
   raise `RuntimeError` when the function is traced.
 * **Op library.** A task that did not load the library before its server started cannot run the
   fused ops, and TF cannot load it remotely; `check_ops_on` turns the first step's raw

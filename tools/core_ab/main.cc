@@ -54,7 +54,9 @@ float* HugePageArray(int64_t rows, int64_t dim, float value) {
 std::vector<int64_t> ReadIds(const char* path, int64_t shape[4]) {
   std::ifstream file(path, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(file)), {});
-  if (bytes.size() < 10 || bytes.compare(1, 5, "NUMPY") != 0) Fail(std::string(path) + ": not .npy");
+  if (bytes.size() < 10 || bytes.compare(1, 5, "NUMPY") != 0) {
+    Fail(std::string(path) + ": not .npy");
+  }
   uint16_t header_size;
   std::memcpy(&header_size, bytes.data() + 8, 2);
   const std::string header = bytes.substr(10, header_size);

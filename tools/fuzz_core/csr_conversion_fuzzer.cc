@@ -126,7 +126,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<FeatureBuffers> buffers(num_features);
   std::vector<FeatureTensors> tensors;
   for (int f = 0; f < num_features; ++f) specs.push_back(ConsumeSpec(in, f));
-  for (int f = 0; f < num_features; ++f) tensors.push_back(ConsumeTensors(in, specs[f], buffers[f]));
+  for (int f = 0; f < num_features; ++f) {
+    tensors.push_back(ConsumeTensors(in, specs[f], buffers[f]));
+  }
 
   int64_t declared_rows = 0;
   for (int f = 0; f < num_features; ++f) {
