@@ -10,8 +10,7 @@ one SparseTensor feature of `--ids-per-sample` ids per sample per table): `stock
 TF's `TPUEmbeddingForServing.embedding_lookup` in a tf.function), and exported to a SavedModel by
 another process, loaded here and called as a server calls it: `stock-serving-export` (stock
 TF's lookup), `serving-export` and `serving-export-xla` (ours). The process is pinned to
-`--threads` CPUs with as many TensorFlow
-threads, as the benchmark pins its workers.
+`--threads` CPUs with as many TensorFlow threads, as the benchmark pins its workers.
 
 Per batch size, every call times one request: the lookup of one batch (8 batches of fresh ids,
 cycled), returned to Python as numpy, so a call is what a client of the loaded function waits

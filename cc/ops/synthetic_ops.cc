@@ -53,9 +53,8 @@ TensorFlow ops draw it (seeds[s] is the seed pair of stream s):
 
 The op returns the ids as a ragged batch (row_splits, rows), the weights ([0] when not
 weighted) and each sample's contribution to the click logit. InvalidArgumentError, naming the
-feature, for an
-alias table that is not [N, 4] with 1 <= N <= 2^31, multiplier or offset not below N, seeds not
-[3, 2], or an alias entry that is not a rank below N.
+feature, for an alias table that is not [N, 4] with 1 <= N <= 2^31, multiplier or offset not below
+N, seeds not [3, 2], or an alias entry that is not a rank below N.
 )doc");
 
 }  // namespace

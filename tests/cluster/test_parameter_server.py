@@ -1,7 +1,6 @@
 """TPUEmbedding under ParameterServerStrategy on a loopback cluster: 2 PS and 1 worker running
 `python -m tf_embedding.server`, and a chief (tests/cluster/ps_chief.py) in a subprocess of its own,
-since
-connecting to a cluster rewires the process's eager context, which the other tests share.
+since connecting to a cluster rewires the process's eager context, which the other tests share.
 
 One cluster serves the module; each chief run writes what it saw to a directory, compared here
 with one-process runs: bit for bit against the same block count placed by `table_devices`, and

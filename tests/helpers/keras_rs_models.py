@@ -2,8 +2,8 @@
 share: small keras-rs configs
 with constant tables, a model with closed-form activation gradients, its data, and the numpy
 replay of its training by the TPU optimizer rules (tests/helpers/references.py), each table with
-its own
-optimizer. Imported only by those modules, after their Python 3.11 check (keras-rs needs it)."""
+its own optimizer. Imported only by those modules, after their Python 3.11 check (keras-rs needs
+it)."""
 
 import keras
 import keras_rs

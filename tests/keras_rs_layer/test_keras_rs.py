@@ -3,8 +3,7 @@
 Lookups are checked against keras-rs's own CPU `DistributedEmbedding` (one Keras `EmbedReduce`
 per table) built over the same configs and table values; training against the numpy TPU
 optimizer rules (tests/helpers/references.py), each table with its own optimizer as keras-rs
-translates
-it for TPUs; the translation against keras-rs's own `to_tf_tpu_optimizer`. Saving:
+translates it for TPUs; the translation against keras-rs's own `to_tf_tpu_optimizer`. Saving:
 tests/keras_rs_layer/test_keras_rs_saving.py.
 """
 

@@ -216,8 +216,7 @@ def fuzz_table():
 
 # Sparse, ragged or dense features first, so that the direct path (pooled rank-2 sparse, ragged
 # or dense features without weights, all of them) is reached often. Several tables read the same
-# variable,
-# which the op locks once.
+# variable, which the op locks once.
 @FUZZ
 @given(data=st.data(), num_tables=st.integers(1, 3))
 def test_features_lookup_is_conversion_then_lookup(ops, fuzz_table, data, num_tables):

@@ -1,11 +1,10 @@
 """Each optimizer's `description` against the op it names, as the op library registers it.
 
 The Python side (tf_embedding/optimizers/catalogue.py) and the C++ side (cc/ops/optimizer_ops.cc)
-each
-state an optimizer once; this test is what keeps the two statements the same, for both of its
-ops (gradients as CSR batches, and as summed rows): the op exists and its wrapper is in the
-library, its slot inputs are the optimizer's slots in order, its attrs are the optimizer's
-kernel attrs with the same types, and every default agrees.
+each state an optimizer once; this test is what keeps the two statements the same, for both of its
+ops (gradients as CSR batches, and as summed rows): the op exists and its wrapper is in the library,
+its slot inputs are the optimizer's slots in order, its attrs are the optimizer's kernel attrs with
+the same types, and every default agrees.
 """
 
 import inspect

@@ -10,8 +10,7 @@ travels from `enqueue` to `apply_gradients`, and the check that every PS can run
   or on one worker that the next scheduled function may not reach. Under this strategy `enqueue`,
   `dequeue` and `apply_gradients` must therefore be traced in one function; the batch is handed
   from one call to the next inside that trace (`handoff.FunctionHandoff`), and calls that span
-  functions
-  raise `RuntimeError` when the function is traced.
+  functions raise `RuntimeError` when the function is traced.
 * **Op library.** A task that did not load the library before its server started cannot run the
   fused ops, and TF cannot load it remotely; `check_ops_on` turns the first step's raw
   "Op type not registered" into an error at `build()` naming the task and the remedy.
