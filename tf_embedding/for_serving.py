@@ -148,10 +148,61 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
       `[batch, dim]`; sequence `[batch, max_sequence_length, dim]`; `output_shape + [dim]` for
       ragged inputs whose feature sets `output_shape`.
     """
-    outputs = [_lookup(rules.cpu_lookup_plan(item), item.feature,
-                       tables[item.feature.table], jit_compile)
-               for item in rules.validate_features(inputs, weights, feature_config)]
+    outputs = []
+    for item in rules.validate_features(inputs, weights, feature_config):
+        with tf.control_dependencies(_layout_checks(item)):
+            outputs.append(_lookup(rules.cpu_lookup_plan(item), item.feature,
+                                   _table_of(tables, item), jit_compile))
     return tf.nest.pack_sequence_as(inputs, outputs)
+
+
+def _table_of(tables: dict[Any, tf.Variable], item: rules.ValidatedFeature) -> Any:
+    table = item.feature.table
+    if table not in tables:
+        raise ValueError(f"Feature '{item.path}': `tables` holds no table for its table "
+                         f"'{table.name}' (it holds {sorted(t.name for t in tables)})")
+    return tables[table]
+
+
+def _layout_checks(item: rules.ValidatedFeature) -> list[tf.Operation]:
+    """Run-time checks, in stock ops, of what the lookups index with: a ragged batch's row
+    splits (a batch made with `validate=False` is not checked elsewhere, and the compiled lookup
+    would read past its ids), and weights laid out as their ids (as many values; a ragged
+    batch's rows as long, which TF's ragged broadcasting requires). Fails with
+    InvalidArgumentError naming the table and the feature."""
+    where = f"Table '{item.feature.table.name}', feature '{item.path}'"
+    inp, weight = item.inputs, item.weights
+    checks = []
+    for name, tensor in (("ids", inp), ("weights", weight)):
+        if isinstance(tensor, tf.RaggedTensor):
+            splits = tensor.row_splits
+            valid = tf.logical_and(
+                tf.logical_and(tf.equal(splits[0], 0),
+                               tf.equal(splits[-1], tf.size(tensor.values, splits.dtype))),
+                tf.reduce_all(splits[1:] >= splits[:-1]))
+            checks.append(tf.debugging.Assert(valid, [
+                f"{where}: the {name}' row_splits must start at 0, not decrease and end at the "
+                "number of values; row_splits and number of values:",
+                splits, tf.size(tensor.values)], summarize=20))
+    if weight is not None:
+        counts = weight.values.shape[0], inp.values.shape[0]
+        if None not in counts and counts[0] != counts[1]:
+            raise ValueError(f"{where}: the weights must be laid out as the ids, but there are "
+                             f"{counts[0]} weights for {counts[1]} ids")
+        same = tf.equal(tf.size(weight.values), tf.size(inp.values))
+        if isinstance(inp, tf.RaggedTensor):
+            same = tf.logical_and(same, _equal_vectors(weight.row_splits, inp.row_splits))
+        checks.append(tf.debugging.Assert(same, [
+            f"{where}: the weights must be laid out as the ids (as many values"
+            + (", in rows as long" if isinstance(inp, tf.RaggedTensor) else "")
+            + "); weights and ids:", tf.size(weight.values), tf.size(inp.values)]))
+    return checks
+
+
+def _equal_vectors(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+    """Whether two vectors of one dtype are equal (False when their lengths differ)."""
+    return tf.cond(tf.equal(tf.size(a), tf.size(b)),
+                   lambda: tf.reduce_all(tf.equal(a, b)), lambda: tf.constant(False))
 
 
 def _lookup(plan: rules.CpuLookupPlan, feature: Any, table: Any,

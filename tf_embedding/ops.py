@@ -30,6 +30,7 @@ from tensorflow.python.ops import resource_variable_ops
 from tf_embedding import _loader
 from tf_embedding.feature_inputs.feature_input import FeatureInput
 from tf_embedding.feature_inputs.feature_input import activation_shape
+from tf_embedding.feature_inputs.feature_input import check_ids_dtype
 from tf_embedding.feature_inputs.feature_input import input_kind
 
 auto_control_deps_utils.register_read_only_resource_op("TfeEmbeddingLookup")
@@ -264,9 +265,7 @@ def _op_inputs(feature: FeatureInput) -> _OpInputs:
                              "was passed.")
         ids = tf.convert_to_tensor(tensor)
         row_info, dense_shape = _unused(), tf.shape(ids, out_type=tf.int64)
-    if ids.dtype not in (tf.int32, tf.int64):
-        raise TypeError(
-            f"Feature {feature.name}: ids must be int32 or int64, got {ids.dtype.name}.")
+    check_ids_dtype(feature.name, ids.dtype)
     return _OpInputs(kind, ids, row_info, dense_shape, _weight_values(feature, kind))
 
 

@@ -218,13 +218,16 @@ def _pool(table: tf.Variable | tf.Tensor, grid: tf.Tensor, grid_weights: tf.Tens
           num_rows: tf.Tensor) -> tf.Tensor:
     """The compiled pooling of `grid` once `in_table` has passed, cut to the batch's rows."""
     with tf.control_dependencies([in_table]):
-        activations = _compiled_grid_lookup(table, grid, grid_weights, combiner=combiner,
-                                            prune_weights=prune_weights)
+        # The table's value, not the variable: a variable argument of the module's compiled
+        # function, called inside another function, is captured by the trace that the next
+        # serving object's call reuses, and fails once its variable is deleted.
+        activations = _compiled_grid_lookup(_read_in_place(table), grid, grid_weights,
+                                            combiner=combiner, prune_weights=prune_weights)
     return activations[:num_rows]
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _compiled_grid_lookup(table: tf.Variable | tf.Tensor, ids: tf.Tensor,
+def _compiled_grid_lookup(table: tf.Tensor, ids: tf.Tensor,
                           weights: tf.Tensor | None, combiner: str,
                           prune_weights: bool) -> tf.Tensor:
     """Row r of the result pools grid row r: the sum of its cells' table rows times their

@@ -29,6 +29,12 @@ def input_kind(tensor: TensorLike) -> str:
     return "dense"
 
 
+def check_ids_dtype(feature_name: str, dtype: tf.DType) -> None:
+    """Raises TypeError, naming the feature, unless ids of `dtype` can index a table."""
+    if dtype not in (tf.int32, tf.int64):
+        raise TypeError(f"Feature {feature_name}: ids must be int32 or int64, got {dtype.name}.")
+
+
 def activation_shape(feature: FeatureInput, dim: int) -> tf.Tensor:
     """The shape (int64) stock TF's CPU lookup gives this feature's activations.
 

@@ -24,7 +24,7 @@ from absl import logging
 from tensorflow.python.util import nest
 
 from tf_embedding.combiners import COMBINERS
-from tf_embedding.feature_inputs.feature_input import FeatureInput
+from tf_embedding.feature_inputs.feature_input import FeatureInput, check_ids_dtype
 
 Feature = tf.Tensor | tf.SparseTensor | tf.RaggedTensor
 
@@ -374,6 +374,8 @@ def _check_cpu_weight(path: str, inp: Any, weight: Any, feature: Any) -> None:
 
 
 def _check_cpu_input(path: str, inp: Any, feature: Any) -> None:
+    if isinstance(inp, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)):
+        check_ids_dtype(path, inp.dtype)
     if isinstance(inp, tf.Tensor):
         if feature.max_sequence_length > 0:
             raise ValueError(
