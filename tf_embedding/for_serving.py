@@ -168,22 +168,21 @@ def _layout_checks(item: rules.ValidatedFeature) -> list[tf.Operation]:
     """Run-time checks, in stock ops, of what the lookups index with: a ragged batch's row
     splits (a batch made with `validate=False` is not checked elsewhere, and the compiled lookup
     would read past its ids), and weights laid out as their ids (as many values; a ragged
-    batch's rows as long, which TF's ragged broadcasting requires). Fails with
-    InvalidArgumentError naming the table and the feature."""
+    batch's row splits the ids', which TF's ragged broadcasting requires, and which are then
+    valid too). Fails with InvalidArgumentError naming the table and the feature."""
     where = f"Table '{item.feature.table.name}', feature '{item.path}'"
     inp, weight = item.inputs, item.weights
     checks = []
-    for name, tensor in (("ids", inp), ("weights", weight)):
-        if isinstance(tensor, tf.RaggedTensor):
-            splits = tensor.row_splits
-            valid = tf.logical_and(
-                tf.logical_and(tf.equal(splits[0], 0),
-                               tf.equal(splits[-1], tf.size(tensor.values, splits.dtype))),
-                tf.reduce_all(splits[1:] >= splits[:-1]))
-            checks.append(tf.debugging.Assert(valid, [
-                f"{where}: the {name}' row_splits must start at 0, not decrease and end at the "
-                "number of values; row_splits and number of values:",
-                splits, tf.size(tensor.values)], summarize=20))
+    if isinstance(inp, tf.RaggedTensor):
+        splits = inp.row_splits
+        valid = tf.logical_and(
+            tf.logical_and(tf.equal(splits[0], 0),
+                           tf.equal(splits[-1], tf.size(inp.values, splits.dtype))),
+            tf.reduce_all(splits[1:] >= splits[:-1]))
+        checks.append(tf.debugging.Assert(valid, [
+            f"{where}: the ids' row_splits must start at 0, not decrease and end at the number "
+            "of values; row_splits and number of values:", splits, tf.size(inp.values)],
+            summarize=20))
     if weight is not None:
         counts = weight.values.shape[0], inp.values.shape[0]
         if None not in counts and counts[0] != counts[1]:
@@ -191,7 +190,8 @@ def _layout_checks(item: rules.ValidatedFeature) -> list[tf.Operation]:
                              f"{counts[0]} weights for {counts[1]} ids")
         same = tf.equal(tf.size(weight.values), tf.size(inp.values))
         if isinstance(inp, tf.RaggedTensor):
-            same = tf.logical_and(same, _equal_vectors(weight.row_splits, inp.row_splits))
+            same = tf.logical_and(same, _equal_vectors(
+                tf.cast(weight.row_splits, inp.row_splits.dtype), inp.row_splits))
         checks.append(tf.debugging.Assert(same, [
             f"{where}: the weights must be laid out as the ids (as many values"
             + (", in rows as long" if isinstance(inp, tf.RaggedTensor) else "")

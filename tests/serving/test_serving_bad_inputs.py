@@ -43,6 +43,13 @@ def test_weights_laid_out_as_the_ids_are_looked_up(jit_compile, traced):
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])
+def test_weights_whose_row_splits_have_another_dtype_are_looked_up(jit_compile):
+    weights = tf.ragged.constant([[1.0, 2.0], [3.0]], row_splits_dtype=tf.int32)
+    np.testing.assert_allclose(_lookup(jit_compile, False, IDS, weights),
+                               [[5.0, 5.0], [9.0, 9.0]])
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
 @pytest.mark.parametrize("weights", [[[1.0], [2.0]], [[1.0, 1.0, 1.0], [2.0]]])
 def test_weights_of_another_count_fail_when_traced(jit_compile, weights):
     with pytest.raises(ValueError, match=f"{WHERE}: the weights must be laid out as the ids"):
