@@ -130,7 +130,7 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
     formulations of the same pooling (`pooled_lookup`, chosen by `_pooled`), whose additions
     may come in another order for ragged or weighted features (a few ulps). With `jit_compile`
     they are summed by an XLA-compiled gather-and-sum, faster still on CPUs
-    (docs/performance.md). A SavedModel holding such a lookup loads in plain TensorFlow; TF
+    (docs/performance_serving.md). A SavedModel holding such a lookup loads in plain TensorFlow; TF
     Serving runs the compiled one with `--xla_cpu_compilation_enabled=true`.
 
     Args:
@@ -263,7 +263,7 @@ def _pooled(inp: tf.SparseTensor | tf.RaggedTensor,
             jit_compile: bool, stock: pooled_lookup.Fallback) -> tf.Tensor:
     """The one rule for how a pooled feature (a rank-2 `SparseTensor` or a `[batch, None]`
     `RaggedTensor`, weighted or not, any combiner) is looked up: the stock-op formulation that
-    ran fastest on the reference workload (docs/performance.md, "Serving"), falling back to
+    ran fastest on the reference workload (docs/performance_serving.md), falling back to
     `stock` (TF's own) per batch where it does not apply.
 
     * `jit_compile`: the XLA-compiled gather-and-sum over a grid of the lookups

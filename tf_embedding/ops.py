@@ -10,7 +10,7 @@
 * The main job's synthetic data: one feature of a batch (`synthetic_feature`).
 * The main job's TSV reader: a batch of lines parsed (`decode_tsv`).
 
-The op contract is docs/internals.md. Importing this module registers the gradients of the
+The op contract is docs/kernels.md. Importing this module registers the gradients of the
 lookup ops: the table receives `tf.IndexedSlices(values, unique_ids, table_shape)`, so
 `tf.GradientTape().gradient(loss, table_variable)` works and a Keras optimizer can apply it.
 """

@@ -201,7 +201,7 @@ class _Lookups(NamedTuple):
 def _lookup_rows(feature_input: FeatureInput, combiner: str,
                  runtime_output_shape_feature: Any) -> _Lookups:
     """A feature's lookups, with the row layout and gains of the CSR conversion
-    (docs/internals.md) and `runtime_output_shape_feature` as in `rules.CpuLookupPlan`."""
+    (docs/kernels.md) and `runtime_output_shape_feature` as in `rules.CpuLookupPlan`."""
     tensor = feature_input.tensor
     if not isinstance(tensor, (tf.SparseTensor, tf.RaggedTensor)):
         ids = tf.cast(tf.reshape(tensor, [-1]), tf.int64)

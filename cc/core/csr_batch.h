@@ -1,4 +1,4 @@
-// A CSR batch for one table (docs/internals.md, "The CSR batch"): a non-owning view and its
+// A CSR batch for one table (docs/kernels.md, "The CSR batch"): a non-owning view and its
 // validation, and the row_splits validator that the CSR conversion shares for ragged inputs.
 // Plain C++: kernels wrap tensors in it, core/ algorithms read it.
 #ifndef TF_EMBEDDING_CC_CORE_CSR_BATCH_H_

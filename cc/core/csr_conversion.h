@@ -1,7 +1,7 @@
 // Host-side conversion of one table's features (dense, sparse, ragged) into a CSR batch.
 //
 // Plain C++17 without TensorFlow so that it can be unit-tested and fuzzed on its own. The
-// semantics are those of `TfeFeaturesToCsr` in docs/internals.md. Every input is validated
+// semantics are those of `TfeFeaturesToCsr` in docs/kernels.md. Every input is validated
 // before it is used to index anything: no input may make this code read or write out of bounds.
 // Errors are complete: they start with the table (and feature) they concern.
 #ifndef TF_EMBEDDING_CC_CORE_CSR_CONVERSION_H_

@@ -1,4 +1,4 @@
-// Partitions a batch's ids by shard and deduplicates them (`TfeCsrDedup`, docs/internals.md).
+// Partitions a batch's ids by shard and deduplicates them (`TfeCsrDedup`, docs/kernels.md).
 //
 // Plain C++17 without TensorFlow. Linear time: a radix sort of (shard, id) keys.
 #ifndef TF_EMBEDDING_CC_CORE_DEDUP_H_

@@ -2,9 +2,9 @@
 //
 // Lookups and sparse updates touch rows at random across buffers of hundreds of MiB. With 4 KiB
 // pages nearly every row access misses the TLB and pays a page walk on top of its cache miss; on
-// the benchmark machine that was 40% of a lookup's time (docs/performance.md, "Where the time
-// goes"). Backing the buffer with 2 MiB pages removes the walks. TensorFlow allocates the
-// buffers, so they are converted in place, the first time a kernel sees them.
+// the benchmark machine that was 40% of a lookup's time (docs/archive/benchmark_runs.md,
+// "Where the time goes"). Backing the buffer with 2 MiB pages removes the walks. TensorFlow
+// allocates the buffers, so they are converted in place, the first time a kernel sees them.
 #ifndef TF_EMBEDDING_CC_CORE_HUGE_PAGES_H_
 #define TF_EMBEDDING_CC_CORE_HUGE_PAGES_H_
 

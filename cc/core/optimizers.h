@@ -1,5 +1,5 @@
 // Per-row sparse optimizer updates (the math of tf_tpu_embedding_api.md §2; the rules of the TPU
-// optimizers only TF v1 named say where theirs comes from; ordering of docs/internals.md):
+// optimizers only TF v1 named say where theirs comes from; ordering of docs/kernels.md):
 // gradient clip, decoupled weight decay, the optimizer rule, weight clip.
 //
 // Every rule is a small struct that is the whole C++ description of its optimizer: its name in

@@ -1,6 +1,6 @@
 // The forward lookup of a pooled rank-2 sparse or ragged feature straight from its indices (row
 // splits) and ids, or of a dense one from its ids, without building its CSR batch first: what
-// TfeFeaturesLookup runs when its inputs allow (see docs/internals.md). The sums are CombineRows'
+// TfeFeaturesLookup runs when its inputs allow (see docs/kernels.md). The sums are CombineRows'
 // (same gains, same order), so the activations are bit-identical to converting the feature
 // (CsrBuilder) and looking the batch up.
 #ifndef TF_EMBEDDING_CC_CORE_SPARSE_LOOKUP_H_

@@ -1,5 +1,5 @@
 // Host-side conversion ops: features -> CSR batch, and shard partition + dedup of its ids.
-// Semantics: docs/internals.md.
+// Semantics: docs/kernels.md.
 #include "absl/status/status.h"
 #include "cc/core/dedup.h"
 #include "cc/kernels/tf_status.h"

@@ -1,5 +1,5 @@
 // Lookup-combine ops, their activations in each feature's output shape, and the table gradient
-// (docs/internals.md).
+// (docs/kernels.md).
 #include <vector>
 
 #include "tensorflow/core/framework/common_shape_fns.h"

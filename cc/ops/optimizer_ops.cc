@@ -1,5 +1,5 @@
 // The sparse-apply ops of every optimizer rule in AllRules (cc/core/optimizers.h), declared from
-// the rule's description (docs/internals.md): TfeSparseApply<Rule> sums the gradients of N CSR
+// the rule's description (docs/kernels.md): TfeSparseApply<Rule> sums the gradients of N CSR
 // batches, TfeSparseApply<Rule>Rows takes N lists of already-summed rows. Both take the table,
 // the rule's slots (inputs named after them, in kSlotNames order), the gradients, then
 // learning_rate; their attrs are N, table_name, the hyperparameters every optimizer shares, then

@@ -1,11 +1,11 @@
 """numpy references for the ops, shared by the test modules that check the ops against them.
 
-- `reference_csr` renders the CSR conversion of `RawFeature`s (docs/internals.md, "The CSR
+- `reference_csr` renders the CSR conversion of `RawFeature`s (docs/kernels.md, "The CSR
   batch") rule by rule in plain Python.
 - `reference_lookup` combines `gain * table[id]` per output row of a CSR batch, in float32 in
   lookup order, the order the kernels promise; `csr` builds such batches from per-row lists.
 - `reference_step` transcribes the optimizer math (tf_tpu_embedding_api.md §2, ordering of
-  docs/internals.md) in float32 in the order the formulas are written, summing gradients in
+  docs/kernels.md) in float32 in the order the formulas are written, summing gradients in
   batch order, then lookup order, as the kernels do. `reference_update` is its per-row part
   (one copy of the rules), which also runs on float64 arrays (test_keras_translation.py).
 - `XLA_TOLERANCE`: how far results of the XLA kernels may be from the TF-runtime kernels': not

@@ -1,7 +1,7 @@
 """TfeFeaturesToCsr and tf_embedding.ops against numpy and stock TensorFlow.
 
 The CSR batch is checked two ways: against an independent plain-Python rendering of the row
-layout and gains rules (docs/internals.md; `reference_csr` in references.py), and, through
+layout and gains rules (docs/kernels.md; `reference_csr` in references.py), and, through
 `activation = segment-sum(gain * table[id])`, against stock TF's CPU lookups
 (tf.nn.safe_embedding_lookup_sparse, tf.nn.embedding_lookup_sparse,
 tf.tpu.experimental.embedding.serving_embedding_lookup).

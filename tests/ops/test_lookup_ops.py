@@ -2,7 +2,7 @@
 TF. (TfeFeatureOutputs: test_feature_outputs_ops.py; the kernels' ISA variants:
 test_lookup_ops_isa.py.)
 
-CSR batches are built directly in numpy (docs/internals.md, "The CSR batch"). References sum in
+CSR batches are built directly in numpy (docs/kernels.md, "The CSR batch"). References sum in
 float32 in lookup order, the order the kernels promise, so most comparisons are tight.
 """
 

@@ -1,5 +1,5 @@
 """The lab's traffic model (tools/netlab/model.py): its bytes per step are the ones measured on
-loopback clusters (docs/parameter_server.md, "Measured"), and its step time adds the links'
+loopback clusters (docs/parameter_server_traffic.md, "Measured"), and its step time adds the links'
 time, the round trips and the compute as the model says."""
 
 import os

@@ -6,7 +6,7 @@ look up, turn activation gradients into block updates and apply them) are method
 `tpu_embedding.py` only routes features, replicas and strategies.
 
 How a table's lookups meet its blocks (the traffic between a worker and the PS tasks under
-ParameterServerStrategy, docs/parameter_server.md):
+ParameterServerStrategy, docs/parameter_server_traffic.md):
 
 * **rows** (tables of several blocks, by default): the ids are deduplicated once at enqueue time;
   each block receives its unique ids and returns their rows, which are combined where the step

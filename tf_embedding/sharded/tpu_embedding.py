@@ -101,8 +101,8 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
           traffic: (not in TF) {table name: "rows" or "partial"}, how lookups meet a table's
             blocks (default "rows"): the unique ids go to the blocks and their rows come back,
             or each block combines its own lookups and returns partial activations (less data
-            when a step's unique ids outnumber blocks x output rows; docs/parameter_server.md).
-            Results agree to float rounding, not bitwise.
+            when a step's unique ids outnumber blocks x output rows;
+            docs/parameter_server_traffic.md). Results agree to float rounding, not bitwise.
           partition_strategy: (not in TF 2's class; v1's and TPUEstimator's option) how rows
             map to blocks: 'div', contiguous blocks (TF's TPU layout), or 'mod', row r in
             block r % n. Both give the same trained values and save the same checkpoint

@@ -7,7 +7,7 @@ network namespace and no traffic leaves the machine. Root on Linux.
 
 * `links.Network`: the namespaces, links, shaping, byte counters and their removal.
 * `cluster.lab_cluster`: the ps and worker tasks (`python -m tf_embedding.server`) in the lab.
-* `model`: the traffic model of docs/parameter_server.md, as bytes and step time.
+* `model`: the traffic model of docs/parameter_server_traffic.md, as bytes and step time.
 * `python tools/netlab train ...` runs `tf-embedding train` as the lab's chief;
   `python tools/ps_benchmark.py --lab` runs the PS benchmark in it (docs/scale.md).
 """

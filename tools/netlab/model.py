@@ -1,4 +1,4 @@
-"""The traffic model of docs/parameter_server.md, as bytes per step and step time on links.
+"""The traffic model of docs/parameter_server_traffic.md, as bytes per step and step time on links.
 
 Bytes are the tensors' payload by the formulas of "Traffic: rows or partial activations"; on a
 link they travel in Ethernet frames of at most FRAME bytes carrying SEGMENT bytes each. A step of
