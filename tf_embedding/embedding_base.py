@@ -48,9 +48,13 @@ class EmbeddingBase(autotrackable.AutoTrackable):
         for i, table in enumerate(self._table_config):
             # TF writes the global optimizer and default names into the user's configs; code that
             # reads `table.optimizer` / `table.name` afterwards relies on it. Here the optimizer
-            # written is the resolved one.
+            # written is the resolved one, and the config remembers which global optimizer it
+            # came from: TF silently trains a later object's tables with the first's.
             if table.optimizer is None:
                 table.optimizer = optimizer
+                setattr(table, _GLOBAL_OPTIMIZER, optimizer)
+            else:
+                _check_global_optimizer(table, optimizer)
             if id(table.optimizer) not in resolved:
                 resolved[id(table.optimizer)] = keras_translation.embedding_optimizer(
                     table.optimizer, rule="keras")
@@ -156,6 +160,34 @@ class EmbeddingBase(autotrackable.AutoTrackable):
             shape=shape,
             dtype=dtype,
             trainable=trainable)
+
+
+# The TableConfig attribute (not TF's) that holds the global optimizer an embedding object wrote
+# into `TableConfig.optimizer`, as the user gave it.
+_GLOBAL_OPTIMIZER = "_tf_embedding_global_optimizer"
+
+
+def _check_global_optimizer(table: Any, optimizer: Any) -> None:
+    """Refuses a global `optimizer` for a table whose optimizer an earlier embedding object wrote
+    from another global one: TF would train this object's table with the earlier optimizer.
+    None (a serving object) and the same or an equal optimizer keep the written one."""
+    written = getattr(table, _GLOBAL_OPTIMIZER, None)
+    if written is None or optimizer is None or optimizer is written:
+        return
+    if type(optimizer) is type(written) and optimizer == written:  # equal hyperparameters
+        return
+    raise ValueError(
+        f"Table '{table.name}': this TableConfig was given to an earlier embedding object, which "
+        f"wrote its optimizer {_named(written)} into `TableConfig.optimizer` (as TF does), and "
+        f"this object's {_named(optimizer)} differs: TF would train this table with the earlier "
+        "one. Give each embedding object TableConfigs of its own, or set `optimizer` in the "
+        "TableConfig.")
+
+
+def _named(optimizer: Any) -> str:
+    """An optimizer as messages name it: its class and learning rate."""
+    learning_rate = getattr(optimizer, "learning_rate", None)
+    return f"{type(optimizer).__name__}(learning_rate={learning_rate!r})"
 
 
 def feature_indices_by_table(flat_features: Sequence[Any]) -> dict[str, list[int]]:

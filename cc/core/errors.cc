@@ -27,8 +27,8 @@ std::string IdOutOfRange(int64_t id, const std::string& where, int64_t vocabular
 }
 
 Status CheckLearningRate(const std::string& table, float learning_rate) {
-  if (std::isfinite(learning_rate)) return Status();
-  return TableError(table, "learning_rate must be finite, got ", learning_rate);
+  if (std::isfinite(learning_rate) && learning_rate >= 0.0f) return Status();
+  return TableError(table, "learning_rate must be finite and >= 0, got ", learning_rate);
 }
 
 }  // namespace tf_embedding

@@ -44,8 +44,9 @@ std::string LookupName(int64_t lookup);
 // and only the sign was checked: "id <id> at <where> is negative".
 std::string IdOutOfRange(int64_t id, const std::string& where, int64_t vocabulary_size);
 
-// Fails unless the learning rate of a sparse-apply op is finite: a NaN or infinite rate would
-// poison every row it touches. The check of both runtimes' apply kernels.
+// Fails unless the learning rate of a sparse-apply op is finite and >= 0: a NaN or infinite rate
+// would poison every row it touches, a negative one ascends the loss (a callable learning rate is
+// only known here, at the step). The check of both runtimes' apply kernels.
 Status CheckLearningRate(const std::string& table, float learning_rate);
 
 }  // namespace tf_embedding

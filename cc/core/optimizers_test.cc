@@ -478,13 +478,17 @@ TFE_TEST(EveryRuleHasDistinctNamesAndAttrs) {
   TFE_EXPECT_EQ(rule_names.size(), size_t{9});
 }
 
-// The apply kernels' check of the learning rate: no rule takes one that is not finite.
-TFE_TEST(LearningRateMustBeFinite) {
+// The apply kernels' check of the learning rate: no rule takes one that is not finite or is
+// negative (zero freezes the table, as a warm-up schedule's first steps may).
+TFE_TEST(LearningRateMustBeFiniteAndNonNegative) {
   TFE_EXPECT_OK(CheckLearningRate("t", 0.5f));
+  TFE_EXPECT_OK(CheckLearningRate("t", 0.0f));
+  TFE_EXPECT_ERROR(CheckLearningRate("t", -0.1f),
+                   "Table 't': learning_rate must be finite and >= 0, got -0.1");
   TFE_EXPECT_ERROR(CheckLearningRate("t", std::numeric_limits<float>::quiet_NaN()),
-                   "Table 't': learning_rate must be finite, got nan");
+                   "Table 't': learning_rate must be finite and >= 0, got nan");
   TFE_EXPECT_ERROR(CheckLearningRate("t", -std::numeric_limits<float>::infinity()),
-                   "Table 't': learning_rate must be finite, got -inf");
+                   "Table 't': learning_rate must be finite and >= 0, got -inf");
 }
 
 }  // namespace

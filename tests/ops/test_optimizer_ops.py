@@ -288,8 +288,9 @@ def _apply_adam(table=None, momenta=None, velocities=None, batches=(GOOD_BATCH,)
 BAD_APPLIES = [
     ("lr_not_scalar", dict(lr=np.array([0.1, 0.2], F)),
      r"learning_rate must be a scalar, got shape \[2\]"),
-    ("lr_nan", dict(lr=float("nan")), "learning_rate must be finite, got nan"),
-    ("lr_inf", dict(lr=float("-inf")), "learning_rate must be finite, got -inf"),
+    ("lr_nan", dict(lr=float("nan")), "learning_rate must be finite and >= 0, got nan"),
+    ("lr_inf", dict(lr=float("-inf")), "learning_rate must be finite and >= 0, got -inf"),
+    ("lr_negative", dict(lr=-0.5), "learning_rate must be finite and >= 0, got -0.5"),
     ("slot_shape", dict(velocities=tf.Variable(np.zeros([VOCAB + 1, DIM], F))),
      r"slot 'velocities' has shape \[13,3\] but the table has shape \[12,3\]"),
     ("slot_dtype", dict(momenta=tf.Variable(np.zeros([VOCAB, DIM], np.int32))),

@@ -186,7 +186,7 @@ def test_rejects(pairs, message):
 
 @pytest.mark.parametrize("lr,message", [
     (np.array([0.1, 0.2], F), r"learning_rate must be a scalar, got shape \[2\]"),
-    (float("nan"), "learning_rate must be finite, got nan"),
+    (float("nan"), "learning_rate must be finite and >= 0, got nan"),
 ])
 def test_rejects_bad_learning_rate(lr, message):
     table_variable, slots = make_variables(opt.Adagrad(), random_table(VOCAB, DIM, scale=0.5))

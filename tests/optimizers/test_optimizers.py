@@ -180,11 +180,16 @@ def test_gradient_accumulation_off_is_accepted(name):
     assert not getattr(optimizers, name)(use_gradient_accumulation=False).use_gradient_accumulation
 
 
-def test_unvalidated_arguments_like_tf():
-    # TF validates neither FTRL's powers/strengths nor AdagradMomentum's momentum/beta2.
-    optimizers.FTRL(learning_rate_power=1.0, l1_regularization_strength=-1.0,
-                    l2_regularization_strength=-1.0)
-    optimizers.AdagradMomentum(momentum=-1.0, beta2=5.0)
+def test_values_tf_leaves_unvalidated_are_refused():
+    # TF validates neither FTRL's powers/strengths nor AdagradMomentum's momentum/beta2; each
+    # of these gives NaN or ascent (tests/optimizers/test_misuse.py has every argument).
+    for make in (lambda: optimizers.FTRL(learning_rate_power=1.0),
+                 lambda: optimizers.FTRL(l1_regularization_strength=-1.0),
+                 lambda: optimizers.FTRL(l2_regularization_strength=-1.0),
+                 lambda: optimizers.AdagradMomentum(momentum=-1.0),
+                 lambda: optimizers.AdagradMomentum(beta2=5.0)):
+        with pytest.raises(ValueError, match="must be a finite number"):
+            make()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -241,7 +241,7 @@ def assert_unchanged(emb, before):
 @pytest.mark.parametrize("fault, message", [
     ("id", r"Table 'video', feature 'watched': id 13 at lookup \d+ is out of range for "
            "vocabulary size 13"),
-    ("learning_rate", "Table '[a-z]+': learning_rate must be finite, got nan"),
+    ("learning_rate", "Table '[a-z]+': learning_rate must be finite and >= 0, got nan"),
 ])
 def test_bad_data_fails_the_compiled_step_as_it_fails_the_uncompiled_one(kind, fault, message):
     learning_rate = tf.Variable(0.1)

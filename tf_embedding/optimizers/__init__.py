@@ -5,6 +5,12 @@ TF v1 named (ProximalAdagrad, Momentum, RMSProp, ProximalYogi; not public names 
 Each optimizer is described once (`catalogue.py`); its class here, its v1 parameter class
 (`tf_embedding.feature_column`), its fused op and its slots follow from that description.
 What the classes share is `base._Optimizer`.
+
+* `catalogue.py`: every optimizer's description; `description.py`: the form of one.
+* `accepted.py`: the values each argument's math accepts, declared in the descriptions.
+* `classes.py`: the v2 classes, made from the descriptions; `base.py`: what they share.
+* `serialization.py`: optimizers as JSON-ready dicts and back (Keras configs, `get_config`).
+* `keras_translation.py`: Keras optimizers as embedding optimizers (`rule=`).
 """
 
 from typing import Any

@@ -20,6 +20,7 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Union
 import tensorflow as tf
 from tensorflow.python.ops import init_ops_v2
 
+from tf_embedding.optimizers import accepted
 from tf_embedding.optimizers import serialization
 from tf_embedding.optimizers.description import OptimizerDescription
 
@@ -133,11 +134,9 @@ class _Optimizer(metaclass=abc.ABCMeta):
 
     def learning_rate_tensor(self) -> tf.Tensor:
         """The current learning rate as a float32 scalar; a callable is evaluated on each call,
-        so schedules advance with whatever step counter they read."""
-        learning_rate = self.learning_rate
-        if callable(learning_rate):
-            learning_rate = learning_rate()
-        return tf.cast(learning_rate, tf.float32)
+        so schedules advance with whatever step counter they read. TypeError when it gives no
+        real number (its value is the apply kernels' check: finite and >= 0)."""
+        return accepted.learning_rate_value(type(self).__name__, self.learning_rate)
 
     def kernel_attrs(self) -> _KernelAttrs:
         """Attrs of the fused `description.op` (without `table_name`)."""

@@ -10,6 +10,9 @@ arguments follow the v2 classes' conventions, with the defaults of the rules' CP
 
 from typing import Any, Mapping
 
+from tf_embedding.optimizers.accepted import (ACCUMULATOR_DECAY, DECAY_RATE,
+                                              MOMENTUM_FACTOR, NON_NEGATIVE,
+                                              NON_POSITIVE_POWER, POSITIVE)
 from tf_embedding.optimizers.description import (REQUIRED, Argument, OptimizerDescription, Slot,
                                                  V1Form, in_unit_interval, non_negative,
                                                  positive_accumulator, positive_epsilon)
@@ -47,7 +50,7 @@ ADAGRAD = OptimizerDescription(
     name="Adagrad",
     rule="Adagrad without epsilon: `a += g^2; w -= lr * g / sqrt(a)`. Slot `accumulators`.",
     op="TfeSparseApplyAdagrad", learning_rate=0.001,
-    arguments=(Argument("initial_accumulator_value", 0.1),),
+    arguments=(Argument("initial_accumulator_value", 0.1, accepted=POSITIVE),),
     slots=(Slot("accumulators", "initial_accumulator_value", "Adagrad"),),
     checks=(positive_accumulator,), keras_class="Adagrad",
     v1=V1Form("Adagrad", leading=(("learning_rate", REQUIRED, None),
@@ -58,9 +61,11 @@ ADAGRAD_MOMENTUM = OptimizerDescription(
     rule="Adagrad with momentum (and optional Nesterov, decaying accumulator, general "
          "exponent). Slots `accumulators` and `momenta`, both starting at 0.",
     op="TfeSparseApplyAdagradMomentum", learning_rate=0.001,
-    arguments=(Argument("momentum", 0.0, float), Argument("use_nesterov", False, bool),
-               Argument("exponent", 2, float), Argument("beta2", 1, float),
-               Argument("epsilon", 1e-10, float)),
+    arguments=(Argument("momentum", 0.0, float, MOMENTUM_FACTOR),
+               Argument("use_nesterov", False, bool),
+               Argument("exponent", 2, float, POSITIVE),
+               Argument("beta2", 1, float, ACCUMULATOR_DECAY),
+               Argument("epsilon", 1e-10, float, POSITIVE)),
     slots=(Slot("accumulators"), Slot("momenta")),
     checks=(_adagrad_momentum_checks,))
 
@@ -70,10 +75,11 @@ FTRL = OptimizerDescription(
          "Unlike TF 2.21, `initial_accumulator_value=0` is accepted when "
          "`allow_zero_accumulator` is True, as TF's own docstring promises.",
     op="TfeSparseApplyFtrl", learning_rate=0.001,
-    arguments=(Argument("learning_rate_power", -0.5, float),
-               Argument("l1_regularization_strength", 0.0, float),
-               Argument("l2_regularization_strength", 0.0, float),
-               Argument("beta", 0.0, float), Argument("initial_accumulator_value", 0.1)),
+    arguments=(Argument("learning_rate_power", -0.5, float, NON_POSITIVE_POWER),
+               Argument("l1_regularization_strength", 0.0, float, NON_NEGATIVE),
+               Argument("l2_regularization_strength", 0.0, float, NON_NEGATIVE),
+               Argument("beta", 0.0, float, NON_NEGATIVE),
+               Argument("initial_accumulator_value", 0.1, accepted=NON_NEGATIVE)),
     trailing=(Argument("multiply_linear_by_learning_rate", False, bool),
               Argument("allow_zero_accumulator", False, bool)),
     slots=(Slot("accumulators", "initial_accumulator_value", "Ftrl"),
@@ -97,8 +103,9 @@ ADAM = OptimizerDescription(
          "`momenta`, `velocities`, both starting at 0. Lazy by default: only looked-up rows "
          "are updated.",
     op="TfeSparseApplyAdam", learning_rate=0.001,
-    arguments=(Argument("beta_1", 0.9, float), Argument("beta_2", 0.999, float),
-               Argument("epsilon", 1e-07, float), Argument("lazy_adam", True, bool),
+    arguments=(Argument("beta_1", 0.9, float, DECAY_RATE),
+               Argument("beta_2", 0.999, float, DECAY_RATE),
+               Argument("epsilon", 1e-07, float, POSITIVE), Argument("lazy_adam", True, bool),
                Argument("sum_inside_sqrt", True, bool)),
     slots=(Slot("momenta", 0.0, "Adam/m"), Slot("velocities", 0.0, "Adam/v")),
     checks=(in_unit_interval("beta_1", "beta_2"), positive_epsilon,
@@ -113,9 +120,9 @@ PROXIMAL_ADAGRAD = OptimizerDescription(
     rule="Adagrad's rate, then a proximal step for l1/l2 (TF's `ApplyProximalAdagrad`). Slot "
          "`accumulators`, starting at `initial_accumulator_value`.",
     op="TfeSparseApplyProximalAdagrad", learning_rate=0.001, public=False,
-    arguments=(Argument("initial_accumulator_value", 0.1),
-               Argument("l1_regularization_strength", 0.0, float),
-               Argument("l2_regularization_strength", 0.0, float)),
+    arguments=(Argument("initial_accumulator_value", 0.1, accepted=POSITIVE),
+               Argument("l1_regularization_strength", 0.0, float, NON_NEGATIVE),
+               Argument("l2_regularization_strength", 0.0, float, NON_NEGATIVE)),
     slots=(Slot("accumulators", "initial_accumulator_value", "ProximalAdagrad"),),
     checks=(positive_accumulator,
             non_negative("l1_regularization_strength", "l2_regularization_strength")),
@@ -130,7 +137,8 @@ MOMENTUM = OptimizerDescription(
     rule="TF1 momentum: `m = momentum * m + g; w -= lr * m` (Nesterov: `w -= lr * (g + "
          "momentum * m)`), TF's `ApplyMomentum`. Slot `momenta`, starting at 0.",
     op="TfeSparseApplyMomentum", learning_rate=0.001, public=False,
-    arguments=(Argument("momentum", 0.0, float), Argument("use_nesterov", False, bool)),
+    arguments=(Argument("momentum", 0.0, float, MOMENTUM_FACTOR),
+               Argument("use_nesterov", False, bool)),
     slots=(Slot("momenta", 0.0, "Momentum"),),
     v1=V1Form("Momentum", leading=(("learning_rate", REQUIRED, None),
                                    ("momentum", REQUIRED, None),
@@ -143,8 +151,9 @@ RMS_PROP = OptimizerDescription(
          "`ms`, `mom`, both starting at 0 (as v1's TPU slots do; TF1's CPU `RMSPropOptimizer` "
          "starts `ms` at 1).",
     op="TfeSparseApplyRMSProp", learning_rate=0.001, public=False,
-    arguments=(Argument("rho", 0.9, float), Argument("momentum", 0.0, float),
-               Argument("epsilon", 1e-07, float)),
+    arguments=(Argument("rho", 0.9, float, DECAY_RATE),
+               Argument("momentum", 0.0, float, MOMENTUM_FACTOR),
+               Argument("epsilon", 1e-07, float, POSITIVE)),
     slots=(Slot("ms", 0.0, "RMSProp/ms"), Slot("mom", 0.0, "RMSProp/mom")),
     v1=V1Form("RMSProp", leading=(("learning_rate", REQUIRED, None), ("rho", REQUIRED, None),
                                   ("momentum", REQUIRED, None), ("epsilon", REQUIRED, None))))
@@ -156,11 +165,12 @@ PROXIMAL_YOGI = OptimizerDescription(
          "`initial_accumulator_value`, and `m`, starting at 0. Defaults are v1's "
          "`ProximalYogiParameters`' (and TF Addons' `Yogi`'s).",
     op="TfeSparseApplyProximalYogi", learning_rate=0.01, public=False,
-    arguments=(Argument("beta1", 0.9, float), Argument("beta2", 0.999, float),
-               Argument("epsilon", 1e-3, float),
-               Argument("l1_regularization_strength", 0.0, float),
-               Argument("l2_regularization_strength", 0.0, float),
-               Argument("initial_accumulator_value", 1e-6)),
+    arguments=(Argument("beta1", 0.9, float, DECAY_RATE),
+               Argument("beta2", 0.999, float, DECAY_RATE),
+               Argument("epsilon", 1e-3, float, POSITIVE),
+               Argument("l1_regularization_strength", 0.0, float, NON_NEGATIVE),
+               Argument("l2_regularization_strength", 0.0, float, NON_NEGATIVE),
+               Argument("initial_accumulator_value", 1e-6, accepted=NON_NEGATIVE)),
     # TPUEstimator infers no TF1 slot names for Proximal Yogi (the spec rejects it with columns).
     slots=(Slot("v", "initial_accumulator_value"), Slot("m")),
     checks=(in_unit_interval("beta1", "beta2"), positive_epsilon,

@@ -10,6 +10,7 @@ calls, `inspect.signature`, equality and pickling behave as for hand-written cla
 import inspect
 from typing import Any, Dict, List, Optional
 
+from tf_embedding.optimizers import accepted
 from tf_embedding.optimizers.base import (ClipValueType, LearningRate, SlotVariableCreationFn,
                                           _Optimizer)
 from tf_embedding.optimizers.description import Argument, OptimizerDescription
@@ -22,6 +23,36 @@ _COMMON = (("use_gradient_accumulation", True, bool),
            ("clip_weight_max", None, Optional[float]),
            ("weight_decay_factor", None, Optional[float]),
            ("multiply_weight_decay_factor_by_learning_rate", None, Optional[bool]))
+
+
+# The values the common arguments' math accepts (`clipvalue`: `accepted.check_clipvalue`).
+_COMMON_ACCEPTED = {"learning_rate": accepted.NON_NEGATIVE_RATE,
+                    "use_gradient_accumulation": accepted.FLAG,
+                    "clip_weight_min": accepted.CLIP_LIMIT,
+                    "clip_weight_max": accepted.CLIP_LIMIT,
+                    "weight_decay_factor": accepted.WEIGHT_DECAY,
+                    "multiply_weight_decay_factor_by_learning_rate": accepted.OPTIONAL_FLAG,
+                    "low_dimensional_packing_status": accepted.FLAG}
+
+
+def accepted_values(description: OptimizerDescription) -> Dict[str, accepted.Accepted]:
+    """{argument: its accepted values} for every numeric or bool argument of the class."""
+    own = {argument.name: argument.accepted
+           for argument in description.arguments + description.trailing}
+    return {**_COMMON_ACCEPTED, **own}
+
+
+def _check_types(description: OptimizerDescription, values: Dict[str, Any]) -> None:
+    for name, accepts in accepted_values(description).items():
+        accepts.check_type(description.name, name, values[name])
+
+
+def _check_ranges(description: OptimizerDescription, values: Dict[str, Any]) -> None:
+    for name, accepts in accepted_values(description).items():
+        accepts.check_range(description.name, name, values[name])
+    accepted.check_clipvalue(description.name, values["clipvalue"])
+    accepted.check_weight_clips(description.name, values["clip_weight_min"],
+                                values["clip_weight_max"])
 
 
 def _parameter(name: str, default: Any, annotation: Any) -> inspect.Parameter:
@@ -56,6 +87,8 @@ def make_class(description: OptimizerDescription) -> type:
         bound = constructor_signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
         values: Dict[str, Any] = dict(bound.arguments)
+        # Types first (TF's checks compare the values), TF's checks, then the ranges.
+        _check_types(description, values)
         _Optimizer.__init__(
             self, values["learning_rate"], values["use_gradient_accumulation"],
             values["clip_weight_min"], values["clip_weight_max"], values["weight_decay_factor"],
@@ -63,6 +96,7 @@ def make_class(description: OptimizerDescription) -> type:
             values.get("slot_variable_creation_fn"), values["low_dimensional_packing_status"])
         for check in description.checks:
             check(values)
+        _check_ranges(description, values)
         for name in description.stored_order():
             setattr(self, name, values[name])
 

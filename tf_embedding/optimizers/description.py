@@ -13,6 +13,8 @@ import dataclasses
 import inspect
 from typing import Any, Callable, Mapping, Optional, Tuple, Union
 
+from tf_embedding.optimizers.accepted import ANY_NUMBER, FLAG, Accepted
+
 # A check of an optimizer's arguments: given all of them by name, raises ValueError.
 Check = Callable[[Mapping[str, Any]], None]
 
@@ -25,11 +27,17 @@ class Argument:
 
     kernel_type: the fused op has an attr of this name and type (float or bool); None when the
         argument only sets a slot's initial value.
+    accepted: the values its math accepts (`accepted.py`); a bool argument takes True or False.
     """
 
     name: str
     default: Any
     kernel_type: Optional[type] = None
+    accepted: Accepted = ANY_NUMBER
+
+    def __post_init__(self) -> None:
+        if self.kernel_type is bool:
+            object.__setattr__(self, "accepted", FLAG)
 
     @property
     def annotation(self) -> Any:

@@ -1,0 +1,58 @@
+"""Mistakes in using the configs and embedding classes fail where they are made, naming the
+table and the problem, instead of training with the wrong numbers or failing later with a raw
+TensorFlow error."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_embedding
+
+pytestmark = pytest.mark.unit
+
+
+def _features(table):
+    return {"watched": tf_embedding.FeatureConfig(table)}
+
+
+@pytest.mark.parametrize("embedding_class", [tf_embedding.TPUEmbedding,
+                                             tf_embedding.TPUEmbeddingV0])
+def test_a_table_config_reused_with_another_optimizer_is_refused(embedding_class):
+    # TF writes the first object's optimizer into the config; the second would train with it.
+    table = tf_embedding.TableConfig(10, 2, name="video")
+    embedding_class(_features(table), tf_embedding.SGD(0.1))
+    with pytest.raises(ValueError, match=r"Table 'video': .*earlier embedding object.*"
+                                         r"SGD\(learning_rate=0.1\).*SGD\(learning_rate=1.0\)"):
+        embedding_class(_features(table), tf_embedding.SGD(1.0))
+
+
+def test_a_table_config_reused_with_an_equal_optimizer_or_for_serving_is_accepted():
+    table = tf_embedding.TableConfig(10, 2, name="video")
+    optimizer = tf_embedding.Adagrad(0.1)
+    tf_embedding.TPUEmbedding(_features(table), optimizer)
+    tf_embedding.TPUEmbedding(_features(table), optimizer)
+    tf_embedding.TPUEmbedding(_features(table), tf_embedding.Adagrad(0.1))
+    serving = tf_embedding.TPUEmbeddingForServing(_features(table), None)
+    assert table.optimizer == optimizer
+    assert sorted(serving.table_variables()["video"]) == ["accumulators", "parameters"]
+
+
+def test_a_table_config_with_its_own_optimizer_keeps_it():
+    table = tf_embedding.TableConfig(10, 2, name="video", optimizer=tf_embedding.SGD(0.5))
+    tf_embedding.TPUEmbedding(_features(table), tf_embedding.SGD(0.1))
+    tf_embedding.TPUEmbedding(_features(table), tf_embedding.SGD(1.0))
+    assert table.optimizer.learning_rate == 0.5
+
+
+def test_two_objects_with_their_own_configs_train_with_their_own_optimizers():
+    results = []
+    for learning_rate in (0.1, 1.0):
+        table = tf_embedding.TableConfig(4, 1, name="video", combiner="sum",
+                                         initializer=tf.zeros_initializer())
+        embedding = tf_embedding.TPUEmbedding(_features(table), tf_embedding.SGD(learning_rate))
+        embedding.build([tf.TensorShape([1, 1])])
+        embedding.enqueue({"watched": tf.constant([[1]], tf.int64)}, training=True)
+        embedding.dequeue()
+        embedding.apply_gradients({"watched": tf.ones([1, 1])})
+        results.append(embedding.embedding_tables[table].numpy()[1, 0])
+    np.testing.assert_array_equal(results, [np.float32(-0.1), np.float32(-1.0)])
