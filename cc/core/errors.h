@@ -1,6 +1,6 @@
 // The wording of cc/core's errors, written once.
 //
-// A message first says what it concerns (docs/internals.md, "Ops"): the table, then the feature
+// A message first says what it concerns (docs/kernels.md, "Ops"): the table, then the feature
 // or the element of an N-list input, then what is wrong with which value. Those prefixes, and
 // the messages that several validators share, are defined here; a message that only one
 // validator writes stays next to its check.

@@ -1,6 +1,6 @@
 """TfeSparseApply{Sgd,Adagrad,AdagradMomentum,Adam,Ftrl,ProximalAdagrad,Momentum,RMSProp,
 ProximalYogi} against a numpy transcription of the optimizer math (tf_tpu_embedding_api.md §2
-and docs/feature_columns.md's rule table, ordering of docs/internals.md).
+and docs/feature_columns.md's rule table, ordering of docs/kernels.md).
 
 The reference (references.py) works in float32 in the order the formulas are written and sums
 gradients in batch order, then lookup order, as the kernels do; rules made of correctly rounded
