@@ -11,6 +11,8 @@ from typing import Any
 
 import tensorflow as tf
 from tensorflow.core.tpu.kernels import sparse_core_layout_pb2
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import control_flow_util
 from tensorflow.python.tpu import tpu_embedding_v3_utils
 from tensorflow.python.trackable import base as trackable_base
 
@@ -148,12 +150,26 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
       `[batch, dim]`; sequence `[batch, max_sequence_length, dim]`; `output_shape + [dim]` for
       ragged inputs whose feature sets `output_shape`.
     """
+    _refuse_outer_xla()
     outputs = []
     for item in rules.validate_features(inputs, weights, feature_config):
         with tf.control_dependencies(_layout_checks(item)):
             outputs.append(_lookup(rules.cpu_lookup_plan(item), item.feature,
                                    _table_of(tables, item), jit_compile))
     return tf.nest.pack_sequence_as(inputs, outputs)
+
+
+def _refuse_outer_xla() -> None:
+    """Raises ValueError when traced inside a user's XLA-compiled function: XLA drops the
+    input checks (`tf.debugging.Assert`), so an out-of-range id would be clamped silently, and
+    sparse and ragged lookups fail there on TF's `DisableCopyOnRead`."""
+    if control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph()):
+        raise ValueError(
+            "The serving lookup (TPUEmbeddingForServing, serving_embedding_lookup) is being "
+            "traced inside an XLA-compiled function (tf.function(jit_compile=True)), where TF "
+            "drops its input checks. Call it outside the compiled function and pass "
+            "`jit_compile=True` to TPUEmbeddingForServing or serving_embedding_lookup instead: "
+            "that compiles the pooling with XLA and keeps the checks.")
 
 
 def _table_of(tables: dict[Any, tf.Variable], item: rules.ValidatedFeature) -> Any:

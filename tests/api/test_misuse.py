@@ -56,3 +56,31 @@ def test_two_objects_with_their_own_configs_train_with_their_own_optimizers():
         embedding.apply_gradients({"watched": tf.ones([1, 1])})
         results.append(embedding.embedding_tables[table].numpy()[1, 0])
     np.testing.assert_array_equal(results, [np.float32(-0.1), np.float32(-1.0)])
+
+
+SERVING_INPUTS = {
+    "dense": lambda: tf.constant([[1], [12]], tf.int64),
+    "sparse": lambda: tf.sparse.from_dense(tf.constant([[1, 2]], tf.int64)),
+    "ragged": lambda: tf.ragged.constant([[1], [2, 3]], tf.int64),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SERVING_INPUTS))
+def test_serving_lookups_refuse_a_users_own_xla_compilation(kind):
+    # XLA drops the lookups' checks (the dense id 12 was clamped silently) and fails on sparse
+    # and ragged input with TF's DisableCopyOnRead: the refusal names the supported way.
+    table = tf_embedding.TableConfig(10, 2, name="video", combiner="sum")
+    serving = tf_embedding.TPUEmbeddingForServing(_features(table), None)
+    serving.build()
+    compiled = tf.function(lambda ids: serving({"watched": ids}), jit_compile=True)
+    with pytest.raises(ValueError, match=r"XLA-compiled function.*pass `jit_compile=True` to "
+                                         r"TPUEmbeddingForServing"):
+        compiled(SERVING_INPUTS[kind]())
+
+
+def test_the_jit_compile_argument_keeps_the_checks():
+    table = tf_embedding.TableConfig(10, 2, name="video", combiner="sum")
+    serving = tf_embedding.TPUEmbeddingForServing(_features(table), None, jit_compile=True)
+    serving.build()
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"12 is not in \[0, 10\)"):
+        tf.function(lambda ids: serving({"watched": ids}))(SERVING_INPUTS["dense"]())
