@@ -3,15 +3,15 @@ what do the retried steps do to the tables and to the step count?
 
     python tools/lost_worker.py [--trials 10] [--steps 300] [--seed 0]
 
-Each trial starts a loopback cluster of 2 ps and 2 worker tasks and a chief program (this file
-with `--chief`, a user's program of the documented shape: `tf_embedding.chief.run(main)`), and
-kills worker 1 with SIGKILL at a random moment of the training. The chief trains one table of
-the sharded `TPUEmbedding` with SGD (learning rate 1, zero initial table) and a loss whose
-gradient is 1 for each id, so each time a step's update reaches a row it lowers that row by
-exactly 1 per lookup. Every batch looks up row 0 (the first ps task's block) and the last row
-(the second's) once, and no other batch row touches them: after the run, minus each of those
-rows is the number of times any step's update reached that block. A step counter, incremented
-at the end of each step, counts the step functions that ran to the end.
+Each trial starts a loopback cluster of 2 ps and 2 worker tasks and a chief program (this file with
+`--chief`, a user's program of the documented shape: `tf_embedding.cluster.chief.run(main)`), and
+kills worker 1 with SIGKILL at a random moment of the training. The chief trains one table of the
+sharded `TPUEmbedding` with SGD (learning rate 1, zero initial table) and a loss whose gradient is 1
+for each id, so each time a step's update reaches a row it lowers that row by exactly 1 per lookup.
+Every batch looks up row 0 (the first ps task's block) and the last row (the second's) once, and no
+other batch row touches them: after the run, minus each of those rows is the number of times any
+step's update reached that block. A step counter, incremented at the end of each step, counts the
+step functions that ran to the end.
 
 Per trial it prints the kill moment, the chief's exit status and time, and scheduled steps /
 completed step functions / updates that reached each block. Exit status 1 if a chief did not
@@ -91,7 +91,7 @@ def chief_main(output: str, steps: int, seed: int) -> int:
 def trial(steps: int, seed: int, kill_within: float, timeout: float) -> dict:
     """One cluster, one chief, worker 1 killed `kill_within * uniform` seconds after the first
     step; the chief's counts plus its exit status and timing."""
-    from tf_embedding import local_cluster  # pylint: disable=import-outside-toplevel
+    from tf_embedding.cluster import local_cluster  # pylint: disable=import-outside-toplevel
 
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory() as output, \
@@ -140,8 +140,8 @@ def main() -> int:
     parser.add_argument("--chief", metavar="OUTPUT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.chief:
-        import tf_embedding.chief  # pylint: disable=import-outside-toplevel
-        tf_embedding.chief.run(lambda: chief_main(args.chief, args.steps, args.seed))
+        import tf_embedding.cluster.chief  # pylint: disable=import-outside-toplevel
+        tf_embedding.cluster.chief.run(lambda: chief_main(args.chief, args.steps, args.seed))
 
     print("trial  kill at  chief exit  after kill  scheduled  completed  block 0  block 1  "
           "training")

@@ -8,11 +8,11 @@ step in one process, with the traffic formula of docs/multi_worker.md beside the
         --tables 2 --vocabulary 100000 --batch 1024
 
 Every worker trains its rows of each global batch of --batch samples (uniform ids, --ids-per-sample
-per sample and table, one feature per table, Adagrad), in the program shape of a TPU step
-(enqueue in the step function, dequeue and apply_gradients in `strategy.run`). All workers run in
-one private network namespace (`tf_embedding.private_network`), so the loopback counters of that
-namespace (/proc/net/dev, read by worker 0 before and after the timed steps) count their traffic
-and nothing else: bytes per step per worker are those counters over steps and workers, IP and TCP
+per sample and table, one feature per table, Adagrad), in the program shape of a TPU step (enqueue
+in the step function, dequeue and apply_gradients in `strategy.run`). All workers run in one private
+network namespace (`tf_embedding.cluster.private_network`), so the loopback counters of that
+namespace (/proc/net/dev, read by worker 0 before and after the timed steps) count their traffic and
+nothing else: bytes per step per worker are those counters over steps and workers, IP and TCP
 headers included. Every worker shares this machine's cores and nothing crosses a wire, so the
 samples/s measure the machinery, not a network.
 
@@ -160,8 +160,8 @@ def run_one_process(args: argparse.Namespace) -> None:
 def run_cluster(args: argparse.Namespace, script: list[str], workers: int) -> list[dict]:
     """Runs `workers` workers of `script` in a fresh private network (or lab); worker 0's
     results."""
-    from tf_embedding import local_cluster  # pylint: disable=import-outside-toplevel
-    from tf_embedding.private_network import PrivateNetwork  # pylint: disable=C0415
+    from tf_embedding.cluster import local_cluster  # pylint: disable=import-outside-toplevel
+    from tf_embedding.cluster.private_network import PrivateNetwork  # pylint: disable=C0415
     from netlab import cluster, links  # pylint: disable=import-outside-toplevel
     if args.lab:
         network = links.Network([f"worker{index}" for index in range(workers)])

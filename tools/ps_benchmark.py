@@ -6,9 +6,9 @@ step in one process; on loopback, or in the network lab on shaped links.
     .venv/bin/python tools/ps_benchmark.py --num-ps 2 --tables 8 --vocabulary 1000000
     sudo .venv/bin/python tools/ps_benchmark.py --lab --rates 50 200 --workers 1 2
 
-On loopback every cluster is `tf_embedding.local_cluster.loopback_cluster` and the bytes are the
-TCP payload through the PS and worker ports, read from `ss -ti` (Linux iproute2) before and after
-the timed steps: "down" is worker -> PS (ids, gradients), "up" PS -> worker (rows, partial
+On loopback every cluster is `tf_embedding.cluster.local_cluster.loopback_cluster` and the bytes are
+the TCP payload through the PS and worker ports, read from `ss -ti` (Linux iproute2) before and
+after the timed steps: "down" is worker -> PS (ids, gradients), "up" PS -> worker (rows, partial
 activations); the chief's small dispatch messages are included. Every task shares the cores and
 nothing crosses a wire, so samples/s measure the machinery, not a network.
 
@@ -290,7 +290,7 @@ def run_chief(args: argparse.Namespace) -> None:
 
 
 def results_of(command: list[str], environ: dict[str, str], timeout: float) -> list[dict]:
-    from tf_embedding import local_cluster  # pylint: disable=import-outside-toplevel
+    from tf_embedding.cluster import local_cluster  # pylint: disable=import-outside-toplevel
     completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                                env=local_cluster.child_environment(environ))
     if completed.returncode:
@@ -303,7 +303,7 @@ def results_of(command: list[str], environ: dict[str, str], timeout: float) -> l
 def chief_of(args: argparse.Namespace, chief: list[str], num_ps: int, workers: int
              ) -> Iterator[tuple[list[str], dict[str, str]]]:
     """A fresh cluster (loopback, or the lab's), yielding the chief's argv and environment."""
-    from tf_embedding import local_cluster  # pylint: disable=import-outside-toplevel
+    from tf_embedding.cluster import local_cluster  # pylint: disable=import-outside-toplevel
     from netlab import cluster  # pylint: disable=import-outside-toplevel
     if not args.lab:
         threads = ("--intra-op-threads", str(args.task_threads)) if args.task_threads else ()

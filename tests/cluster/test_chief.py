@@ -1,5 +1,6 @@
-"""tf_embedding.chief: a chief program that lost a worker finishes and exits (tools/lost_worker.py
-on a loopback cluster), and `run` ends the process with its program's status."""
+"""tf_embedding.cluster.chief: a chief program that lost a worker finishes and exits
+(tools/lost_worker.py on a loopback cluster), and `run` ends the process with its program's
+status."""
 
 import os
 import subprocess
@@ -13,7 +14,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
 def test_a_chief_that_lost_a_worker_finishes_every_step_and_exits():
-    # Without tf_embedding.chief.run the chief hangs at exit in ClusterCoordinator.__del__:
+    # Without tf_embedding.cluster.chief.run the chief hangs at exit in ClusterCoordinator.__del__:
     # --timeout turns that into status "hung" and exit status 1.
     result = subprocess.run(
         [sys.executable, os.path.join(REPO_ROOT, "tools", "lost_worker.py"), "--trials", "1",
@@ -38,9 +39,9 @@ def test_a_chief_that_lost_a_worker_finishes_every_step_and_exits():
     ("raise KeyboardInterrupt", 130, ""),
 ])
 def test_run_exits_with_the_programs_status(body, status, stderr):
-    program = ("import sys\nimport tf_embedding.chief\n"
+    program = ("import sys\nimport tf_embedding.cluster.chief\n"
                f"def main():\n    print('output kept', flush=False)\n    {body}\n"
-               "tf_embedding.chief.run(main)\n")
+               "tf_embedding.cluster.chief.run(main)\n")
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == status

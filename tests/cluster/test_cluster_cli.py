@@ -11,7 +11,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from tf_embedding import local_cluster, server
+from tf_embedding.cluster import local_cluster, server
 from tf_embedding.job import cli, cluster, evaluation, launcher, training
 
 from helpers.cluster_command import CONFIG, run_cluster

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tf_embedding import local_cluster
+from tf_embedding.cluster import local_cluster
 
 from helpers.cluster import processes_in
 from helpers.cluster_command import CHIEF_LINE, CONFIG, cluster_processes, run_cluster, tf_config_of

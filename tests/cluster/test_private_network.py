@@ -1,7 +1,7 @@
-"""`tf_embedding.private_network` (a namespace whose only interface, loopback, is up; joined by
-children; gone with them), made by root and by an unprivileged user, and the server's ready line
-(`python -m tf_embedding.server`), which names the interfaces its port listens on and who can
-reach it, against this machine's interfaces as /sys lists them."""
+"""`tf_embedding.cluster.private_network` (a namespace whose only interface, loopback, is up;
+joined by children; gone with them), made by root and by an unprivileged user, and the server's
+ready line (`python -m tf_embedding.server`), which names the interfaces its port listens on and
+who can reach it, against this machine's interfaces as /sys lists them."""
 
 import os
 import re
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tf_embedding.private_network import PrivateNetwork, Unavailable
+from tf_embedding.cluster.private_network import PrivateNetwork, Unavailable
 
 from helpers.cluster import SERVER, ServerProcess, free_ports, processes_in, tf_config
 from helpers.paths import REPO_ROOT
@@ -68,7 +68,7 @@ def test_an_unprivileged_user_gets_one_through_a_user_namespace():
         pytest.skip("needs root and setpriv to run a process as another user")
     script = f"""
 import subprocess, sys
-from tf_embedding.private_network import PrivateNetwork
+from tf_embedding.cluster.private_network import PrivateNetwork
 with PrivateNetwork.create() as network:
     print(network.command(["child"])[:-2])
     print(subprocess.run(network.command([sys.executable, "-c", {CHILD!r}]),

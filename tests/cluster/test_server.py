@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tf_embedding import server
+from tf_embedding.cluster import server
 
 from helpers.cluster import SERVER, ServerProcess, free_ports, tf_config
 

@@ -1,5 +1,5 @@
-"""Loopback clusters for the parameter-server tests (`tf_embedding.local_cluster`), plus what only
-tests need: a PS task without the op library, and the chief run as a script.
+"""Loopback clusters for the parameter-server tests (`tf_embedding.cluster.local_cluster`), plus
+what only tests need: a PS task without the op library, and the chief run as a script.
 
 The chief never runs in the pytest process: connecting to a cluster rewires the process-wide eager
 context, which the other tests share. Tests run the chief as a script (`run_chief`).
@@ -10,9 +10,9 @@ import subprocess
 import sys
 from typing import Mapping, Sequence
 
-from tf_embedding import server
-from tf_embedding.local_cluster import (SERVER, ServerProcess, child_environment, free_ports,
-                                        loopback_cluster, tf_config)
+from tf_embedding.cluster import server
+from tf_embedding.cluster.local_cluster import (SERVER, ServerProcess, child_environment,
+                                                free_ports, loopback_cluster, tf_config)
 
 __all__ = ["PLAIN_SERVER", "SERVER", "ServerProcess", "free_ports", "loopback_cluster",
            "processes_in", "run_chief", "tf_config"]

@@ -11,7 +11,7 @@ import sys
 import threading
 from typing import Callable, Sequence
 
-from tf_embedding import local_cluster
+from tf_embedding.cluster import local_cluster
 
 # A few seconds of training: small tables, small batches.
 CONFIG = {

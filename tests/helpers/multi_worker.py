@@ -7,7 +7,7 @@ import subprocess
 import sys
 from typing import Sequence
 
-from tf_embedding import local_cluster
+from tf_embedding.cluster import local_cluster
 
 RUN_TIMEOUT = 600.0
 TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

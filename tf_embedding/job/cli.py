@@ -138,7 +138,7 @@ def parse(argv: Sequence[str]) -> tuple[str, Any, spec_lib.DataSpec | None]:
 
 
 def _train(options: options_lib.TrainOptions, spec: spec_lib.DataSpec) -> int:
-    from tf_embedding import chief
+    from tf_embedding.cluster import chief
     from tf_embedding.job import cluster, multi_worker, training
     execution = cluster.execution_for(options, sys.stdout)
     try:
@@ -150,7 +150,7 @@ def _train(options: options_lib.TrainOptions, spec: spec_lib.DataSpec) -> int:
         chief.exit_chief(1)
     status = _report(result)
     if isinstance(execution, (cluster.ClusterExecution, multi_worker.MultiWorkerExecution)):
-        # After a lost worker, TF's coordinator would hang the exit (tf_embedding.chief).
+        # After a lost worker, TF's coordinator would hang the exit (tf_embedding.cluster.chief).
         chief.exit_chief(status)
     return status
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Mapping, TextIO
 
 import tensorflow as tf
 
-from tf_embedding import server
+from tf_embedding.cluster import server
 from tf_embedding.job import multi_worker
 from tf_embedding.job import training
 from tf_embedding.job.data import common

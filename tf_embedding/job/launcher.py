@@ -6,15 +6,15 @@ TF_CONFIG (a MultiWorkerMirroredStrategy cluster: `tf_embedding.job.multi_worker
 (`_run_workers`). The rest of this docstring is the parameter-server cluster's (the default).
 
 It starts N ps tasks and 1 worker (`python -m tf_embedding.server` on free ports of 127.0.0.1,
-`tf_embedding.local_cluster`), runs `python -m tf_embedding train` with the train options it was
-given and the chief's TF_CONFIG, and returns the chief's exit status once every task is stopped,
-however the chief ended. It never imports TensorFlow itself.
+`tf_embedding.cluster.local_cluster`), runs `python -m tf_embedding train` with the train options
+it was given and the chief's TF_CONFIG, and returns the chief's exit status once every task is
+stopped, however the chief ended. It never imports TensorFlow itself.
 
 TensorFlow's server runs whatever ops reach its port, unauthenticated, and listens on every
 interface. So the tasks and the chief all run in one private network namespace
-(`tf_embedding.private_network`) whose only interface is its own loopback: no other host, and no
-process outside it, reaches their ports. Where this machine gives no such namespace, the command
-refuses to run unless --allow-exposed-ports accepts the exposure.
+(`tf_embedding.cluster.private_network`) whose only interface is its own loopback: no other
+host, and no process outside it, reaches their ports. Where this machine gives no such namespace,
+the command refuses to run unless --allow-exposed-ports accepts the exposure.
 
 Every task and the chief run in sessions of their own, so a terminal's Ctrl-C reaches the chief
 only through this process, once: SIGINT and SIGTERM are passed on to the chief (SIGINT makes it
@@ -33,9 +33,9 @@ import sys
 import time
 from typing import Iterator, Sequence, TextIO
 
-from tf_embedding import local_cluster
+from tf_embedding.cluster import local_cluster
 from tf_embedding.job.options import ClusterOptions, checkpoint_dir
-from tf_embedding.private_network import PrivateNetwork, Unavailable
+from tf_embedding.cluster.private_network import PrivateNetwork, Unavailable
 
 NUM_WORKERS = 1
 # The chief's argv after the interpreter, before the train options.

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops
 
-from tf_embedding import server
+from tf_embedding.cluster import server
 from tf_embedding.job import training
 from tf_embedding.job.data import common
 from tf_embedding.job.options import checkpoint_dir

@@ -44,7 +44,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def train(args: argparse.Namespace) -> int:
-    from tf_embedding import local_cluster  # pylint: disable=import-outside-toplevel
+    from tf_embedding.cluster import local_cluster  # pylint: disable=import-outside-toplevel
     train_args = [arg for arg in args.train_args if arg != "--"]
     with cluster.bounded(args.timeout), cluster.lab_cluster(args.num_ps, args.workers) as (
             network, spec):

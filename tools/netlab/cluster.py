@@ -17,7 +17,7 @@ import signal
 import sys
 from typing import Iterator, Sequence
 
-from tf_embedding import local_cluster
+from tf_embedding.cluster import local_cluster
 
 from netlab import links
 

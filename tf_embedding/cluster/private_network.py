@@ -21,7 +21,7 @@ import subprocess
 import sys
 from typing import Sequence
 
-from tf_embedding import interfaces
+from tf_embedding.cluster import network_interfaces
 
 # What the process that made a namespace prints once its loopback interface is up.
 _READY = "private network up"
@@ -124,7 +124,7 @@ def _made_by(unshare: Sequence[str]) -> dict[str, int]:
 def _hold() -> None:
     """The process `_made_by` starts inside a new namespace: sets its loopback interface up,
     says so, and waits until its caller has opened the namespace (its stdin closes)."""
-    interfaces.bring_up("lo")
+    network_interfaces.bring_up("lo")
     print(_READY, flush=True)
     sys.stdin.read()
 

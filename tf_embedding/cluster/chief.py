@@ -6,14 +6,14 @@ other workers run the lost worker's steps and `join()` returns, but a chief scri
 returns hangs at exit in that destructor. These helpers end the process without TensorFlow's
 teardown, after flushing what the program wrote:
 
-    import tf_embedding.chief
+    import tf_embedding.cluster.chief
 
     def main() -> int:
         ...  # connect, train, coordinator.join(), save
         return 0
 
     if __name__ == "__main__":
-        tf_embedding.chief.run(main)
+        tf_embedding.cluster.chief.run(main)
 
 Nothing of the cluster's state is lost by skipping the teardown: the tables live on the ps
 tasks, and checkpoints are written when `save` / `write` returns (call `sync()` first on an

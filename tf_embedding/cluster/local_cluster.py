@@ -32,8 +32,8 @@ import threading
 import time
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from tf_embedding import server
-from tf_embedding.private_network import PrivateNetwork
+from tf_embedding.cluster import server
+from tf_embedding.cluster.private_network import PrivateNetwork
 
 READY_TIMEOUT = 120.0
 STOP_TIMEOUT = 30.0

@@ -1,8 +1,9 @@
 """`python -m tf_embedding.server`: one `ps` or `worker` task of a parameter-server cluster.
 
 Every `ps` and `worker` task of a `tf.distribute.ParameterServerStrategy` cluster that trains a
-`tf_embedding.TPUEmbedding` runs this module; the chief (the coordinator) runs the user's script.
-It reads the cluster and this task from `TF_CONFIG` (TF's convention), then:
+`tf_embedding.TPUEmbedding` runs this module's `main` (the command `python -m tf_embedding.server`
+is `tf_embedding/server.py`, which only calls it); the chief (the coordinator) runs the user's
+script. It reads the cluster and this task from `TF_CONFIG` (TF's convention), then:
 
 * loads tf_embedding's op library *before* starting the server: the fused lookup and optimizer
   ops run on the task that owns each table block, and a running server cannot load an op library
@@ -28,7 +29,7 @@ import signal
 import sys
 from typing import Any, Mapping, Sequence
 
-from tf_embedding import interfaces
+from tf_embedding.cluster import network_interfaces
 
 READY_MARKER = "tf_embedding.server ready:"
 _EXAMPLE = ('TF_CONFIG=\'{"cluster": {"chief": ["host0:2222"], "ps": ["host1:2222"], '
@@ -171,7 +172,7 @@ def thread_counts(task: Task, cpus: int) -> tuple[int, int]:
 
 def reach(port: int) -> str:
     """Which interfaces this process's `port` listens on, and who can therefore reach it."""
-    listening = interfaces.listening_interfaces(port)
+    listening = network_interfaces.listening_interfaces(port)
     if listening is None:
         return (f"port {port} listens on the interfaces TensorFlow's server binds (every one; "
                 "they cannot be read here): anyone who can reach this machine can run any op "
