@@ -8,6 +8,29 @@ The public names load on first use. That first use loads the op library and rais
 (naming both TensorFlow versions and the rebuild command) when the library was built for another
 TensorFlow. Keeping `import tf_embedding` itself light lets `tf-embedding predict`, which needs
 only stock TensorFlow, run where the op library is missing or broken.
+
+The root holds the public API; each package's `__init__.py` docstring is that package's map.
+
+* `config`: `TableConfig`, `FeatureConfig`, `QuantizationConfig`, `RowIdInitializer`;
+  `combiners`: the combiners' names; `serialization`: configs as JSON-ready dicts and back (what
+  the Keras layers' `get_config` stores).
+* `optimizers/`: the embedding optimizers, each described once.
+* `sharded/`: `TPUEmbedding` and its engine; `replicated`: `TPUEmbeddingV0`, tables replicated on
+  every replica; `embedding_base`: the table and slot variables every embedding class shares,
+  named and tracked as TF's.
+* `for_serving`: `TPUEmbeddingForServing` and `serving_embedding_lookup`, stock TF ops only;
+  `pooled_lookup`: its faster stock-op formulations of TF's pooled lookups.
+* `feature_inputs/`: the rules of one feature's input (kinds, shapes, sequence, weights).
+* `ops`: typed wrappers of the op library's raw ops; `_loader`: loads that library once per
+  process, after checking the TensorFlow it was built for.
+* `keras/`, `keras_rs/`, `feature_column/`: the front ends (TFRS's Keras layer, keras-rs's
+  `DistributedEmbedding`, the TPUEstimator-era feature columns), through the engine's interface.
+* `tpu/`: TF's TPU-embedding module layout (`tensorflow.python.tpu`), mirrored.
+* `cluster/`: process plumbing (the task server, local clusters, private network namespaces, the
+  chief's end); `server`: `python -m tf_embedding.server`, the command of every ps and worker
+  task, which runs `cluster.server`.
+* `job/`: the `tf-embedding` command, which `__main__` runs as `python -m tf_embedding`; nothing
+  in the library imports it.
 """
 
 import importlib

@@ -8,6 +8,12 @@ classes configure training; `EmbeddingFeatures` is the Keras layer that trains t
 tables with the fused kernels; `mid_level_configs` and `checkpoint_name_map` move a spec to
 `tf_embedding.TPUEmbedding` / `tf_embedding.keras.TPUEmbedding` (with `mid_level_options` for the
 former).
+
+* `spec`: `EmbeddingConfigSpec` and v1's table and feature configs, with the estimator's checks.
+* `parameters`: the v1 optimization parameter classes, with v1's defaults.
+* `layer`: `EmbeddingFeatures`, the spec's columns as a Keras layer.
+* `migration`: from a spec to the mid-level API (`mid_level_configs`, `mid_level_options`,
+  `checkpoint_name_map`).
 """
 
 from tensorflow.python.tpu.feature_column_v2 import embedding_column_v2 as embedding_column

@@ -1,5 +1,12 @@
 """keras-rs's `DistributedEmbedding` on tf_embedding's engine: each table trained by its own
-optimizer the TPU way, on any device (docs/keras_rs.md). Needs the `keras-rs` extra."""
+optimizer the TPU way, on any device (docs/keras_rs.md). Needs the `keras-rs` extra.
+
+* `layer`: the layer, `DistributedEmbedding`.
+* `translation`: keras-rs's configurations as the engine's (tables, features, optimizers, table
+  stacking; `table_optimizer`).
+* `inputs`: keras-rs's input kinds as the engine's, every feature a rank-2 ragged batch.
+* `saving`: what keras-rs's own config of the layer needs from tf_embedding.
+"""
 
 try:
     import keras_rs as _keras_rs  # pylint: disable=unused-import

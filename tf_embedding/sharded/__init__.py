@@ -9,6 +9,10 @@
 * `batch_paths`: which way a batch goes (converted first, looked up directly, handed to XLA).
 * `handoff`: batches carried between traced functions.
 * `parameter_server`: the engine on ParameterServerStrategy's ps tasks.
+* `task_exchange`: the tensors of a step between the worker running it and each
+  parameter-server task, one packet per task and direction.
+* `multi_worker/`: the engine on a MultiWorkerMirroredStrategy cluster, each worker holding its
+  row blocks and exchanging ids, rows and gradients by collectives.
 * `table_state`: what the engine knows about one table (its features, blocks and variables).
 * `layout`: how a table's rows split into blocks over devices ('div' contiguous, 'mod' strided).
 * `strided_variable`: the variable of a 'mod' table, saved and read as the whole table.

@@ -7,4 +7,9 @@ Code written against TF's private module paths moves by changing the package of 
 
 Each module here names tf_embedding's class or function for every public name of TF's module
 of the same name (docs/api_differences.md, "TF's module layout"). They hold no code of their own.
+
+* `tpu_embedding_v2`: the sharded `TPUEmbedding`.
+* `tpu_embedding_v2_utils`: the configs and the embedding optimizers.
+* `tpu_embedding_for_serving`: `TPUEmbeddingForServing` and `cpu_embedding_lookup`.
+* `tpu_embedding_v1`: `TPUEmbeddingV0`, replicated tables.
 """
