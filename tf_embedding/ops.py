@@ -398,10 +398,11 @@ def feature_outputs(activations: tf.Tensor, feature_row_counts: tf.Tensor,
                     output_shapes: Sequence[Sequence[int]], partial: bool, message: str,
                     table_name: str) -> List[tf.Tensor]:
     """A table's stacked [R, dim] activations as each feature's activations in its output shape
-    ([..., dim], fully defined), in one op (`TfeFeatureOutputs`): the rows per feature
-    (`feature_row_counts`) must fill the shapes, or with `partial` be whole samples of a smaller
-    batch; else the step fails with `message` and the rows. Compiled by XLA, the rows are
-    checked when compiling."""
+    ([..., dim], fully defined but for a partial batch's first dimension, which may be None),
+    in one op (`TfeFeatureOutputs`): the rows per feature (`feature_row_counts`) must fill the
+    shapes, or with `partial` be whole samples of a smaller batch (of any size where the first
+    dimension is None); else the step fails with `message` and the rows. Compiled by XLA, the
+    rows are checked when compiling."""
     return _loader.load_ops().tfe_feature_outputs(
         activations=activations, feature_row_counts=feature_row_counts, N=len(output_shapes),
         output_shapes=[list(shape) for shape in output_shapes], partial=partial,

@@ -40,9 +40,17 @@ Status FeatureOutputFirstDims(const FeatureOutputsSpec& spec, const int64_t* row
       return TableError(spec.table_name, ElementName("feature_row_counts", f), " = ", rows,
                         " is negative");
     }
+    // An unknown batch dimension (-1: the batch size was unknown when the shapes were fixed)
+    // bounds no batch, and only whole samples of some rows tell how many there are.
+    const bool unbounded = shape[0] < 0;
+    if (unbounded && !(spec.partial && sample_rows > 0)) {
+      return TableError(spec.table_name, "output shape ", f,
+                        " has an unknown batch dimension, which only a partial batch of samples"
+                        " with rows may have");
+    }
     const int64_t expected_rows = shape[0] * sample_rows;
     if (spec.partial && sample_rows > 0) {
-      fits &= rows <= expected_rows && rows % sample_rows == 0;
+      fits &= (unbounded || rows <= expected_rows) && rows % sample_rows == 0;
       first_dims->push_back(rows / sample_rows);
     } else {
       // A full batch, or one whose samples have no rows (a 0 in the shape's middle), which

@@ -16,7 +16,8 @@ struct FeatureOutputsSpec {
   std::string table_name;
   std::vector<std::vector<int64_t>> output_shapes;
   // A smaller batch fits when each feature's rows are at most its shape's, whole samples
-  // (a multiple of the rows per sample, the product of the shape's middle dimensions).
+  // (a multiple of the rows per sample, the product of the shape's middle dimensions). With
+  // partial, a shape's first dimension may be -1 (unknown): any number of whole samples fits.
   bool partial = false;
   // The error of a batch whose rows do not fit, to which the rows per feature are appended.
   std::string message;

@@ -56,6 +56,24 @@ TFE_TEST(SamplesWithoutRowsKeepTheShapesBatchSize) {
   TFE_EXPECT_ERROR(FirstDims(spec, {1}, 1, &first_dims), "No fit. Rows per feature: [1].");
 }
 
+// Shapes fixed while the batch size was unknown (a distributed dataset's, traced): any number
+// of whole samples, only in a partial batch, only of samples that have rows.
+TFE_TEST(AnUnknownBatchDimensionTakesAnyNumberOfWholeSamples) {
+  const FeatureOutputsSpec spec{"t", {{-1, 3}, {-1, 5, 3}}, /*partial=*/true, "No fit."};
+  std::vector<int64_t> first_dims;
+  TFE_ASSERT_OK(FirstDims(spec, {1000, 5000}, 6000, &first_dims));
+  TFE_EXPECT_EQ(first_dims, (std::vector<int64_t>{1000, 1000}));
+  TFE_EXPECT_ERROR(FirstDims(spec, {2, 6}, 8, &first_dims), "No fit. Rows per feature: [2, 6].");
+  const FeatureOutputsSpec full{"t", {{-1, 3}}, /*partial=*/false, "No fit."};
+  TFE_EXPECT_ERROR(FirstDims(full, {2}, 2, &first_dims),
+                   "Table 't': output shape 0 has an unknown batch dimension, which only a "
+                   "partial batch of samples with rows may have");
+  const FeatureOutputsSpec rowless{"t", {{-1, 0, 3}}, /*partial=*/true, "No fit."};
+  TFE_EXPECT_ERROR(FirstDims(rowless, {0}, 0, &first_dims),
+                   "Table 't': output shape 0 has an unknown batch dimension, which only a "
+                   "partial batch of samples with rows may have");
+}
+
 TFE_TEST(CountsThatDoNotDescribeTheActivationsFail) {
   std::vector<int64_t> first_dims;
   TFE_EXPECT_ERROR(FirstDims(TwoFeatures(false), {4, 10}, 15, &first_dims),

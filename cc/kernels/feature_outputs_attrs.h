@@ -28,9 +28,15 @@ inline absl::Status ReadFeatureOutputsAttrs(tensorflow::OpKernelConstruction* ct
   }
   spec->output_shapes.clear();
   for (const tensorflow::PartialTensorShape& shape : shapes) {
-    if (!shape.IsFullyDefined()) {
+    // Only a partial batch's first dimension may be unknown (-1; FeatureOutputsSpec).
+    bool defined = shape.dims() > 0;
+    for (int d = 0; defined && d < shape.dims(); ++d) {
+      defined = shape.dim_size(d) >= 0 || (d == 0 && spec->partial);
+    }
+    if (!defined) {
       return absl::InvalidArgumentError(TableContext(spec->table_name) + "output shape " +
-                                        shape.DebugString() + " is not fully defined");
+                                        shape.DebugString() + " is not fully defined" +
+                                        (spec->partial ? " beyond its batch dimension" : ""));
     }
     const auto dims = shape.dim_sizes();
     spec->output_shapes.emplace_back(dims.begin(), dims.end());

@@ -43,9 +43,11 @@ class FeatureOutputsOp : public OpKernel {
     const auto counts = row_counts.flat<int64_t>();
     int64_t first_row = 0;
     for (size_t f = 0; f < first_dims.size(); ++f) {
+      // The first dimension is the batch's (the spec's may be -1: unknown).
+      std::vector<int64_t> dims = spec_.output_shapes[f];
+      dims[0] = first_dims[f];
       TensorShape shape;
-      OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape(spec_.output_shapes[f], &shape));
-      shape.set_dim(0, first_dims[f]);
+      OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape(dims, &shape));
       const Tensor rows = activations.Slice(first_row, first_row + counts(f));
       first_row += counts(f);
       Tensor output;

@@ -36,13 +36,13 @@ def embedding_for(strategy: tf.distribute.Strategy, case: str,
     """`case`'s TPUEmbedding (optimizer:kind:partition:steps, with ":pipelined" rows looked up
     at enqueue time), created under `strategy`; its learning rate decays with `counter`, if
     given."""
-    optimizer_name, _, partition, _, *pipelined = case.split(":")
+    optimizer_name, _, partition, _, *flags = case.split(":")
     learning_rate = (LEARNING_RATE if counter is None
                      else lambda: LEARNING_RATE / (1.0 + counter))
     with strategy.scope():
         return tf_embedding.TPUEmbedding(feature_config(), OPTIMIZERS[optimizer_name](
             learning_rate), partition_strategy=partition,
-            pipeline_execution_with_tensor_core=pipelined == ["pipelined"])
+            pipeline_execution_with_tensor_core="pipelined" in flags)
 
 
 def bad_id_edit(rank: int, step: int, size: int) -> Callable[[list], None]:
@@ -57,10 +57,12 @@ def bad_id_edit(rank: int, step: int, size: int) -> Callable[[list], None]:
 def train(strategy: tf.distribute.Strategy, case: str, rank: int = 0, size: int = 1,
           edit_steps: Callable[[list], None] | None = None
           ) -> tuple[tf_embedding.TPUEmbedding, list[Any]]:
-    """Trains `case` (optimizer:kind:partition:steps) with this worker's slice of each global
-    batch; returns the embedding and this worker's activations of every step (numpy dicts), or
-    for a step that failed, its error. `edit_steps(steps)` may change the samples first."""
-    _, kind, _, num_steps, *_ = case.split(":")
+    """Trains `case` (optimizer:kind:partition:steps, with ":unbuilt" the TPU program of TF's
+    documentation: no explicit `build`, the first enqueue builds with the batch dimension the
+    distributed dataset has when traced) with this worker's slice of each global batch; returns
+    the embedding and this worker's activations of every step (numpy dicts), or for a step that
+    failed, its error. `edit_steps(steps)` may change the samples first."""
+    _, kind, _, num_steps, *flags = case.split(":")
     num_steps = int(num_steps)
     counter = tf.Variable(0.0)  # outside the scope: a plain variable on every worker
     embedding = embedding_for(strategy, case, counter)
@@ -68,8 +70,10 @@ def train(strategy: tf.distribute.Strategy, case: str, rank: int = 0, size: int 
     if edit_steps is not None:
         edit_steps(steps)
     per_worker = GLOBAL_BATCH // size
-    # A distributed dataset's batch dimension is unknown when traced: the shapes come from here.
-    embedding.build(per_replica_batch_size=per_worker)
+    if "unbuilt" not in flags:
+        # A distributed dataset's batch dimension is unknown when traced: with this build the
+        # shapes come from here, without it every batch is a partial one of any size.
+        embedding.build(per_replica_batch_size=per_worker)
     dataset = worker_dataset(steps, targets, kind, rank * per_worker, (rank + 1) * per_worker)
     iterator = iter(strategy.distribute_datasets_from_function(
         lambda context: dataset,

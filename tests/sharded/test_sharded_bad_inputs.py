@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import tf_embedding
 
-from helpers.sharded import small_embedding, small_features
+from helpers.sharded import gradients_like, small_embedding, small_features
 
 pytestmark = pytest.mark.unit
 
@@ -80,16 +80,49 @@ def test_build_without_shapes_takes_them_from_the_first_enqueue():
     assert activations["b"].shape == (2, 2, 2)
 
 
-def test_enqueue_needs_defined_output_shapes():
+def test_an_unknown_batch_dimension_gives_batches_of_their_own_size():
+    # As a distributed dataset's on several MultiWorkerMirroredStrategy workers: TF refuses
+    # such a first enqueue; here every batch is looked up at its own size, and trains. The
+    # reference is numpy: "a" sums its rows, "b" is a sequence of 2; SGD(0.1) on unit gradients.
     emb = small_embedding()
+    emb.build()
+    table = emb.table_variables()["t"]["parameters"].numpy()
 
     @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.int64)])
-    def enqueue(ids):
+    def step(ids):
         emb.enqueue({"a": ids, "b": ids})
+        activations = emb.dequeue()
+        assert activations["a"].shape.as_list() == [None, 2]
+        assert activations["b"].shape.as_list() == [None, 2, 2]
+        emb.apply_gradients(gradients_like(activations))
+        return activations
 
-    with pytest.raises(ValueError, match=r"Input Feature a has output shape set as \(None,\) "
-                                         "which is not fully defined"):
-        enqueue(tf.ragged.constant([[1]], dtype=tf.int64))
+    for rows in ([[0, 1], [5]], [[1], [2, 3, 4], [4]]):
+        got = step(tf.ragged.constant(rows, dtype=tf.int64))
+        np.testing.assert_allclose(got["a"].numpy(), [table[r].sum(0) for r in rows], rtol=1e-6)
+        sequences = np.zeros([len(rows), 2, 2], np.float32)
+        for sample, row in enumerate(rows):
+            sequences[sample, :len(row[:2])] = table[row[:2]]
+        np.testing.assert_array_equal(got["b"].numpy(), sequences)
+        for row in rows:
+            for position, index in enumerate(row):
+                table[index] -= np.float32(0.1) * (2 if position < 2 else 1)
+    np.testing.assert_allclose(emb.table_variables()["t"]["parameters"].numpy(), table,
+                               rtol=1e-6)
+
+
+def test_output_shapes_must_be_defined_beyond_the_batch_dimension():
+    table = tf_embedding.TableConfig(vocabulary_size=6, dim=2, combiner="sum", name="t")
+    emb = tf_embedding.TPUEmbedding({"a": tf_embedding.FeatureConfig(table)},
+                                    tf_embedding.SGD(0.1))
+
+    @tf.function(input_signature=[tf.SparseTensorSpec([None, None, None], tf.int64)])
+    def enqueue(ids):
+        emb.enqueue({"a": ids})
+
+    with pytest.raises(ValueError, match=r"Input Feature a has output shape set as \(None, "
+                                         r"None\) which is not fully defined"):
+        enqueue(tf.sparse.from_dense(tf.constant([[[1]]], tf.int64)))
 
 
 BAD_GRADIENTS = [

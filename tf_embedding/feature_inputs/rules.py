@@ -267,9 +267,12 @@ def update_output_shapes(stored: Sequence[tf.TensorShape],
 
 
 def check_fully_defined(paths: Sequence[str], shapes: Sequence[tf.TensorShape]) -> None:
-    """Raises ValueError for the first feature whose output shape is not fully defined."""
+    """Raises ValueError for the first feature whose output shape is not fully defined beyond
+    its batch dimension. (TF requires the batch dimension too; here an unknown one, as a
+    distributed dataset's is on several MultiWorkerMirroredStrategy workers when traced, makes
+    every batch a partial one of any size: `FeatureOutputsSpec`.)"""
     for path, shape in zip(paths, shapes):
-        if not shape.is_fully_defined():
+        if shape.rank is None or not shape[1:].is_fully_defined():
             raise ValueError(
                 f"Input Feature {path} has output shape set as "
                 f"{shape} which is not fully defined. "
@@ -308,11 +311,12 @@ def check_gradients(feature_config: Any, gradients: Any, output_shapes: Sequence
 
 
 def _batch_shape_matches(shape: tf.TensorShape, expected: list[int]) -> bool:
-    """TF's exact shape check, except that the batch dimension may be statically unknown."""
+    """TF's exact shape check, except that the batch dimension may be statically unknown (in
+    the gradient, or in the output shape: then any batch size matches)."""
     if shape.rank != len(expected):
         return False
     dims = shape.as_list()
-    return dims[1:] == expected[1:] and dims[0] in (None, expected[0])
+    return dims[1:] == expected[1:] and (expected[0] is None or dims[0] in (None, expected[0]))
 
 
 # ---------------------------------------------------------------------------------------------

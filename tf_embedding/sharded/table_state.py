@@ -73,9 +73,11 @@ class TableState:
                       partial: bool) -> list[tuple[int, tf.Tensor]]:
         """(feature index, activations in the feature's output shape) for this table's
         features, from its [R, dim] activations; `output_shapes` and `feature_paths` are every
-        feature's. The rows must fill the shapes, or with `partial` fit a smaller batch."""
+        feature's. The rows must fill the shapes, or with `partial` fit a smaller batch; shapes
+        whose batch size was unknown when they were fixed take a batch of any size."""
         shapes = [output_shapes[index].as_list() + [self.config.dim]
                   for index in self.feature_indices]
+        partial = partial or any(shape[0] is None for shape in shapes)
         message = (
             f"Table {self.name}: the dequeued batch's rows per feature "
             f"{[feature_paths[index] for index in self.feature_indices]} do not fill their "
