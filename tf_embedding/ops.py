@@ -277,6 +277,14 @@ def features_to_csr(table_name: str, vocabulary_size: int, combiner: str,
     return batch._replace(feature_row_counts=_row_counts(batch.feature_row_counts, features))
 
 
+def features_check(table_name: str, vocabulary_size: int, combiner: str,
+                   features: Sequence[FeatureInput]) -> Tuple[tf.Tensor, tf.Tensor]:
+    """What `features_to_csr` would refuse of these features, without failing: the index of the
+    first refused feature (int32, -1 when all are valid) and its message (`TfeFeaturesCheck`)."""
+    return tuple(_loader.load_ops().tfe_features_check(
+        **_conversion_arguments(table_name, vocabulary_size, combiner, features)))
+
+
 def _row_counts(op_row_counts: tf.Tensor, features: Sequence[FeatureInput]) -> tf.Tensor:
     """A conversion op's feature_row_counts; inside XLA the same counts from the features'
     shapes alone. XLA needs the sizes of a split (each feature's activations) when compiling,

@@ -1,5 +1,5 @@
-// TfeFeaturesToCsr: validate and stack one table's features into a CSR batch
-// (core: csr_conversion.h).
+// TfeFeaturesToCsr: validate and stack one table's features into a CSR batch, and
+// TfeFeaturesCheck: report what that validation would refuse (core: csr_conversion.h).
 #include <string>
 #include <vector>
 
@@ -74,6 +74,43 @@ class FeaturesToCsrOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("TfeFeaturesToCsr").Device(::tensorflow::DEVICE_CPU),
                         FeaturesToCsrOp);
+
+// TfeFeaturesCheck: the conversion's checks of each feature (CsrBuilder::AddFeature, the one
+// definition of them), reported as the first refused feature and its message.
+class FeaturesCheckOp : public OpKernel {
+ public:
+  explicit FeaturesCheckOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadCsrConversionAttrs(ctx, &table_, &features_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    std::vector<FeatureTensors> tensors;
+    OP_REQUIRES_OK(ctx, ReadFeatureTensors(ctx, features_.size(), &tensors));
+    CsrBuilder builder(table_);
+    int32_t invalid_feature = -1;
+    std::string message;
+    for (size_t f = 0; f < features_.size() && invalid_feature < 0; ++f) {
+      const Status status = builder.AddFeature(features_[f], tensors[f]);
+      if (!status.ok()) {
+        invalid_feature = static_cast<int32_t>(f);
+        message = status.message();
+      }
+    }
+    Tensor* index = nullptr;
+    Tensor* text = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &index));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({}), &text));
+    index->scalar<int32_t>()() = invalid_feature;
+    text->scalar<::tensorflow::tstring>()() = message;
+  }
+
+ private:
+  TableSpec table_;
+  std::vector<FeatureSpec> features_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("TfeFeaturesCheck").Device(::tensorflow::DEVICE_CPU),
+                        FeaturesCheckOp);
 
 }  // namespace
 }  // namespace tf_embedding

@@ -43,6 +43,35 @@ REGISTER_OP("TfeFeaturesToCsr")
 Converts the features of one table into one stacked CSR batch (docs/internals.md).
 )doc");
 
+REGISTER_OP("TfeFeaturesCheck")
+    .Input("ids: Tids")
+    .Input("row_info: N * int64")
+    .Input("dense_shapes: N * int64")
+    .Input("weights: N * float")
+    .Output("invalid_feature: int32")
+    .Output("message: string")
+    .Attr("N: int >= 1")
+    .Attr("Tids: list({int32, int64}) >= 1")
+    .Attr("input_kinds: list(string)")
+    .Attr("has_weights: list(bool)")
+    .Attr("max_sequence_lengths: list(int)")
+    .Attr("prune_invalid: list(bool)")
+    .Attr("feature_names: list(string)")
+    .Attr("combiner: string")
+    .Attr("vocabulary_size: int >= 1")
+    .Attr("table_name: string")
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->Scalar());
+      c->set_output(1, c->Scalar());
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+TfeFeaturesToCsr's validation of the same inputs, reported instead of raised: the index of the
+first feature that conversion would refuse (-1: none) and its error message ("" when valid). A
+multi-worker step gathers the index from every worker, so one worker's malformed batch fails the
+step on all of them.
+)doc");
+
 REGISTER_OP("TfeCsrDedup")
     .Input("ids: int64")
     .Output("unique_ids: int64")

@@ -126,13 +126,11 @@ class Engine:
         """This replica's CSR batch of each table, from `table_inputs[t]` (table t's
         `FeatureInput`s). `training` (a bool or bool tensor): whether the batch counts for
         `profile_data_directory`. Under MultiWorkerMirroredStrategy every worker first checks
-        every worker's ids (`id_check`), so an id past its table fails the step everywhere."""
+        every worker's batch (`id_check`), so an id past its table or a malformed feature fails
+        the step everywhere."""
         if self.workers is not None:
-            flat = [(state.config, feature) for state, inputs in zip(self.tables, table_inputs)
-                    for feature in inputs]
-            check = id_check.check_ids_everywhere(
-                self.workers, [feature.name for _, feature in flat],
-                [table for table, _ in flat], [feature.tensor for _, feature in flat])
+            check = id_check.check_batches_everywhere(
+                self.workers, [state.config for state in self.tables], table_inputs)
             with tf.control_dependencies([check]):
                 return self._convert_tables(table_inputs, training)
         return self._convert_tables(table_inputs, training)

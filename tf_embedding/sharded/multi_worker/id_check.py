@@ -1,20 +1,25 @@
-"""The check that makes an out-of-range id on one worker fail the step on every worker.
+"""The check that makes bad input on one worker fail the step on every worker.
 
-A worker whose batch holds an id past its table fails in the CSR conversion (the kernel's
-message names the table and feature); its peers, which never hear of it, would wait in the
-step's first exchange until the collective timeout. So under MultiWorkerMirroredStrategy every
-conversion (`enqueue`, and the Keras front ends' lookups: `Engine.convert_tables`) first gathers
-each feature's largest id from every worker (one small gather) and every worker checks them
-all: all raise the same InvalidArgumentError, naming the feature, its table and each worker's
-largest id, before any conversion or exchange, so no table changes and the group's collectives
-stay usable (a failed collective would abort them until a restart).
-Negative ids need no check: the conversion drops them, as stock TF's lookups do.
+A worker whose batch holds an id past its table, a malformed SparseTensor or RaggedTensor, or
+weights not laid out as their ids fails in the CSR conversion (the kernel's message names the
+table and feature); its peers, which never hear of it, would wait in the step's first exchange
+until the collective timeout. So under MultiWorkerMirroredStrategy every conversion (`enqueue`,
+and the Keras front ends' lookups: `Engine.convert_tables`) first gathers, from every worker in
+one small gather, each feature's largest id and, per table, the first feature the conversion
+would refuse (`TfeFeaturesCheck`, the conversion's own checks, reported instead of raised;
+strings cannot travel through collectives). Every worker checks them all and raises the same
+InvalidArgumentError, naming the feature, its table and the workers whose batch is bad (the
+failing worker adds its own kernel's message), before any conversion or exchange: no table
+changes and the group's collectives stay usable (a failed collective would abort them until a
+restart). Negative ids need no check: the conversion drops them, as stock TF's lookups do.
 """
 
 from typing import Any, Sequence
 
 import tensorflow as tf
 
+from tf_embedding import ops
+from tf_embedding.feature_inputs.feature_input import FeatureInput
 from tf_embedding.sharded.multi_worker.group import WorkerGroup
 
 
@@ -27,23 +32,49 @@ def _ids(feature: Any) -> tf.Tensor:
     return tf.reshape(tf.cast(values, tf.int64), [-1])
 
 
-def check_ids_everywhere(group: WorkerGroup, feature_paths: Sequence[str],
-                         table_configs: Sequence[Any], flat_inputs: Sequence[Any]
-                         ) -> tf.Operation:
-    """An op that fails, on every worker alike, if any worker's `flat_inputs` hold an id past
-    its feature's table (`table_configs[i]` is feature i's). A collective: every worker's
-    enqueue runs it."""
+def check_batches_everywhere(group: WorkerGroup, tables: Sequence[Any],
+                             table_inputs: Sequence[Sequence[FeatureInput]]) -> tf.Operation:
+    """An op that fails, on every worker alike, if any worker's batch holds an id past its
+    feature's table or a feature the conversion refuses (`table_inputs[t]`: the FeatureInputs
+    of `tables[t]`, a TableConfig). A collective: every worker's conversion runs it."""
+    flat = [(table, feature) for table, inputs in zip(tables, table_inputs)
+            for feature in inputs]
     with tf.device(group.device):
-        largest = tf.stack([tf.reduce_max(tf.concat([_ids(feature), [-1]], axis=0))
-                            for feature in flat_inputs])
-        by_worker = tf.reshape(group.all_gather(largest, group.exchange_keys()[0]),
-                               [group.size, len(flat_inputs)])
-        checks = []
-        for index, (path, table) in enumerate(zip(feature_paths, table_configs)):
-            checks.append(tf.debugging.assert_less(
-                by_worker[:, index], tf.constant(table.vocabulary_size, tf.int64),
-                message=(f"Table {table.name}, feature {path}: an id is out of range for "
-                         f"vocabulary size {table.vocabulary_size} on a worker (its largest "
-                         "id on each worker, by rank, follows); the step changed no table"),
-                summarize=group.size))
-        return tf.group(checks)
+        largest = [tf.reduce_max(tf.concat([_ids(feature.tensor), [-1]], axis=0))
+                   for _, feature in flat]
+        refused = [ops.features_check(table.name, table.vocabulary_size, table.combiner, inputs)
+                   for table, inputs in zip(tables, table_inputs)]
+        local = tf.stack(largest + [tf.cast(index, tf.int64) for index, _ in refused])
+        by_worker = tf.reshape(group.all_gather(local, group.exchange_keys()[0]),
+                               [group.size, len(flat) + len(tables)])
+        range_checks = [_range_check(group, by_worker[:, index], table, feature.name)
+                        for index, (table, feature) in enumerate(flat)]
+        with tf.control_dependencies(range_checks):
+            layout_checks = [
+                _layout_check(group, tf.equal(by_worker[:, len(flat) + t], position), table,
+                              feature.name, tf.where(tf.equal(index, position), message, ""))
+                for t, (table, inputs, (index, message)) in enumerate(
+                    zip(tables, table_inputs, refused))
+                for position, feature in enumerate(inputs)]
+        return tf.group(range_checks + layout_checks)
+
+
+def _range_check(group: WorkerGroup, largest_by_worker: tf.Tensor, table: Any,
+                 path: str) -> tf.Operation:
+    return tf.debugging.assert_less(
+        largest_by_worker, tf.constant(table.vocabulary_size, tf.int64),
+        message=(f"Table {table.name}, feature {path}: an id is out of range for vocabulary "
+                 f"size {table.vocabulary_size} on a worker (its largest id on each worker, by "
+                 "rank, follows); the step changed no table"),
+        summarize=group.size)
+
+
+def _layout_check(group: WorkerGroup, refused_by_worker: tf.Tensor, table: Any, path: str,
+                  own_message: tf.Tensor) -> tf.Operation:
+    return tf.debugging.Assert(
+        tf.logical_not(tf.reduce_any(refused_by_worker)),
+        [f"Table {table.name}, feature {path}: the batch of a worker is malformed (a "
+         "SparseTensor's indices out of bounds or order, a RaggedTensor's row splits, or "
+         "weights not laid out as their ids); the step changed no table. Whether each "
+         "worker's batch is malformed, by rank, and this worker's own error:",
+         refused_by_worker, own_message], summarize=group.size)
