@@ -10,7 +10,9 @@ import functools
 from typing import Any, Callable, Sequence
 
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tensorflow.python.trackable import autotrackable
+from tensorflow.python.trackable import constants as base_constants
 from tensorflow.python.trackable import base as trackable_base
 
 from tf_embedding.optimizers import keras_translation
@@ -96,6 +98,16 @@ class EmbeddingBase(autotrackable.AutoTrackable):
         """Builds if needed, then `embedding_lookup(features, weights)`."""
         self._maybe_build()
         return self.embedding_lookup(features, weights)
+
+    def _checkpoint_adapter(self, path: str) -> None:
+        """TF's hook, called when a checkpoint restores into this object, before any of its
+        variables is read: once built, a table or slot whose checkpointed shape differs raises
+        ValueError naming the table and both shapes, before anything is assigned (TF would
+        fail in RestoreV2 with a raw shape error). Restores before `build()` are checked as each
+        variable is created (`_check_checkpoint_shape`)."""
+        if self._built and isinstance(path, str):
+            _check_checkpoint_fits(path, self._variables)
+        return super()._checkpoint_adapter(path)
 
     def _maybe_build(self) -> None:
         if not self._built:
@@ -217,6 +229,42 @@ def _shape_checked(table_name: str, variable_name: str,
         return value
 
     return checked
+
+
+def _check_checkpoint_fits(path: str, variables: dict[str, dict[str, Any]]) -> None:
+    """Raises ValueError when the checkpoint at `path` holds this object's tables (an object
+    whose children are named as its table and slot variables) but none such object's shapes
+    are these variables': a table or slot of another (vocabulary_size, dim)."""
+    names = {table: {(table if slot == "parameters" else f"{table}/{slot}"): variable
+                     for slot, variable in slots.items()}
+             for table, slots in variables.items()}
+    expected = {name: tuple(variable.shape) for by_name in names.values()
+                for name, variable in by_name.items()}
+    reader = tf.train.load_checkpoint(path)
+    shapes = reader.get_variable_to_shape_map()
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor(base_constants.OBJECT_GRAPH_PROTO_KEY))
+    mismatches = []
+    for node in graph.nodes:
+        saved = {}
+        for child in node.children:
+            if child.local_name in expected:
+                for attribute in graph.nodes[child.node_id].attributes:
+                    if attribute.name == base_constants.VARIABLE_VALUE_KEY:
+                        saved[child.local_name] = tuple(shapes[attribute.checkpoint_key])
+        if not any(table in saved for table in variables):
+            continue  # not an embedding object with these tables
+        wrong = [(name, shape) for name, shape in saved.items() if shape != expected[name]]
+        if not wrong:
+            return
+        mismatches.append(wrong[0])
+    if mismatches:
+        name, shape = mismatches[0]
+        table = name.split("/")[0]
+        raise ValueError(
+            f"Cannot restore table '{table}': the checkpoint holds variable '{name}' with shape "
+            f"{shape}, but this object's has shape {expected[name]} (vocabulary_size, dim). "
+            "Nothing was restored.")
 
 
 def _check_checkpoint_shape(table_name: str, variable_name: str, initializer: Initializer,

@@ -2,6 +2,8 @@
 table and the problem, instead of training with the wrong numbers or failing later with a raw
 TensorFlow error."""
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -84,3 +86,43 @@ def test_the_jit_compile_argument_keeps_the_checks():
     serving.build()
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"12 is not in \[0, 10\)"):
         tf.function(lambda ids: serving({"watched": ids}))(SERVING_INPUTS["dense"]())
+
+
+def _two_tables(video_rows, dim=2, embedding_class=tf_embedding.TPUEmbedding):
+    video = tf_embedding.TableConfig(video_rows, dim, name="video")
+    user = tf_embedding.TableConfig(5, 2, name="user")
+    embedding = embedding_class({"f": tf_embedding.FeatureConfig(video),
+                                 "g": tf_embedding.FeatureConfig(user)}, tf_embedding.Adagrad(0.1))
+    embedding.build()
+    return embedding
+
+
+@pytest.mark.parametrize("embedding_class", [tf_embedding.TPUEmbedding,
+                                             tf_embedding.TPUEmbeddingV0,
+                                             tf_embedding.TPUEmbeddingForServing])
+@pytest.mark.parametrize("video_rows, dim, saved, wanted", [
+    (20, 2, "(10, 2)", "(20, 2)"), (10, 3, "(10, 2)", "(10, 3)")])
+def test_a_checkpoint_that_does_not_fit_fails_before_anything_is_assigned(
+        tmp_path, embedding_class, video_rows, dim, saved, wanted):
+    # TF fails in RestoreV2 with a raw shape error; the message names the table and both shapes.
+    path = tf.train.Checkpoint(embedding=_two_tables(10, embedding_class=embedding_class)).save(
+        str(tmp_path / "c"))
+    embedding = _two_tables(video_rows, dim, embedding_class)
+    before = {name: variables["parameters"].numpy()
+              for name, variables in embedding.table_variables().items()}
+    with pytest.raises(ValueError, match=re.escape(
+            f"Cannot restore table 'video': the checkpoint holds variable 'video' with shape "
+            f"{saved}, but this object's has shape {wanted}")):
+        tf.train.Checkpoint(embedding=embedding).restore(path)
+    for name, variables in embedding.table_variables().items():
+        np.testing.assert_array_equal(variables["parameters"].numpy(), before[name])
+
+
+def test_a_fitting_checkpoint_restores_after_build(tmp_path):
+    saved = _two_tables(10)
+    path = tf.train.Checkpoint(embedding=saved).save(str(tmp_path / "c"))
+    embedding = _two_tables(10)
+    tf.train.Checkpoint(embedding=embedding).restore(path).assert_consumed()
+    for name, variables in embedding.table_variables().items():
+        np.testing.assert_array_equal(variables["parameters"].numpy(),
+                                      saved.table_variables()[name]["parameters"].numpy())
