@@ -40,7 +40,7 @@ REGISTER_OP("TfeFeaturesToCsr")
       return absl::OkStatus();
     })
     .Doc(R"doc(
-Converts the features of one table into one stacked CSR batch (docs/internals.md).
+Converts the features of one table into one stacked CSR batch (docs/kernels.md).
 )doc");
 
 REGISTER_OP("TfeFeaturesCheck")
