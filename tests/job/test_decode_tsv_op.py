@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_embedding import _loader, ops
-from tf_embedding.job.data import criteo, synthetic
+from tf_embedding import _loader
+from tf_embedding.job.data import criteo, input_ops, synthetic
 from tf_embedding.job.data.spec import DataSpec, FeatureSpec, TableSpec
 
 pytestmark = pytest.mark.unit
@@ -106,7 +106,8 @@ def test_lines_of_a_synthetic_batch_decode_as_the_string_ops_do():
 
 def test_empty_batch_and_empty_lines():
     assert _assert_equal_on_valid_rows(["", "\t", "1"]).tolist() == [False] * 3
-    decoded = ops.decode_tsv(tf.constant([], tf.string), 2, [ops.TsvFeature("f", False, True, 5)])
+    decoded = input_ops.decode_tsv(tf.constant([], tf.string), 2,
+                                   [input_ops.TsvFeature("f", False, True, 5)])
     assert decoded.dense.shape == [0, 2]
     assert decoded.ids[0].shape[0] == 0 and decoded.weights[0].shape[0] == 0
 

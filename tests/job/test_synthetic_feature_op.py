@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_embedding import ops
 from tf_embedding.feature_inputs import rules
-from tf_embedding.job.data import synthetic
+from tf_embedding.job.data import input_ops, synthetic
 from tf_embedding.job.data.spec import DataSpec, FeatureSpec, TableSpec
 
 pytestmark = pytest.mark.unit
@@ -102,8 +101,8 @@ def _call(columns, **overrides):
     arguments = dict(feature_name="clicks", batch_size=8, max_ids=3, weighted=True,
                      combiner="mean", multiplier=1, offset=0, weight_range=(0.2, 1.0))
     arguments.update(overrides)
-    return ops.synthetic_feature(tf.constant(columns, tf.float64),
-                                 tf.constant([[1, 2], [3, 4], [5, 6]], tf.int64), **arguments)
+    return input_ops.synthetic_feature(tf.constant(columns, tf.float64),
+                                       tf.constant([[1, 2], [3, 4], [5, 6]], tf.int64), **arguments)
 
 
 def test_an_alias_entry_that_is_not_a_rank_fails_naming_the_feature():
@@ -127,5 +126,5 @@ def test_bad_tables_fail_naming_the_feature(columns, overrides, message):
 
 def test_bad_seeds_fail_naming_the_feature():
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"Feature 'clicks': seeds must be"):
-        ops.synthetic_feature(tf.zeros([4, 4], tf.float64), tf.zeros([2, 2], tf.int64), "clicks",
-                              8, 3, False, "sum", 1, 0, (0.2, 1.0))
+        input_ops.synthetic_feature(tf.zeros([4, 4], tf.float64), tf.zeros([2, 2], tf.int64),
+                                    "clicks", 8, 3, False, "sum", 1, 0, (0.2, 1.0))

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_embedding import ops
-from tf_embedding.job.data import synthetic
+from tf_embedding.job.data import input_ops, synthetic
 from tf_embedding.job.data.spec import TableSpec
 
 pytestmark = pytest.mark.unit
@@ -41,9 +40,9 @@ def test_drawn_ids_follow_the_zipf_law_and_carry_their_effects():
     table = synthetic.ZipfTable(spec, seed=5)
     draws = 400_000
     # One id per sample, summed: each sample's contribution is its id's effect.
-    drawn = ops.synthetic_feature(table.columns, tf.constant([[1, 2], [3, 4], [5, 6]]), "hour",
-                                  draws, 1, False, "sum", table.multiplier, table.offset,
-                                  (0.2, 1.0))
+    drawn = input_ops.synthetic_feature(table.columns, tf.constant([[1, 2], [3, 4], [5, 6]]),
+                                        "hour", draws, 1, False, "sum", table.multiplier,
+                                        table.offset, (0.2, 1.0))
     rows, effects = drawn.rows.numpy(), drawn.contribution.numpy()
     # Row of rank r: the table's fixed bijection.
     rank_of_row = {(r * table.multiplier + table.offset) % 24: r for r in range(24)}

@@ -10,5 +10,7 @@ command line can build its parser (and answer `--help`) without loading TensorFl
   windowed reading pipeline).
 * `synthetic`: a synthetic click log with a planted model; `criteo`: Criteo-format TSV;
   `tfrecord`: TFRecord files of `tf.train.Example`.
+* `input_ops`: typed wrappers of the job's own ops, which those readers run (the synthetic
+  log's features, the TSV decoder).
 * `generate`: `tf-embedding generate`, synthetic examples written as TSV or TFRecord.
 """

@@ -16,8 +16,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tf_embedding import ops
-from tf_embedding.job.data import common
+from tf_embedding.job.data import common, input_ops
 from tf_embedding.job.data.spec import DataSpec
 
 _FLOAT = r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?"
@@ -33,9 +32,9 @@ def num_columns(spec: DataSpec) -> int:
 def decode_labeled_lines(lines: tf.Tensor, spec: DataSpec) -> tuple[common.Batch, tf.Tensor]:
     """Parses a batch of labeled lines into (batch, valid) in one op; rows of invalid lines are
     meaningless."""
-    features = [ops.TsvFeature(f.name, f.id_type == "string", f.weighted,
-                               spec.table(f.table).vocabulary_size) for f in spec.features]
-    decoded = ops.decode_tsv(lines, spec.num_dense, features)
+    features = [input_ops.TsvFeature(f.name, f.id_type == "string", f.weighted,
+                                     spec.table(f.table).vocabulary_size) for f in spec.features]
+    decoded = input_ops.decode_tsv(lines, spec.num_dense, features)
     weights = iter(decoded.weights)
     batch: common.Batch = {
         "label": decoded.label, "dense": decoded.dense,

@@ -24,8 +24,7 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
-from tf_embedding import ops
-from tf_embedding.job.data import common
+from tf_embedding.job.data import common, input_ops
 from tf_embedding.job.data.spec import DataSpec, TableSpec
 
 TRAIN = 0
@@ -123,7 +122,7 @@ class SyntheticClickLog:
         batch: common.Batch = {"dense": dense, "ids": {}, "weights": {}}
         for j, feature in enumerate(self.spec.features):
             table = self._tables[feature.table]
-            drawn = ops.synthetic_feature(
+            drawn = input_ops.synthetic_feature(
                 table.columns, tf.stack([stream(3 * j + 1), stream(3 * j + 2), stream(3 * j + 3)]),
                 feature.name, batch_size, feature.max_ids, feature.weighted,
                 self.spec.table(feature.table).combiner, table.multiplier, table.offset,
