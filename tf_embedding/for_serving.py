@@ -16,7 +16,8 @@ from tensorflow.python.ops import control_flow_util
 from tensorflow.python.tpu import tpu_embedding_v3_utils
 from tensorflow.python.trackable import base as trackable_base
 
-from tf_embedding.feature_inputs import rules
+from tf_embedding.feature_inputs import cpu_rules
+from tf_embedding.feature_inputs.feature_input import output_shape_factor_message
 from tf_embedding import pooled_lookup
 from tf_embedding.embedding_base import EmbeddingBase
 
@@ -152,9 +153,9 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
     """
     _refuse_outer_xla()
     outputs = []
-    for item in rules.validate_features(inputs, weights, feature_config):
+    for item in cpu_rules.validate_features(inputs, weights, feature_config):
         with tf.control_dependencies(_layout_checks(item)):
-            outputs.append(_lookup(rules.cpu_lookup_plan(item), item.feature,
+            outputs.append(_lookup(cpu_rules.cpu_lookup_plan(item), item.feature,
                                    _table_of(tables, item), jit_compile))
     return tf.nest.pack_sequence_as(inputs, outputs)
 
@@ -172,7 +173,7 @@ def _refuse_outer_xla() -> None:
             "that compiles the pooling with XLA and keeps the checks.")
 
 
-def _table_of(tables: dict[Any, tf.Variable], item: rules.ValidatedFeature) -> Any:
+def _table_of(tables: dict[Any, tf.Variable], item: cpu_rules.ValidatedFeature) -> Any:
     table = item.feature.table
     if table not in tables:
         raise ValueError(f"Feature '{item.path}': `tables` holds no table for its table "
@@ -180,7 +181,7 @@ def _table_of(tables: dict[Any, tf.Variable], item: rules.ValidatedFeature) -> A
     return tables[table]
 
 
-def _layout_checks(item: rules.ValidatedFeature) -> list[tf.Operation]:
+def _layout_checks(item: cpu_rules.ValidatedFeature) -> list[tf.Operation]:
     """Run-time checks, in stock ops, of what the lookups index with: a ragged batch's row
     splits (a batch made with `validate=False` is not checked elsewhere, and the compiled lookup
     would read past its ids), and weights laid out as their ids (as many values; a ragged
@@ -221,7 +222,7 @@ def _equal_vectors(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
                    lambda: tf.reduce_all(tf.equal(a, b)), lambda: tf.constant(False))
 
 
-def _lookup(plan: rules.CpuLookupPlan, feature: Any, table: Any,
+def _lookup(plan: cpu_rules.CpuLookupPlan, feature: Any, table: Any,
             jit_compile: bool) -> tf.Tensor:
     """One feature's activations, by the stock ops TF's CPU lookup uses for its plan (or a
     faster formulation of the same pooling: `pooled_lookup`)."""
@@ -244,7 +245,7 @@ def _lookup(plan: rules.CpuLookupPlan, feature: Any, table: Any,
 
 
 def _sparse_lookup(inp: tf.SparseTensor, weight: tf.SparseTensor | None, table: Any,
-                   plan: rules.CpuLookupPlan, feature: Any,
+                   plan: cpu_rules.CpuLookupPlan, feature: Any,
                    jit_compile: bool) -> tf.Tensor:
     combiner = feature.table.combiner
     if plan.sequence_length:
@@ -321,7 +322,7 @@ def _ragged_output_shape_lookup_dynamic_batch(inp: tf.RaggedTensor,
             tf.logical_and(batch_size > 0, batch_size < output_size),
             tf.equal(output_size % tf.maximum(batch_size, 1), 0))
         message = tf.strings.format(
-            rules.output_shape_factor_message(feature, "{}"), batch_size)
+            output_shape_factor_message(feature, "{}"), batch_size)
         with tf.control_dependencies([tf.debugging.Assert(fits, [message])]):
             sequence_length = output_size // tf.maximum(batch_size, 1)
         activations = tf.nn.embedding_lookup(table, inp).to_tensor(
@@ -338,6 +339,6 @@ def _ragged_pooled_lookup(table: Any, ragged: tf.RaggedTensor,
         weights = tf.ones_like(ragged, dtype=table.dtype)
     weights = tf.expand_dims(weights, axis=2)
     activations = tf.reduce_sum(tf.nn.embedding_lookup(table, ragged) * weights, axis=1)
-    norms = rules.combiner_norm(combiner, weights,
+    norms = cpu_rules.combiner_norm(combiner, weights,
                                        lambda values: tf.reduce_sum(values, axis=1))
     return activations if norms is None else tf.math.divide_no_nan(activations, norms)

@@ -35,7 +35,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from tf_embedding.feature_inputs import rules
+from tf_embedding.feature_inputs import cpu_rules
 
 Fallback = Callable[[], tf.Tensor]
 
@@ -112,7 +112,7 @@ def _segment_pool(table: tf.Variable | tf.Tensor, ids: tf.Tensor, rows: tf.Tenso
     weighted = tf.gather(data, ids) * weights[:, tf.newaxis]
     sums = tf.sparse.segment_sum(weighted, tf.range(tf.shape(ids, out_type=rows.dtype)[0]),
                                  rows, num_segments=num_rows)
-    norms = rules.combiner_norm(
+    norms = cpu_rules.combiner_norm(
         combiner, weights,
         lambda values: tf.math.unsorted_segment_sum(values, rows, num_rows))
     return sums if norms is None else tf.math.divide_no_nan(sums, norms[:, tf.newaxis])
@@ -240,7 +240,7 @@ def _compiled_grid_lookup(table: tf.Tensor, ids: tf.Tensor,
         cell_weights *= tf.maximum(weights, 0.0) if prune_weights else weights
     rows = tf.gather(table, tf.maximum(ids, 0))
     activations = tf.reduce_sum(rows * cell_weights[:, :, tf.newaxis], axis=1)
-    norms = rules.combiner_norm(combiner, cell_weights,
+    norms = cpu_rules.combiner_norm(combiner, cell_weights,
                                        lambda values: tf.reduce_sum(values, axis=1))
     if norms is None:
         return activations

@@ -20,9 +20,10 @@ import tensorflow as tf
 from tensorflow.python.saved_model import save_context
 from tensorflow.python.util import nest
 
-from tf_embedding.feature_inputs import rules
+from tf_embedding.feature_inputs import cpu_rules
 from tf_embedding.feature_inputs.feature_input import FeatureInput
 from tf_embedding.feature_inputs.feature_input import activation_shape
+from tf_embedding.feature_inputs.feature_input import output_shape_factor_message
 from tf_embedding.feature_inputs.feature_input import split_activations
 from tf_embedding import ops
 from tf_embedding import embedding_base
@@ -107,17 +108,17 @@ class TPUEmbeddingV0(embedding_base.EmbeddingBase):
         `serving_embedding_lookup` gives.
         """
         self._maybe_build()
-        validated = rules.validate_features(features, weights, self._feature_config)
+        validated = cpu_rules.validate_features(features, weights, self._feature_config)
         by_table = embedding_base.feature_indices_by_table([item.feature for item in validated])
 
         outputs: list[tf.Tensor | None] = [None] * len(validated)
         # The tables the custom ops look up, all in one op (`features_lookup`, differentiable):
         # (the table's config, its variable, its features' indices and plans).
-        fused: list[tuple[Any, Any, list[int], list[rules.CpuLookupPlan]]] = []
+        fused: list[tuple[Any, Any, list[int], list[cpu_rules.CpuLookupPlan]]] = []
         for indices in by_table.values():
             table = validated[indices[0]].feature.table
             variable = self._table_variable(table.name)
-            plans = [rules.cpu_lookup_plan(validated[i]) for i in indices]
+            plans = [cpu_rules.cpu_lookup_plan(validated[i]) for i in indices]
             # A SavedModel must load in TensorFlow (or TF Serving) without tf_embedding. (Inside
             # jit_compile=True the fused op runs through its XLA kernel.)
             if save_context.in_save_context() or any(plan.runtime_output_shape_feature
@@ -150,7 +151,7 @@ class TPUEmbeddingV0(embedding_base.EmbeddingBase):
 
 
 def _stock_lookup(table_variable: tf.Variable, table: Any,
-                  plans: list[rules.CpuLookupPlan]) -> list[tf.Tensor]:
+                  plans: list[cpu_rules.CpuLookupPlan]) -> list[tf.Tensor]:
     """The fused path's activation blocks for one table's `plans`, from stock ops XLA compiles.
 
     Every shape follows from the inputs' shapes: under XLA, `tf.unique` of a tensor whose size
@@ -201,7 +202,7 @@ class _Lookups(NamedTuple):
 def _lookup_rows(feature_input: FeatureInput, combiner: str,
                  runtime_output_shape_feature: Any) -> _Lookups:
     """A feature's lookups, with the row layout and gains of the CSR conversion
-    (docs/kernels.md) and `runtime_output_shape_feature` as in `rules.CpuLookupPlan`."""
+    (docs/kernels.md) and `runtime_output_shape_feature` as in `cpu_rules.CpuLookupPlan`."""
     tensor = feature_input.tensor
     if not isinstance(tensor, (tf.SparseTensor, tf.RaggedTensor)):
         ids = tf.cast(tf.reshape(tensor, [-1]), tf.int64)
@@ -253,7 +254,7 @@ def _lookup_rows(feature_input: FeatureInput, combiner: str,
 
 
 def _runtime_sequence_length(feature: Any, batch_size: tf.Tensor) -> tf.Tensor:
-    """`rules.ragged_sequence_length` for a batch size known at run time.
+    """`feature_input.ragged_sequence_length` for a batch size known at run time.
 
     0 if the batch fills `feature.output_shape`, else the positions per sample. When neither fits
     it fails at run time with TF's message (XLA drops the check).
@@ -262,7 +263,7 @@ def _runtime_sequence_length(feature: Any, batch_size: tf.Tensor) -> tf.Tensor:
     sequence_length = tf.where(tf.equal(batch_size, output_size), tf.constant(0, tf.int64),
                                output_size // tf.maximum(batch_size, 1))
     fits = tf.equal(batch_size * tf.maximum(sequence_length, 1), output_size)
-    message = tf.strings.format(rules.output_shape_factor_message(feature, "{}"),
+    message = tf.strings.format(output_shape_factor_message(feature, "{}"),
                                 batch_size)
     with tf.control_dependencies([tf.debugging.Assert(fits, [message])]):
         return tf.identity(sequence_length)
@@ -270,7 +271,7 @@ def _runtime_sequence_length(feature: Any, batch_size: tf.Tensor) -> tf.Tensor:
 
 def _gains(weights: tf.Tensor, rows: tf.Tensor, num_rows: tf.Tensor, combiner: str) -> tf.Tensor:
     """Weight times combiner factor: sum w; mean w / sum(w); sqrtn w / sqrt(sum(w^2))."""
-    norms = rules.combiner_norm(
+    norms = cpu_rules.combiner_norm(
         combiner, weights, lambda values: tf.math.unsorted_segment_sum(values, rows, num_rows))
     if norms is None:
         return weights

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_embedding.feature_inputs import rules
+from tf_embedding.feature_inputs import cpu_rules
 from tf_embedding.job.data import input_ops, synthetic
 from tf_embedding.job.data.spec import DataSpec, FeatureSpec, TableSpec
 
@@ -39,7 +39,8 @@ def _sample(table: synthetic.ZipfTable, count: tf.Tensor, seed: tf.Tensor):
 
 def _combine(weights: tf.RaggedTensor, effects: tf.Tensor, combiner: str) -> tf.Tensor:
     weighted = tf.reduce_sum(weights.with_flat_values(weights.flat_values * effects), axis=1)
-    norms = rules.combiner_norm(combiner, weights, lambda values: tf.reduce_sum(values, axis=1))
+    norms = cpu_rules.combiner_norm(combiner, weights,
+                                    lambda values: tf.reduce_sum(values, axis=1))
     return weighted if norms is None else tf.math.divide_no_nan(weighted, norms)
 
 

@@ -24,7 +24,7 @@ import tensorflow as tf
 from tensorflow.python.feature_column import feature_column_v2 as fc_lib
 from tensorflow.python.saved_model import save_context
 
-from tf_embedding.feature_inputs import rules
+from tf_embedding.feature_inputs import cpu_rules
 from tf_embedding.feature_column import migration
 from tf_embedding.feature_column import spec as spec_lib
 from tf_embedding.keras import export
@@ -126,8 +126,8 @@ class EmbeddingFeatures(weights_store.EngineWeights, tf.keras.layers.Layer):
     def _trained_lookup(self, ids: dict[str, Any], weights: dict[str, Any],
                         training: Any) -> list[tf.Tensor]:
         """The fused lookup behind the gradient trap that applies the spec's optimizers."""
-        plans = [rules.cpu_lookup_plan(item) for item in
-                 rules.validate_features(ids, weights, self._feature_config)]
+        plans = [cpu_rules.cpu_lookup_plan(item) for item in
+                 cpu_rules.validate_features(ids, weights, self._feature_config)]
         multiplier = self._spec.experimental_gradient_multiplier_fn
         return self._front_end.trained_lookup(
             plans, getattr(self, _HELPER_NAME),

@@ -1,8 +1,10 @@
-"""One feature's input as the fused ops read it (`FeatureInput`), and the shapes stock TF's CPU
+"""One feature's input as the fused ops read it (`FeatureInput`), the shapes stock TF's CPU
 lookup gives its activations, so that a table's stacked `[R, dim]` activations split back into
-per-feature outputs."""
+per-feature outputs, and how a ragged input fills a feature's `output_shape`
+(`ragged_sequence_length`), which both paths' rules (`rules`, `cpu_rules`) read it by."""
 
-from typing import List, NamedTuple, Optional, Sequence, Union
+import math
+from typing import Any, List, NamedTuple, Optional, Sequence, Union
 
 import tensorflow as tf
 
@@ -33,6 +35,31 @@ def check_ids_dtype(feature_name: str, dtype: tf.DType) -> None:
     """Raises TypeError, naming the feature, unless ids of `dtype` can index a table."""
     if dtype not in (tf.int32, tf.int64):
         raise TypeError(f"Feature {feature_name}: ids must be int32 or int64, got {dtype.name}.")
+
+
+def ragged_sequence_length(feature: Any, batch_size: int) -> int:
+    """Positions per sample for a ragged (or rank 2 sparse) input whose feature sets
+    `output_shape`.
+
+    0 means the input is pooled with the table's combiner (`output_shape` holds `batch_size`
+    samples); otherwise `output_shape` holds `batch_size` sequences of the returned length.
+
+    Raises:
+      ValueError: `output_shape` is neither `batch_size` elements nor a multiple of it.
+    """
+    output_size = math.prod(feature.output_shape.as_list())
+    if output_size == batch_size:
+        return 0
+    if 0 < batch_size < output_size and output_size % batch_size == 0:
+        return output_size // batch_size
+    raise ValueError(output_shape_factor_message(feature, batch_size))
+
+
+def output_shape_factor_message(feature: Any, batch_size: Any) -> str:
+    """TF's message for an `output_shape` that does not fit the input's batch size."""
+    return ("Output shape set in the FeatureConfig should be the factor of "
+            "the input data batch size. But instead got output shape {}, "
+            "input data batch size {}".format(feature.output_shape, batch_size))
 
 
 def activation_shape(feature: FeatureInput, dim: int) -> tf.Tensor:

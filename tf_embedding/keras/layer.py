@@ -27,7 +27,7 @@ from tensorflow.python.saved_model import save_context
 from tensorflow.python.util import nest
 
 from tf_embedding import config as config_lib
-from tf_embedding.feature_inputs import rules
+from tf_embedding.feature_inputs import cpu_rules
 from tf_embedding import for_serving
 from tf_embedding.keras import export
 from tf_embedding.keras import layer_config
@@ -221,8 +221,8 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
         """The fused lookup behind the gradient trap that applies the embedding optimizer
         (`FrontEnd.trained_lookup`)."""
         nest.assert_same_structure(self._feature_config, features)
-        plans = [rules.cpu_lookup_plan(item) for item in
-                 rules.validate_features(features, weights, self._feature_config)]
+        plans = [cpu_rules.cpu_lookup_plan(item) for item in
+                 cpu_rules.validate_features(features, weights, self._feature_config)]
         outputs = self._front_end.trained_lookup(plans, getattr(self, _DUMMY_NAME))
         return tf.nest.pack_sequence_as(features, outputs)
 

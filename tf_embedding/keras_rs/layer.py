@@ -26,7 +26,7 @@ from keras.src.backend.common import symbolic_scope
 import tensorflow as tf
 from tensorflow.python.saved_model import save_context
 
-from tf_embedding.feature_inputs import rules
+from tf_embedding.feature_inputs import cpu_rules
 from tf_embedding.feature_inputs.feature_input import FeatureInput
 from tf_embedding.keras import export
 from tf_embedding.keras import layer_config
@@ -168,7 +168,7 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
 
     def _trained_lookup(self, engine_inputs: Sequence[rs_inputs.EngineInput],
                         training: Any) -> list[tf.Tensor]:
-        plans = [rules.CpuLookupPlan(FeatureInput(path, item.ids, item.weights))
+        plans = [cpu_rules.CpuLookupPlan(FeatureInput(path, item.ids, item.weights))
                  for path, item in zip(self._paths, engine_inputs)]
         return self._front_end.trained_lookup(
             plans, getattr(self, _HELPER_NAME),

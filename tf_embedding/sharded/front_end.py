@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
-from tf_embedding.feature_inputs import rules
+from tf_embedding.feature_inputs import cpu_rules
 from tf_embedding.feature_inputs.feature_input import FeatureInput, split_activations
 from tf_embedding.sharded.engine import Engine
 from tf_embedding.sharded.tpu_embedding import TPUEmbedding
@@ -35,7 +35,7 @@ class FrontEnd:
         returns its interface."""
         return self._embedding.engine
 
-    def trained_lookup(self, plans: Sequence[rules.CpuLookupPlan], helper: Any,
+    def trained_lookup(self, plans: Sequence[cpu_rules.CpuLookupPlan], helper: Any,
                        gradient_scale: Callable[[], tf.Tensor] | None = None,
                        after_update: Callable[[], Any] | None = None,
                        training: Any = False) -> list[tf.Tensor]:
@@ -112,7 +112,7 @@ def _lookup_and_batches(engine: Engine, table_inputs: list[list[FeatureInput]],
             lambda: batches)
 
 
-def _check_static_batch_sizes(plans: Sequence[rules.CpuLookupPlan]) -> None:
+def _check_static_batch_sizes(plans: Sequence[cpu_rules.CpuLookupPlan]) -> None:
     """Raises ValueError for a feature with `output_shape` whose ragged input has no static
     batch size: the trained lookup must know its rows when it is traced."""
     for plan in plans:
