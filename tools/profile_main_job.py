@@ -52,7 +52,9 @@ import time
 from typing import Any, Iterator
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import benchmark  # pylint: disable=wrong-import-position
+# The checkout's tf_embedding, also when another copy is installed (--source puts another first).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import benchmark_machine as machine  # pylint: disable=wrong-import-position
 
 # Op categories, first match wins: (category, pattern on "scope/op:OpType").
 CATEGORIES = (
@@ -202,7 +204,7 @@ def run_paired(args: argparse.Namespace, train_flags: list[str]) -> list[dict[st
     results = []
     with tempfile.TemporaryDirectory() as scratch:
         for round_number in range(args.rounds):
-            others = benchmark.OtherProcessesCpu()
+            others = machine.OtherProcessesCpu()
             order = variants if round_number % 2 == 0 else variants[::-1]
             jobs = [_run_child(args, variant, train_flags, scratch) for variant in order]
             cores = others.cores()[0]
@@ -260,7 +262,7 @@ def main() -> int:
     if args.source:
         sys.path.insert(0, os.path.abspath(args.source))
     if args.variants:
-        print("\n".join(benchmark.machine_info([os.cpu_count()], 0)[:4]))
+        print("\n".join(machine.machine_info([os.cpu_count()], 0)[:4]))
         print(paired_report(run_paired(args, train_flags)))
         return 0
     try:

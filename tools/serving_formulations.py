@@ -34,7 +34,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchmark  # pylint: disable=wrong-import-position
+import benchmark_machine as machine  # pylint: disable=wrong-import-position
+import benchmark_report  # pylint: disable=wrong-import-position
 import benchmark_variants as bv  # pylint: disable=wrong-import-position
+import benchmark_worker  # pylint: disable=wrong-import-position
 
 HEADER = ["input", "weights", "candidate", "ms/call", "vs stock", "bits"]
 BATCHES = 4
@@ -156,11 +159,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     defaults = benchmark.parse_args(["--quick"] if args.quick else [])
     workload = benchmark.workload_of(defaults)
-    benchmark.start_worker(args.threads)
+    benchmark_worker.start_worker(args.threads)
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     print(f"serving_formulations: {args.calls} timed calls per candidate, "
           f"{args.distribution} ids, medians")
-    print(*benchmark.machine_info([args.threads], 0), sep="\n")
+    print(*machine.machine_info([args.threads], 0), sep="\n")
     ctx = bv.Context(workload, benchmark.make_ids(workload, args.distribution, BATCHES,
                                                   defaults.zipf_alpha))
     tables = ctx.make_tables()
@@ -175,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, (seconds, bits) in timed.items():
             rows.append([kind, "yes" if weighted else "no", name, f"{1e3 * seconds:.2f}",
                          f"{timed['stock'][0] / seconds:.2f}x", "yes" if bits else "no"])
-    print("\n".join(benchmark.table(HEADER, rows, left=3)))
+    print("\n".join(benchmark_report.table(HEADER, rows, left=3)))
     return 0
 
 

@@ -35,7 +35,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchmark  # pylint: disable=wrong-import-position
+import benchmark_machine as machine  # pylint: disable=wrong-import-position
+import benchmark_report  # pylint: disable=wrong-import-position
 import benchmark_variants as bv  # pylint: disable=wrong-import-position
+import benchmark_worker  # pylint: disable=wrong-import-position
 
 # Each row: whether its lookup is exported and loaded, and its jit_compile (None: stock TF's).
 ROWS = {"stock-serving": (False, None), "stock-serving-export": (True, None),
@@ -122,11 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         [*(["--quick"] if args.quick else []),
          *(["--ids-per-sample", str(args.ids_per_sample)] if args.ids_per_sample else [])])
     workload = benchmark.workload_of(defaults)
-    benchmark.start_worker(args.threads)
+    benchmark_worker.start_worker(args.threads)
     now = datetime.datetime.now(datetime.timezone.utc)
     print(f"serving_latency: {args.calls} timed calls per row and batch size after "
           f"{args.warmup} warm-up calls, {args.distribution} ids; {now:%Y-%m-%d %H:%M} UTC")
-    print(*benchmark.machine_info([args.threads], 0), sep="\n")
+    print(*machine.machine_info([args.threads], 0), sep="\n")
     print(f"workload: {workload.tables} tables x {workload.vocab:,} x {workload.dim}, "
           f"{workload.ids_per_sample} ids per sample per table", flush=True)
     lookups = make_lookups(workload)
@@ -137,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                    defaults.zipf_alpha))
         check_outputs(lookups, ctx)
         rows += summarise(batch, time_calls(lookups, ctx, args.calls, args.warmup))
-    print("\n".join(benchmark.table(HEADER, rows, left=2)))
+    print("\n".join(benchmark_report.table(HEADER, rows, left=2)))
     return 0
 
 

@@ -53,7 +53,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchmark  # pylint: disable=wrong-import-position
 import benchmark_limit  # pylint: disable=wrong-import-position
+import benchmark_machine as machine  # pylint: disable=wrong-import-position
+import benchmark_report  # pylint: disable=wrong-import-position
 import benchmark_variants as bv  # pylint: disable=wrong-import-position
+import benchmark_worker  # pylint: disable=wrong-import-position
 
 PHASES = ("forward", "train")
 
@@ -81,10 +84,10 @@ def time_rounds(job: dict[str, Any], workload: bv.Workload, threads: int, steps:
     with benchmark_limit.Rounds(job["ids"], workload.vocab, workload.dim, [threads], steps,
                                 warmup, bv.LEARNING_RATE, bv.INITIAL_ACCUMULATOR,
                                 sorted(set(phases.values()))) as rounds_of_limit:
-        limit = benchmark.PairedLimit(rounds_of_limit, threads, phases)
+        limit = benchmark_worker.PairedLimit(rounds_of_limit, threads, phases)
         for r in range(rounds):
             # Only while our calls run: the limit's program, a live child, counts as another.
-            others = benchmark.OtherProcessesCpu()
+            others = machine.OtherProcessesCpu()
             seconds: tuple[list[float], list[float]] = ([], [])
             for i in range(warmup + r * steps, warmup + (r + 1) * steps):
                 for k in ((0, 1) if i % 2 else (1, 0)):
@@ -107,7 +110,7 @@ def time_rounds(job: dict[str, Any], workload: bv.Workload, threads: int, steps:
 def run_worker(spec_path: str) -> int:
     with open(spec_path) as f:
         spec = json.load(f)
-    benchmark.start_worker(spec["threads"])
+    benchmark_worker.start_worker(spec["threads"])
     results = [time_rounds(job, bv.Workload(**job["workload"]), spec["threads"], spec["steps"],
                            spec["warmup"], spec["rounds"]) for job in spec["jobs"]]
     with open(spec["results"], "w") as f:
@@ -140,7 +143,7 @@ class Row:
         others = [r["others_cores"] for r in job["rounds"] if r["others_cores"] is not None]
         others_cell = "-" if not others else (
             f"{statistics.mean(others):.2f}"
-            + ("*" if statistics.mean(others) >= benchmark.CONTENDED_CORES else ""))
+            + ("*" if statistics.mean(others) >= machine.CONTENDED_CORES else ""))
         ms = ["-" if self.median(k) is None else f"{1e3 * self.median(k):.2f}"
               for k in ("step", "floor", "difference", "limit", "sparse_limit")]
         return [job["phase"], job["kind"], job["distribution"], str(job["threads"]), *ms,
@@ -257,13 +260,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"step_floor: {args.rounds} rounds of {args.steps} pairs of calls (step, floor) "
               f"after {args.warmup} warm-up calls each, the limit timed after each round; "
               f"{now:%Y-%m-%d %H:%M} UTC")
-        print(*benchmark.machine_info(args.threads, 0), sep="\n")
+        print(*machine.machine_info(args.threads, 0), sep="\n")
         workload = bv.Workload(**jobs[0]["workload"])
         print(f"workload: {workload.tables} tables x {workload.vocab:,} x {workload.dim}, batch "
               f"{workload.batch}, {workload.ids_per_sample} ids per sample per table (dense "
               f"input: 1)", flush=True)
         rows = [Row(job).cells() for job in run_jobs(args, jobs, scratch)]
-    print("\n".join(benchmark.table(HEADER, rows, left=4)))
+    print("\n".join(benchmark_report.table(HEADER, rows, left=4)))
     return 0
 
 

@@ -37,7 +37,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchmark  # pylint: disable=wrong-import-position
+import benchmark_machine as machine  # pylint: disable=wrong-import-position
 import benchmark_variants as bv  # pylint: disable=wrong-import-position
+import benchmark_worker  # pylint: disable=wrong-import-position
 
 # The steps of docs/xla.md's speed table, each with a compiled twin named `{name}-xla`.
 DEFAULT_VARIANTS = ("sharded-forward", "keras-layer-forward", "v0-forward", "sharded-train",
@@ -49,7 +51,7 @@ TARGETS = {"forward": 1.10, "train": 1.15}
 def run_pair(variant: str, ids_path: str, workload: bv.Workload, threads: int, steps: int,
              warmup: int) -> dict[str, Any]:
     """In a worker process: times `variant` and its twin alternately, compares their results."""
-    benchmark.start_worker(threads)
+    benchmark_worker.start_worker(threads)
     ctx = bv.Context(workload, np.load(ids_path))
     names = (variant, f"{variant}-xla")
     setups = [bv.VARIANTS[name].setup(ctx) for name in names]
@@ -107,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"--distribution takes {', '.join(benchmark.DISTRIBUTIONS)}")
     print(f"xla_ab: {args.steps} pairs of steps after {args.warmup} warm-up steps each, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(*benchmark.machine_info(defaults.threads, 0), sep="\n")
+    print(*machine.machine_info(defaults.threads, 0), sep="\n")
     print("| step | ids | thr | uncompiled ms | compiled ms | compiled / uncompiled (IQR) "
           "| target | same results |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
