@@ -6,8 +6,11 @@
   up, apply activation gradients), which everything below `tpu_embedding` is driven through.
 * `front_end`: what Keras front ends ask of the engine (look up these features; the gradient
   trap trains on their activation gradients).
-* `batch_paths`: which way a batch goes (converted first, looked up directly, handed to XLA).
-* `handoff`: batches carried between traced functions.
+* `batch_paths`: the one place that runs a replica's enqueue / dequeue / apply_gradients, and
+  which way a batch goes (converted first, looked up directly, handed to XLA).
+* `batch_types`: what a batch is (`TableBatch`, `Batch`) and the protocol of what carries it
+  (`BatchCarrier`), which `queues` and `handoff` implement.
+* `handoff`: the carrier inside one traced function (XLA-compiled, or scheduled on a PS cluster).
 * `parameter_server`: the engine on ParameterServerStrategy's ps tasks.
 * `task_exchange`: the tensors of a step between the worker running it and each
   parameter-server task, one packet per task and direction.
@@ -17,7 +20,7 @@
 * `layout`: how a table's rows split into blocks over devices ('div' contiguous, 'mod' strided).
 * `strided_variable`: the variable of a 'mod' table, saved and read as the whole table.
 * `profile_sampling`, `profile_files`: `profile_data_directory`'s sampling and its files.
-* `queues`: the per-replica queues that carry a batch from enqueue to dequeue to apply.
+* `queues`: the carrier across functions: per-replica queues from enqueue to dequeue to apply.
 
 The package imports nothing itself, so `import tf_embedding.sharded.layout` stays light.
 """

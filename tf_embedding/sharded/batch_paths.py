@@ -1,5 +1,7 @@
 """How a replica's batch travels from `enqueue` to `dequeue` to `apply_gradients` in the sharded
-`TPUEmbedding`, through its `engine.Engine` (`engine` below):
+`TPUEmbedding`, through its `engine.Engine` (`engine` below): the one place that runs the three
+calls for a replica (`enqueue_batch`, `dequeue_outputs`, `apply_gradients`), each batch in the
+replica's `batch_types.BatchCarrier`:
 
 * converted at `enqueue` (CSR batches per table) and carried by the replica's engine queues
   (`queues.ReplicaQueues`), or inside one traced function that cannot hold queue ops (an
@@ -18,13 +20,13 @@ import tensorflow as tf
 from tensorflow.python.framework import func_graph
 
 from tf_embedding import ops
-from tf_embedding.sharded import queues
-from tf_embedding.sharded.engine import Carrier, Engine
+from tf_embedding.sharded.batch_types import RAW_KINDS, Batch, BatchCarrier
+from tf_embedding.sharded.engine import Engine
 
 T = TypeVar("T")
 
 
-def raw_forward_batch(engine: Engine, batch_carrier: Carrier, flat_inputs: list[Any],
+def raw_forward_batch(engine: Engine, batch_carrier: BatchCarrier, flat_inputs: list[Any],
                       flat_weights: list[Any], training: tf.Tensor
                       ) -> tuple[str, list[list[Any]]] | None:
     """(kind, each table's features) if this replica's batch may skip the conversion at
@@ -55,7 +57,7 @@ def _raw_kind(inp: Any) -> str | None:
     return None
 
 
-def takes_raw_batches(engine: Engine, batch_carrier: Carrier) -> bool:
+def takes_raw_batches(engine: Engine, batch_carrier: BatchCarrier) -> bool:
     """Whether forward-only batches may wait in `batch_carrier` unconverted, for `dequeue` to
     convert and look up in one op: engine queues without pipelining, or a compiled function's
     hand-off, and the engine `looks_up_features_directly` (not under ParameterServerStrategy,
@@ -63,8 +65,37 @@ def takes_raw_batches(engine: Engine, batch_carrier: Carrier) -> bool:
     return batch_carrier.takes_raw_batches and engine.looks_up_features_directly()
 
 
+def enqueue_batch(engine: Engine, replica: int, flat_inputs: list[Any],
+                  flat_weights: list[Any], training: tf.Tensor) -> None:
+    """`enqueue` on `replica`: its batch into its carrier, raw (`raw_forward_batch`) or
+    converted, on the replica's device."""
+    batch_carrier = engine.carrier(replica)
+    raw = raw_forward_batch(engine, batch_carrier, flat_inputs, flat_weights, training)
+    with tf.device(engine.replica_devices[replica]):
+        if raw is not None:
+            batch_carrier.put_raw_batch(*raw)
+        else:
+            batch_carrier.put_batch(engine.convert(flat_inputs, flat_weights, training))
+
+
+def apply_gradients(engine: Engine, replica: int,
+                    flat_gradients: list[tf.Tensor | None]) -> None:
+    """`apply_gradients` on `replica`: the flat per-feature activation gradients (None: zeros)
+    of its pending training batch, applied to every table."""
+    with tf.device(engine.replica_devices[replica]):
+        pending = engine.carrier(replica).take_pending()
+        engine.apply_table_gradients(pending, engine.activation_gradients(pending,
+                                                                          flat_gradients))
+
+
 def dequeue_outputs(engine: Engine, replica: int, partial: bool) -> list[tf.Tensor]:
-    """The flat activations of `replica`'s next batch, wherever it waits."""
+    """`dequeue` on `replica`: the flat activations of its next batch, wherever it waits, on
+    the replica's device."""
+    with tf.device(engine.replica_devices[replica]):
+        return _dequeue_outputs(engine, replica, partial)
+
+
+def _dequeue_outputs(engine: Engine, replica: int, partial: bool) -> list[tf.Tensor]:
     batch_carrier = engine.carrier(replica)
     if batch_carrier is engine.compiled_handoff and not batch_carrier.holds_batch():
         return _batch_outputs(engine, batch_carrier, partial,
@@ -77,7 +108,8 @@ def dequeue_outputs(engine: Engine, replica: int, partial: bool) -> list[tf.Tens
     return _batch_outputs(engine, batch_carrier, partial)
 
 
-def _from_next_batch(queue: Carrier, raw: Callable[[str], T], converted: Callable[[], T]) -> T:
+def _from_next_batch(queue: BatchCarrier, raw: Callable[[str], T],
+                     converted: Callable[[], T]) -> T:
     """`raw(kind)` or `converted()`, by the kind of `queue`'s next batch: the one an enqueue
     traced in this graph put, known while tracing, else asked at run time (`_unless_raw`; a
     hand-off always knows). REQUIRES: queue.takes_raw_batches."""
@@ -89,8 +121,8 @@ def _from_next_batch(queue: Carrier, raw: Callable[[str], T], converted: Callabl
     return _unless_raw(queue, raw, converted)
 
 
-def _unless_raw(queue: queues.ReplicaQueues, raw: Callable[[str], T],
-                converted: Callable[[], T], kinds: tuple[str, ...] = queues.RAW_KINDS) -> T:
+def _unless_raw(queue: BatchCarrier, raw: Callable[[str], T],
+                converted: Callable[[], T], kinds: tuple[str, ...] = RAW_KINDS) -> T:
     """`raw(kind)` if `queue`'s next batch is a raw one of one of `kinds`, else `converted()`:
     a tf.cond per raw kind, each in the one before's false branch."""
     if not kinds:
@@ -100,8 +132,8 @@ def _unless_raw(queue: queues.ReplicaQueues, raw: Callable[[str], T],
                    lambda: _unless_raw(queue, raw, converted, kinds[1:]))
 
 
-def _batch_outputs(engine: Engine, batch_carrier: Carrier, partial: bool,
-                   batch: queues.Batch | None = None) -> list[tf.Tensor]:
+def _batch_outputs(engine: Engine, batch_carrier: BatchCarrier, partial: bool,
+                   batch: Batch | None = None) -> list[tf.Tensor]:
     """The flat activations of `batch`, by default the next converted batch of `batch_carrier`;
     kept in `batch_carrier` for apply_gradients if it is a training batch."""
     if batch is None:
@@ -115,7 +147,7 @@ def _batch_outputs(engine: Engine, batch_carrier: Carrier, partial: bool,
     return outputs
 
 
-def _raw_batch_outputs(engine: Engine, batch_carrier: Carrier, kind: str,
+def _raw_batch_outputs(engine: Engine, batch_carrier: BatchCarrier, kind: str,
                        partial: bool) -> list[tf.Tensor]:
     """The flat activations of the next raw batch of `kind` (`raw_forward_batch`), each
     table's features converted and looked up in one op."""
@@ -123,7 +155,7 @@ def _raw_batch_outputs(engine: Engine, batch_carrier: Carrier, kind: str,
     return engine.feature_outputs(engine.lookup_features(table_inputs), partial)
 
 
-def _batch_of_calling_function(engine: Engine, replica: int) -> queues.Batch:
+def _batch_of_calling_function(engine: Engine, replica: int) -> Batch:
     """For a compiled dequeue with no batch of its own: the batch enqueued in the function that
     calls the compiled one, taken there (from its queues, converting a waiting sparse batch; or
     its own hand-off when it is compiled too, then further out).
@@ -156,13 +188,13 @@ def _batch_of_calling_function(engine: Engine, replica: int) -> queues.Batch:
                 queue.take_batch))
 
 
-def _converted_raw_batch(engine: Engine, tables: list[list[Any]]) -> queues.Batch:
+def _converted_raw_batch(engine: Engine, tables: list[list[Any]]) -> Batch:
     """A raw batch's tables converted, as enqueue converts a forward-only batch."""
-    return queues.Batch(engine.convert_tables(engine.table_inputs(tables)), None,
+    return Batch(engine.convert_tables(engine.table_inputs(tables)), None,
                         tf.constant(False))
 
 
-def _bucketed(batch: queues.Batch) -> queues.Batch:
+def _bucketed(batch: Batch) -> Batch:
     """`batch` with each table's lookups padded to the next power of two, for a compiled
     function to take: XLA compiles once per shape of its inputs, so a batch whose lookup count
     changes from step to step compiles once per bucket instead of once per count. The padding

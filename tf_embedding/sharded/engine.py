@@ -7,7 +7,7 @@ Keras layer, `EmbeddingFeatures` and keras-rs's layer), the batch paths (`batch_
 one training step: group these flat features by table (`group_by_table`); convert them into
 CSR batches (`convert_tables`); look the batches, or the features directly, up
 (`lookup_batches`, `lookup_features`); train on these activation gradients
-(`apply_table_gradients`). A batch travels between the calls of a step in a `Carrier`
+(`apply_table_gradients`). A batch travels between the calls of a step in a `BatchCarrier`
 (`carrier`): the replica's queues, or the hand-off of a traced function.
 """
 
@@ -19,7 +19,7 @@ from tf_embedding.feature_inputs.feature_input import FeatureInput
 from tf_embedding.feature_inputs import rules
 from tf_embedding import ops
 from tf_embedding.sharded import handoff
-from tf_embedding.sharded import queues
+from tf_embedding.sharded.batch_types import Batch, BatchCarrier, TableBatch
 from tf_embedding.sharded import table_state
 from tf_embedding.sharded import task_exchange
 from tf_embedding.sharded.multi_worker import gradient_exchange
@@ -34,8 +34,6 @@ from tf_embedding.sharded.table_state import TableState
 # a tf.function (tf_keras converts a whole train step) would only cost seconds per trace.
 library_code = tf.autograph.experimental.do_not_convert
 
-# What carries a replica's batches between the calls of a step.
-Carrier = queues.ReplicaQueues | handoff.FunctionHandoff
 T = TypeVar("T")
 
 
@@ -60,7 +58,7 @@ class Engine:
     def __init__(self, tables: Sequence[TableState], flat_features: Sequence[Any],
                  feature_paths: Sequence[str],
                  output_shapes: Callable[[], Sequence[tf.TensorShape]],
-                 replica_devices: Sequence[str | None], replica_carriers: Sequence[Carrier],
+                 replica_devices: Sequence[str | None], replica_carriers: Sequence[BatchCarrier],
                  compiled_handoff: handoff.FunctionHandoff, *, pipelined: bool,
                  parameter_servers: bool, profiler: LookupProfiler | None = None,
                  workers: WorkerGroup | None = None):
@@ -93,7 +91,7 @@ class Engine:
         """`group_by_table(self.tables, flat_values)`."""
         return group_by_table(self.tables, flat_values)
 
-    def carrier(self, replica: int) -> Carrier:
+    def carrier(self, replica: int) -> BatchCarrier:
         """What carries `replica`'s batches between the calls of a step: its own carrier
         (`replica_carrier`), or inside an XLA-compiled function, which cannot hold queue ops,
         that function's trace (`compiled_handoff`)."""
@@ -101,7 +99,7 @@ class Engine:
             return self.compiled_handoff
         return self._replica_carriers[replica]
 
-    def replica_carrier(self, replica: int) -> Carrier:
+    def replica_carrier(self, replica: int) -> BatchCarrier:
         """`replica`'s own carrier: its engine queues, or under ParameterServerStrategy the
         hand-off of the scheduled function its batch stays in."""
         return self._replica_carriers[replica]
@@ -122,7 +120,7 @@ class Engine:
 
     @library_code
     def convert_tables(self, table_inputs: Sequence[Sequence[FeatureInput]],
-                       training: Any = False) -> list[queues.TableBatch]:
+                       training: Any = False) -> list[TableBatch]:
         """This replica's CSR batch of each table, from `table_inputs[t]` (table t's
         `FeatureInput`s). `training` (a bool or bool tensor): whether the batch counts for
         `profile_data_directory`. Under MultiWorkerMirroredStrategy every worker first checks
@@ -136,7 +134,7 @@ class Engine:
         return self._convert_tables(table_inputs, training)
 
     def _convert_tables(self, table_inputs: Sequence[Sequence[FeatureInput]],
-                        training: Any) -> list[queues.TableBatch]:
+                        training: Any) -> list[TableBatch]:
         batches = [state.convert(inputs) for state, inputs in zip(self.tables, table_inputs)]
         if self._profiler is not None:
             self._profiler.observe(batches, table_inputs, training)
@@ -144,16 +142,16 @@ class Engine:
 
     @library_code
     def convert(self, flat_inputs: Sequence[Any], flat_weights: Sequence[Any],
-                training: tf.Tensor) -> queues.Batch:
+                training: tf.Tensor) -> Batch:
         """One replica's enqueued features -> one CSR batch per table (+ its rows if
         pipelined), checked as `convert_tables` checks them."""
         batches = self.convert_tables(self.table_inputs(self.group_by_table(flat_inputs),
                                                         self.group_by_table(flat_weights)),
                                       training)
         rows = self._gather_rows(batches) if self._pipelined else None
-        return queues.Batch(batches, rows, training)
+        return Batch(batches, rows, training)
 
-    def _gather_rows(self, batches: Sequence[queues.TableBatch]) -> list[tf.Tensor]:
+    def _gather_rows(self, batches: Sequence[TableBatch]) -> list[tf.Tensor]:
         """Each table's rows of its batch's unique ids, from the blocks that own them."""
         if self.workers is not None:
             return row_exchange.gather_rows(self.workers, self.tables,
@@ -161,7 +159,7 @@ class Engine:
         return [state.gather(batch.unique_ids) for state, batch in zip(self.tables, batches)]
 
     @library_code
-    def lookup_batches(self, batches: Sequence[queues.TableBatch],
+    def lookup_batches(self, batches: Sequence[TableBatch],
                        rows: Sequence[tf.Tensor] | None = None) -> list[tf.Tensor]:
         """Each table's [R, dim] activations of this replica's `batches` (`rows`: each
         batch's unique rows, if it was looked up at enqueue time)."""
@@ -215,7 +213,7 @@ class Engine:
                                  "update it: pass one to TPUEmbedding or to its TableConfig.")
 
     @library_code
-    def activation_gradients(self, batches: Sequence[queues.TableBatch],
+    def activation_gradients(self, batches: Sequence[TableBatch],
                              flat_gradients: Sequence[tf.Tensor | None]) -> list[tf.Tensor]:
         """Each table's [R, dim] activation gradients of `batches`, from the flat per-feature
         gradients (None: zeros)."""
@@ -223,7 +221,7 @@ class Engine:
                 for state, batch in zip(self.tables, batches)]
 
     @library_code
-    def apply_table_gradients(self, batches: Sequence[queues.TableBatch],
+    def apply_table_gradients(self, batches: Sequence[TableBatch],
                               activation_gradients: Sequence[tf.Tensor]) -> None:
         """Updates every table with this replica's [R, dim] activation gradients of `batches`,
         summed with the other replicas' in one merge_call (call it in replica context).

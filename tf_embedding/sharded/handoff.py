@@ -15,24 +15,24 @@ from typing import Any
 import tensorflow as tf
 
 from tf_embedding import ops
-from tf_embedding.sharded import queues
+from tf_embedding.sharded.batch_types import Batch, TableBatch
 
 
 @dataclasses.dataclass
 class _FunctionState:
     """What one traced function holds between the calls of its step."""
 
-    batch: queues.Batch | None = None
+    batch: Batch | None = None
     # A forward-only batch as it came (`put_raw_batch`): its kind and each table's features.
     raw: tuple[str, list[list[Any]]] | None = None
     # A dequeued training batch's lookups, and its training flag when only known at run time.
-    pending: list[queues.TableBatch] | None = None
+    pending: list[TableBatch] | None = None
     pending_training: tf.Tensor | None = None
 
 
 class FunctionHandoff:
-    """The stand-in for a replica's `queues.ReplicaQueues`: same methods, but the batch is kept
-    in Python per traced graph."""
+    """The `batch_types.BatchCarrier` inside one traced function, where a replica's
+    `queues.ReplicaQueues` cannot run: the batch is kept in Python per traced graph."""
 
     def __init__(self, rule: str) -> None:
         self._rule = rule
@@ -55,7 +55,7 @@ class FunctionHandoff:
                                f"between them. {self._rule}")
         return state
 
-    def put_batch(self, batch: queues.Batch) -> None:
+    def put_batch(self, batch: Batch) -> None:
         self._state_to_put().batch = batch
 
     def put_raw_batch(self, kind: str, tables: list[list[Any]]) -> None:
@@ -76,6 +76,11 @@ class FunctionHandoff:
         raw = self._state("dequeue").raw
         return "converted" if raw is None else raw[0]
 
+    def holds_raw_batch(self, kind: str) -> tf.Tensor:
+        """Whether this function holds a raw batch of `kind` (known while tracing)."""
+        raw = self._state("dequeue").raw
+        return tf.constant(raw is not None and raw[0] == kind)
+
     def take_raw_batch(self, kind: str) -> list[list[Any]]:
         """The raw batch of `kind` this function holds. REQUIRES: take_kind_put_in_this_graph()
         is `kind`."""
@@ -84,7 +89,7 @@ class FunctionHandoff:
         tables, state.raw = state.raw[1], None
         return tables
 
-    def take_batch(self) -> queues.Batch:
+    def take_batch(self) -> Batch:
         state = self._state("dequeue")
         if state.batch is None:
             raise RuntimeError("dequeue() called without an enqueue() before it in the same "
@@ -92,7 +97,7 @@ class FunctionHandoff:
         batch, state.batch = state.batch, None
         return batch
 
-    def put_pending(self, tables: list[queues.TableBatch], training: tf.Tensor) -> None:
+    def put_pending(self, tables: list[TableBatch], training: tf.Tensor) -> None:
         state = self._state("dequeue")
         static = tf.get_static_value(training)  # a numpy bool, or None if only known at run time
         if static is not None and not static:
@@ -105,7 +110,7 @@ class FunctionHandoff:
         state.pending = tables
         state.pending_training = None if static is not None else training
 
-    def take_pending(self) -> list[queues.TableBatch]:
+    def take_pending(self) -> list[TableBatch]:
         state = self._state("apply_gradients")
         if state.pending is None:
             raise RuntimeError(
@@ -127,6 +132,6 @@ class FunctionHandoff:
         # `training` was a tensor: the check can only run with the step.
         with tf.control_dependencies([tf.debugging.Assert(training, [
                 "apply_gradients() called for a batch enqueued with training=False."])]):
-            return [queues.TableBatch(*[None if tensor is None else tf.identity(tensor)
+            return [TableBatch(*[None if tensor is None else tf.identity(tensor)
                                         for tensor in table])
                     for table in tables]

@@ -18,7 +18,7 @@ from tensorflow.python.ops import resource_variable_ops
 from tf_embedding.feature_inputs.feature_input import FeatureInput, activation_shape
 from tf_embedding import ops
 from tf_embedding.sharded import profile_files
-from tf_embedding.sharded import queues
+from tf_embedding.sharded.batch_types import TableBatch
 from tf_embedding.sharded.table_state import TableState
 
 
@@ -58,7 +58,7 @@ class LookupProfiler:
             self._seen = resource_variable_ops.ResourceVariable(
                 tf.constant(0, tf.int64), trainable=False, name="lookup_profile_batches")
 
-    def observe(self, batches: Sequence[queues.TableBatch],
+    def observe(self, batches: Sequence[TableBatch],
                 table_inputs: Sequence[Sequence[FeatureInput]], training: Any) -> None:
         """Counts one replica's batch (`batches[t]`: table t's, from `table_inputs[t]`) if
         `training`, and profiles it if it is a sampled one."""

@@ -13,62 +13,21 @@ the step runs) inside a `tf.function`.
 """
 
 import weakref
-from typing import Any, Callable, NamedTuple, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 import tensorflow as tf
 
 from tf_embedding import ops
+from tf_embedding.sharded.batch_types import RAW_KINDS, Batch, TableBatch, TableSpec
 
 T = TypeVar("T")
-
-
-class TableBatch(NamedTuple):
-    """One table's lookups on one replica: lookup k reads table row `unique_ids[inverse[k]]`
-    with gain `gains[k]` into output row r, row_splits[r] <= k < row_splits[r + 1].
-
-    Tables of several blocks in the rows mode are deduplicated (`unique_ids` distinct, in the
-    layout's order: `ShardLayout`). Tables in the partial mode (every table of one block) are
-    not: `unique_ids` are the lookups' ids and `inverse` is None (lookup k reads row
-    `unique_ids[k]`), and with P blocks the lookups are grouped by block over P * R rows
-    (`ShardLayout.group_by_block`; `table_state` has both modes)."""
-
-    row_splits: tf.Tensor  # int64 [R + 1]
-    unique_ids: tf.Tensor  # int64 [U]
-    inverse: tf.Tensor | None  # int64 [nnz]; None in the partial mode
-    gains: tf.Tensor  # float32 [nnz]
-    feature_row_counts: tf.Tensor  # int64 [num_features]: output rows of each feature
-
-    def inverse_or_identity(self) -> tf.Tensor:
-        """`inverse`, or in the partial mode the identity it stands for (made only where a
-        caller needs it: the partial mode's own lookup and update read `unique_ids` directly)."""
-        if self.inverse is not None:
-            return self.inverse
-        return tf.range(tf.size(self.unique_ids, out_type=tf.int64))
 
 
 _TABLE_BATCH_DTYPES = (tf.int64, tf.int64, tf.int64, tf.float32, tf.int64)
 # A feature of a raw batch, by kind: a SparseTensor's indices, ids and dense_shape; a
 # RaggedTensor's ids and row_splits; a dense tensor's ids.
-_RAW_DTYPES = {"sparse": (tf.int64, tf.int64, tf.int64), "ragged": (tf.int64, tf.int64),
-               "dense": (tf.int64,)}
-RAW_KINDS = tuple(_RAW_DTYPES)
-
-
-class TableSpec(NamedTuple):
-    """What the queues need to know about a table to restore its batches."""
-
-    num_features: int
-    dim: int
-    deduplicated: bool  # whether its batches have an `inverse` (the rows mode)
-
-
-class Batch(NamedTuple):
-    """One enqueued batch of a replica."""
-
-    tables: list[TableBatch]
-    # With pipelining, each table's rows `unique_ids`, looked up at enqueue time: [U, dim].
-    rows: list[tf.Tensor] | None
-    training: tf.Tensor  # bool scalar
+_RAW_DTYPES = dict(zip(RAW_KINDS, ((tf.int64, tf.int64, tf.int64), (tf.int64, tf.int64),
+                                   (tf.int64,))))
 
 
 def _checked(queues: Sequence[tf.queue.FIFOQueue], min_size: int, max_size: int, message: str,
@@ -115,7 +74,8 @@ def _raw_feature(kind: str, components: list[tf.Tensor]) -> Any:
 
 
 class ReplicaQueues:
-    """The batch and pending queues of one replica, on the replica's device."""
+    """The batch and pending queues of one replica, on the replica's device: the
+    `batch_types.BatchCarrier` across functions and eager calls."""
 
     def __init__(self, replica: int, device: str | None, tables: Sequence[TableSpec],
                  pipelined: bool):
@@ -169,9 +129,7 @@ class ReplicaQueues:
         self._note_put("converted")
 
     def put_raw_batch(self, kind: str, tables: Sequence[Sequence[Any]]) -> None:
-        """Holds a forward-only batch as it came: each table's features, all rank-2
-        SparseTensors (`kind` "sparse"), all RaggedTensors of one ragged dimension ("ragged") or
-        all dense tensors ("dense"), with int64 ids and row splits. REQUIRES:
+        """Holds a forward-only batch as it came (`batch_types.RAW_KINDS`). REQUIRES:
         takes_raw_batches."""
         self._put(self._raw[kind], [component for features in tables for feature in features
                                     for component in _raw_components(kind, feature)])

@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from tf_embedding.feature_inputs.feature_input import FeatureInput
 from tf_embedding import ops
-from tf_embedding.sharded import queues
+from tf_embedding.sharded.batch_types import TableBatch
 from tf_embedding.sharded import task_exchange
 from tf_embedding.sharded.layout import ShardLayout
 
@@ -91,7 +91,7 @@ class TableState:
                                              message, self.name)
         return list(zip(self.feature_indices, outputs))
 
-    def convert(self, feature_inputs: Sequence[FeatureInput]) -> queues.TableBatch:
+    def convert(self, feature_inputs: Sequence[FeatureInput]) -> TableBatch:
         """One replica's features of this table -> its CSR batch: grouped by block in the
         partial mode, deduplicated in the rows mode."""
         table = self.config
@@ -112,7 +112,7 @@ class TableState:
             unique = ops.dedup(batch.ids, num_shards=self.layout.dedup_shards,
                                       table_name=table.name)
             ids, inverse = unique.unique_ids, tf.cast(unique.inverse, tf.int64)
-        return queues.TableBatch(row_splits, ids, inverse, gains, batch.feature_row_counts)
+        return TableBatch(row_splits, ids, inverse, gains, batch.feature_row_counts)
 
     @property
     def looks_up_features_directly(self) -> bool:
@@ -149,7 +149,7 @@ class TableState:
         device."""
         return self.layout.gather(self.variables["parameters"], unique_ids, self.name)
 
-    def lookup(self, batch: queues.TableBatch, rows: tf.Tensor | None) -> tf.Tensor:
+    def lookup(self, batch: TableBatch, rows: tf.Tensor | None) -> tf.Tensor:
         """One replica's [R, dim] activations (`rows`: the batch's unique rows, if pipelined)."""
         if rows is not None:
             return self.combine_rows(batch, rows)
@@ -165,7 +165,7 @@ class TableState:
         rejects those combinations.)"""
         return self.combines_on_owner and self.config.quantization_config is None
 
-    def block_lookups(self, batch: queues.TableBatch,
+    def block_lookups(self, batch: TableBatch,
                       exchange: task_exchange.TaskExchange | None = None
                       ) -> list[task_exchange.DeviceCall]:
         """Per block, the work of a lookup on its device, returning the block's [R, dim] partial
@@ -197,7 +197,7 @@ class TableState:
         rows (the ids were checked against the vocabulary when converted)."""
         return task_exchange.Narrow(local_ids) if self.layout.rows[block] <= 2**31 else local_ids
 
-    def combine_lookups(self, batch: queues.TableBatch,
+    def combine_lookups(self, batch: TableBatch,
                         block_results: list[tf.Tensor]) -> tf.Tensor:
         """The [R, dim] activations from each block's `block_lookups` result: partial
         activations summed in block order (a fixed order, so the result does not depend on where
@@ -207,7 +207,7 @@ class TableState:
         return self.combine_rows(
             batch, block_results[0] if len(block_results) == 1 else tf.concat(block_results, 0))
 
-    def combine_rows(self, batch: queues.TableBatch, rows: tf.Tensor) -> tf.Tensor:
+    def combine_rows(self, batch: TableBatch, rows: tf.Tensor) -> tf.Tensor:
         """The [R, dim] activations from the rows of the batch's unique ids (quantized first if
         the table says so)."""
         quantization = self.config.quantization_config
@@ -216,7 +216,7 @@ class TableState:
         return ops.embedding_lookup_dense(rows, batch.row_splits, batch.inverse_or_identity(),
                                           batch.gains, table_name=self.name)
 
-    def _block_batches(self, batch: queues.TableBatch,
+    def _block_batches(self, batch: TableBatch,
                        exchange: task_exchange.TaskExchange | None = None
                        ) -> list[tuple[tf.Tensor, ...]]:
         """Per block, its lookups' CSR batch; made once per traced graph with `exchange`, so that
@@ -229,7 +229,7 @@ class TableState:
         return exchange.cached(("block batches", self.name, batch.row_splits.ref(),
                                 batch.unique_ids.ref(), batch.gains.ref()), make)
 
-    def activation_gradients(self, batch: queues.TableBatch,
+    def activation_gradients(self, batch: TableBatch,
                              flat_gradients: Sequence[tf.Tensor | None]) -> tf.Tensor:
         """This table's features' gradients stacked into [R, dim] (None: zeros)."""
         dim = self.config.dim
@@ -239,7 +239,7 @@ class TableState:
             else tf.reshape(tf.cast(flat_gradients[index], tf.float32), [-1, dim])
             for index, count in zip(self.feature_indices, counts)], axis=0)
 
-    def block_updates(self, batch: queues.TableBatch, activation_gradients: tf.Tensor,
+    def block_updates(self, batch: TableBatch, activation_gradients: tf.Tensor,
                       exchange: task_exchange.TaskExchange | None = None) -> list[Any]:
         """This replica's share of the update of each block.
 

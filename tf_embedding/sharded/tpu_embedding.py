@@ -36,6 +36,7 @@ from tf_embedding.sharded import engine_options
 from tf_embedding.sharded import handoff
 from tf_embedding.sharded import parameter_server
 from tf_embedding.sharded import queues
+from tf_embedding.sharded.batch_types import BatchCarrier, TableSpec
 from tf_embedding.sharded import layout as layout_lib
 from tf_embedding.sharded.multi_worker.block_variable import WorkerBlockVariable
 from tf_embedding.sharded.profile_sampling import LookupProfiler
@@ -231,15 +232,15 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
                               [len(self._table_devices[state.name]) for state in tables],
                               len(self._replica_devices))
 
-    def _replica_carriers(self, tables: list[TableState]) -> list[engine_lib.Carrier]:
+    def _replica_carriers(self, tables: list[TableState]) -> list[BatchCarrier]:
         """Each replica's batch carrier: its engine queues, or under ParameterServerStrategy
         the hand-off of the scheduled function (a worker runs one replica)."""
         if self._parameter_servers:
             parameter_server.check_ops_on(
                 list(dict.fromkeys(d for ds in self._table_devices.values() for d in ds)))
             return [handoff.FunctionHandoff(parameter_server.ONE_FUNCTION)]
-        specs = [queues.TableSpec(len(state.feature_indices), state.config.dim,
-                                  deduplicated=not state.combines_on_owner)
+        specs = [TableSpec(len(state.feature_indices), state.config.dim,
+                           deduplicated=not state.combines_on_owner)
                  for state in tables]
         return [queues.ReplicaQueues(replica, device, specs,
                                      self._pipeline_execution_with_tensor_core)
@@ -294,17 +295,10 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         engine = self._engine
         with tf.name_scope(name or "enqueue"):
             for replica in replicas:
-                replica_inputs = [self._local(inp, replica) for inp in flat_inputs]
-                replica_weights = [self._local(weight, replica) for weight in flat_weights]
-                carrier = engine.carrier(replica)
-                raw = batch_paths.raw_forward_batch(engine, carrier, replica_inputs,
-                                                    replica_weights, training)
-                with tf.device(self._replica_devices[replica]):
-                    if raw is not None:
-                        carrier.put_raw_batch(*raw)
-                    else:
-                        carrier.put_batch(engine.convert(replica_inputs, replica_weights,
-                                                         training))
+                batch_paths.enqueue_batch(engine, replica,
+                                          [self._local(inp, replica) for inp in flat_inputs],
+                                          [self._local(weight, replica) for weight in flat_weights],
+                                          training)
 
     @engine_lib.library_code
     def dequeue(self, name: str | None = None, partial: bool = False) -> Any:
@@ -331,7 +325,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
                                "the build method.")
         rules.check_fully_defined(self._feature_paths, self._output_shapes)
         replica = self._replica_id("dequeue")
-        with tf.name_scope(name or "dequeue"), tf.device(self._replica_devices[replica]):
+        with tf.name_scope(name or "dequeue"):
             outputs = batch_paths.dequeue_outputs(self._engine, replica, partial)
         return nest.pack_sequence_as(self._feature_config, outputs)
 
@@ -365,10 +359,8 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         flat_gradients = rules.check_gradients(
             self._feature_config, gradients, self._output_shapes, self._warned_paths)
         replica = self._replica_id("apply_gradients")
-        with tf.name_scope(name or "apply_gradients"), tf.device(self._replica_devices[replica]):
-            pending = engine.carrier(replica).take_pending()
-            engine.apply_table_gradients(pending,
-                                         engine.activation_gradients(pending, flat_gradients))
+        with tf.name_scope(name or "apply_gradients"):
+            batch_paths.apply_gradients(engine, replica, flat_gradients)
 
     def _create_variables_and_slots(self) -> dict[str, dict[str, Any]]:
         # As on a TPU, tables are not trainable variables: only apply_gradients updates them.

@@ -20,12 +20,12 @@ from typing import Any, Sequence
 import tensorflow as tf
 
 from tf_embedding import ops
-from tf_embedding.sharded import queues
+from tf_embedding.sharded.batch_types import TableBatch
 from tf_embedding.sharded.multi_worker.group import WorkerGroup
 from tf_embedding.sharded.multi_worker.row_exchange import split_sizes
 
 
-def apply_gradients(group: WorkerGroup, tables: Sequence, batches: Sequence[queues.TableBatch],
+def apply_gradients(group: WorkerGroup, tables: Sequence, batches: Sequence[TableBatch],
                     activation_gradients: Sequence[tf.Tensor],
                     learning_rates: Sequence[tf.Tensor]) -> None:
     """Updates this worker's block of every table with the global batch's gradients. A
@@ -85,7 +85,7 @@ def apply_gradients(group: WorkerGroup, tables: Sequence, batches: Sequence[queu
                              table_name=state.name)
 
 
-def _lookups_by_owner(state, batch: queues.TableBatch,
+def _lookups_by_owner(state, batch: TableBatch,
                       size: int) -> list[tuple[tf.Tensor, tf.Tensor]]:
     """Per rank: (block-local ids int64 [n], (row, gain) pairs packed as int64 [n]) of this
     worker's lookups of `state`'s table in that rank's block, in CSR order."""
