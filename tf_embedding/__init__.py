@@ -29,6 +29,9 @@ The root holds the public API; each package's `__init__.py` docstring is that pa
 * `cluster/`: process plumbing (the task server, local clusters, private network namespaces, the
   chief's end); `server`: `python -m tf_embedding.server`, the command of every ps and worker
   task, which runs `cluster.server`.
+* `chief`, `local_cluster`, `private_network`, `interfaces`: deprecated aliases of
+  `cluster.chief`, `cluster.local_cluster`, `cluster.private_network` and
+  `cluster.network_interfaces`, where they moved in 0.2.0; importing one warns.
 * `job/`: the `tf-embedding` command, which `__main__` runs as `python -m tf_embedding`; nothing
   in the library imports it.
 """

@@ -33,6 +33,10 @@ ROOT_PACKAGES = {
     "cluster", "feature_column", "feature_inputs", "job", "keras", "keras_rs", "optimizers",
     "sharded", "tpu",
 }
+# Deprecated aliases, not API: the modules that moved to `cluster/` in 0.2.0 keep their old path,
+# which warns on import and gives the new module's objects (tests/api/test_deprecated_aliases.py),
+# until a later release removes them (CHANGELOG.md).
+DEPRECATED_ALIASES = {"chief.py", "interfaces.py", "local_cluster.py", "private_network.py"}
 
 
 def _packages() -> list[pathlib.Path]:
@@ -74,7 +78,7 @@ def test_every_module_is_named_in_its_packages_map(package):
 
 def test_the_package_root_holds_only_the_public_api():
     members = _members(LIBRARY)
-    assert {path.name for path in members if path.is_file()} == ROOT_MODULES
+    assert {path.name for path in members if path.is_file()} == ROOT_MODULES | DEPRECATED_ALIASES
     assert {path.name for path in members if path.is_dir()} == ROOT_PACKAGES
 
 
