@@ -13,7 +13,8 @@ The root holds the public API; each package's `__init__.py` docstring is that pa
 
 * `config`: `TableConfig`, `FeatureConfig`, `QuantizationConfig`, `RowIdInitializer`;
   `combiners`: the combiners' names; `serialization`: configs as JSON-ready dicts and back (what
-  the Keras layers' `get_config` stores).
+  the Keras layers' `get_config` stores); `argument_checks`: the rules, stricter than TF's, of
+  the configs' and embedding classes' arguments, each defined once.
 * `optimizers/`: the embedding optimizers, each described once.
 * `sharded/`: `TPUEmbedding` and its engine; `replicated`: `TPUEmbeddingV0`, tables replicated on
   every replica; `embedding_base`: the table and slot variables every embedding class shares,

@@ -7,12 +7,15 @@ SparseCore-only and deliberately absent.
 """
 
 import math
+import numbers
 from typing import Any, Callable, List, Optional, Sequence, Union
 
 import tensorflow as tf
 from absl import logging
+from tensorflow.core.tpu.kernels import sparse_core_layout_pb2
 from tensorflow.python.ops import init_ops_v2
 
+from tf_embedding import argument_checks as checks
 from tf_embedding.combiners import COMBINERS
 
 
@@ -42,9 +45,19 @@ class QuantizationConfig:
     """
 
     def __init__(self, num_buckets: int, lower: float, upper: float):
+        """TF's check of `num_buckets` (its message), then tf_embedding's: an int, finite
+        bounds, lower < upper (argument_checks; else every value is NaN or a bound)."""
+        if not isinstance(num_buckets, numbers.Real):  # TF's comparison would fail on it
+            checks.check_integer("QuantizationConfig", "num_buckets", num_buckets, low=2)
         if num_buckets < 2:
             raise ValueError(f"num_buckets is {num_buckets}, must be at least 2 for "
                              f"simulated quantization.")
+        checks.check_integer("QuantizationConfig", "num_buckets", num_buckets, low=2)
+        checks.check_number("QuantizationConfig", "lower", lower)
+        checks.check_number("QuantizationConfig", "upper", upper)
+        if not lower < upper:
+            checks.refuse("QuantizationConfig", "upper", upper, f"> `lower` ({lower!r})",
+                          why="the quantum (upper - lower) / (num_buckets - 1) must be > 0")
         self.num_buckets = num_buckets
         self.lower = lower
         self.upper = upper
@@ -104,6 +117,26 @@ def _check_combiner(combiner: Any) -> None:
             f"Received: {type(combiner)}")
 
 
+def _check_table_arguments(vocabulary_size: Any, dim: Any, initializer: Any, optimizer: Any,
+                           name: Any, quantization_config: Any, layout: Any) -> None:
+    """tf_embedding's checks of `TableConfig`, after TF's."""
+    checks.check_integer("TableConfig", "vocabulary_size", vocabulary_size, low=1)
+    checks.check_integer("TableConfig", "dim", dim, low=1)
+    checks.check_initializer("TableConfig", "initializer", initializer)
+    checks.check_optimizer("TableConfig", "optimizer", optimizer, refuse_numbers=True)
+    checks.check_name("TableConfig", "name", name)
+    if quantization_config is not None and not isinstance(quantization_config,
+                                                          QuantizationConfig):
+        checks.refuse("TableConfig", "quantization_config", quantization_config,
+                      "None or a tf_embedding.QuantizationConfig(num_buckets, lower, upper)",
+                      TypeError)
+    if layout is not None and not isinstance(layout,
+                                             sparse_core_layout_pb2.SparseCoreTableLayout):
+        checks.refuse("TableConfig", "layout", layout,
+                      "None or a SparseCoreTableLayout (SparseCore's; unused off a TPU)",
+                      TypeError)
+
+
 class TableConfig:
     """Configuration of one embedding table; several FeatureConfigs may share it.
 
@@ -122,7 +155,10 @@ class TableConfig:
         layout: Optional[Any] = None,
         dtype: tf.dtypes.DType = tf.float32,
     ):
-        """Validates in TensorFlow's order; `optimizer` is stored unvalidated, as TF does."""
+        """Validates in TensorFlow's order (its messages), then what TF lets through
+        (argument_checks): bools as sizes, an initializer not callable as (shape, dtype=...), an
+        optimizer class or number, a name that is no non-empty string, a quantization config
+        or layout of another type."""
         if not isinstance(vocabulary_size, int) or vocabulary_size < 1:
             raise ValueError(
                 f"Argument `vocabulary_size` must be an int and must be >= 1. "
@@ -149,6 +185,9 @@ class TableConfig:
         if dtype not in (tf.float32, tf.int32):
             raise ValueError(
                 f"Argument `dtype` must be either float32 or int32. Received: {dtype}")
+
+        _check_table_arguments(vocabulary_size, dim, initializer, optimizer, name,
+                               quantization_config, layout)
 
         self.vocabulary_size = vocabulary_size
         self.dim = dim
@@ -197,6 +236,17 @@ class RowIdInitializer:
         return cls(**config)
 
 
+def _check_feature_arguments(max_sequence_length: Any, output_shape: tf.TensorShape,
+                             name: Any) -> None:
+    """tf_embedding's checks of `FeatureConfig`, after TF's."""
+    checks.check_integer("FeatureConfig", "max_sequence_length", max_sequence_length, low=0)
+    if output_shape.rank == 0:
+        checks.refuse("FeatureConfig", "output_shape", output_shape,
+                      "None or a shape of rank >= 1, the batch first",
+                      why="the activations have shape output_shape + [dim]")
+    checks.check_name("FeatureConfig", "name", name)
+
+
 class FeatureConfig:
     """Configuration of one feature: the table it is looked up in and its output layout."""
 
@@ -206,7 +256,9 @@ class FeatureConfig:
                  validate_weights_and_indices: bool = True,
                  output_shape: Optional[Union[List[int], tf.TensorShape]] = None,
                  name: Optional[str] = None):
-        """Validates in TensorFlow's order (output_shape is converted before the bool check)."""
+        """Validates in TensorFlow's order (output_shape is converted before the bool check),
+        then what TF lets through (argument_checks): a bool as `max_sequence_length`, an
+        output shape of rank 0 (no batch), a name that is no non-empty string."""
         if not isinstance(table, TableConfig):
             raise ValueError(f"Argument `table` has invalid type {type(table)}. "
                              "Expected `tf.tpu.experimental.embedding.TableConfig`.")
@@ -226,6 +278,7 @@ class FeatureConfig:
                 f"Argument `validate_weights_and_indices` must be a boolean. "
                 f"Received: {validate_weights_and_indices}")
         self.validate_weights_and_indices = validate_weights_and_indices
+        _check_feature_arguments(max_sequence_length, self.output_shape, name)
 
     def __repr__(self) -> str:
         return ("FeatureConfig(table={table!r}, "
@@ -237,3 +290,14 @@ class FeatureConfig:
                     validate_weights_and_indices=self.validate_weights_and_indices,
                     output_shape=self.output_shape,
                     name=self.name))
+
+
+def check_embedding_arguments(owner: str, feature_config: Any, optimizer: Any,
+                              allow_empty: bool = True) -> None:
+    """The arguments every embedding class shares (argument_checks): `feature_config` holds
+    tf_embedding's or stock TF's FeatureConfigs (at least one unless `allow_empty`),
+    `optimizer` is not a class."""
+    checks.check_feature_config(
+        owner, feature_config, (FeatureConfig, tf.tpu.experimental.embedding.FeatureConfig),
+        "FeatureConfig (tf_embedding's or stock TF's)", allow_empty)
+    checks.check_optimizer(owner, "optimizer", optimizer)

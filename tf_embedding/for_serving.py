@@ -18,11 +18,14 @@ from tensorflow.python.trackable import base as trackable_base
 
 from tf_embedding.feature_inputs import cpu_rules
 from tf_embedding.feature_inputs.feature_input import output_shape_factor_message
+from tf_embedding import argument_checks as checks
+from tf_embedding import config
 from tf_embedding import pooled_lookup
 from tf_embedding.embedding_base import EmbeddingBase
 
 
 _LAYOUTS_KEY = tpu_embedding_v3_utils.SPARSECORE_LAYOUTS_CHECKPOINT_KEY
+_OWNER = "TPUEmbeddingForServing"  # the class argument messages name
 
 
 class TPUEmbeddingForServing(EmbeddingBase):
@@ -49,7 +52,14 @@ class TPUEmbeddingForServing(EmbeddingBase):
 
         Raises:
           RuntimeError: if created under a TPUStrategy.
+          TypeError, ValueError: a `feature_config` that holds no FeatureConfigs, an optimizer
+            class, a restore info that is no dict, a `jit_compile` that is no bool
+            (argument_checks.py), or TF's errors.
         """
+        config.check_embedding_arguments(_OWNER, feature_config, optimizer)
+        checks.check_mapping(_OWNER, "experimental_sparsecore_restore_info",
+                             experimental_sparsecore_restore_info, "None or a dict")
+        checks.check_flag(_OWNER, "jit_compile", jit_compile)
         del experimental_sparsecore_restore_info
         super().__init__(feature_config, optimizer)
         self._jit_compile = jit_compile

@@ -25,6 +25,7 @@ from tf_embedding.feature_inputs.feature_input import FeatureInput
 from tf_embedding.feature_inputs.feature_input import activation_shape
 from tf_embedding.feature_inputs.feature_input import output_shape_factor_message
 from tf_embedding.feature_inputs.feature_input import split_activations
+from tf_embedding import config
 from tf_embedding import ops
 from tf_embedding import embedding_base
 
@@ -88,7 +89,12 @@ class TPUEmbeddingV0(embedding_base.EmbeddingBase):
           feature_config: a nested structure of `FeatureConfig`s.
           optimizer: an embedding optimizer for tables without one of their own (its slots are
             what checkpoints carry; training is the Keras optimizer's job), or None.
+
+        Raises:
+          TypeError, ValueError: a `feature_config` that holds no FeatureConfigs, an optimizer
+            class (argument_checks.py), or TF's errors.
         """
+        config.check_embedding_arguments("TPUEmbeddingV0", feature_config, optimizer)
         super().__init__(feature_config, optimizer)
         self._strategy = (tf.distribute.get_strategy() if tf.distribute.has_strategy()
                           else None)

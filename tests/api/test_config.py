@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tensorflow.core.tpu.kernels import sparse_core_layout_pb2
 from tensorflow.python.ops import init_ops_v2
 
 from tf_embedding import config
@@ -80,7 +81,9 @@ def test_table_config_rejects_stock_custom_combiner():
 
 
 def test_table_config_accepts_what_tf_accepts():
-    for kwargs in [dict(vocabulary_size=True, dim=1), dict(vocabulary_size=1, dim=1),
+    # What TF accepts and tf_embedding refuses (vocabulary_size=True, ...):
+    # tests/api/test_argument_misuse.py.
+    for kwargs in [dict(vocabulary_size=1, dim=1),
                    dict(vocabulary_size=5, dim=4, dtype=tf.int32),
                    dict(vocabulary_size=5, dim=4, dtype="float32"),
                    dict(vocabulary_size=5, dim=4, optimizer="not validated here")]:
@@ -91,12 +94,13 @@ def test_table_config_accepts_what_tf_accepts():
 def test_table_config_attributes():
     initializer = config.RowIdInitializer(3)
     quantization = config.QuantizationConfig(4, -1.0, 1.0)
+    layout = sparse_core_layout_pb2.SparseCoreTableLayout(table_name="t")
     table = config.TableConfig(
         10, 3, initializer=initializer, optimizer="opt", combiner="sqrtn", name="t",
-        quantization_config=quantization, layout="layout", dtype=tf.int32)
+        quantization_config=quantization, layout=layout, dtype=tf.int32)
     assert vars(table) == dict(
         vocabulary_size=10, dim=3, initializer=initializer, optimizer="opt", combiner="sqrtn",
-        name="t", quantization_config=quantization, layout="layout", dtype=tf.int32)
+        name="t", quantization_config=quantization, layout=layout, dtype=tf.int32)
     assert list(vars(table)) == list(vars(stock.TableConfig(10, 3, name="t")))
 
 
@@ -134,7 +138,7 @@ TABLE_REPRS = [
     dict(vocabulary_size=7, dim=16, initializer=init_ops_v2.TruncatedNormal(1.0, 0.25),
          name="other_mean"),
     dict(vocabulary_size=7, dim=4, initializer=init_ops_v2.Zeros(), optimizer="opt",
-         name="t", layout="ignored", dtype=tf.int32),
+         name="t", layout=sparse_core_layout_pb2.SparseCoreTableLayout(), dtype=tf.int32),
 ]
 
 
@@ -203,7 +207,6 @@ def test_feature_config_table_type():
     dict(max_sequence_length=3, validate_weights_and_indices=False, name="f"),
     dict(output_shape=[16, 4]),
     dict(output_shape=tf.TensorShape([None, 2])),
-    dict(output_shape=[]),
 ])
 def test_feature_config_repr_and_attributes_match_tf(kwargs):
     ours, theirs = _tables()

@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.core.tpu.kernels import sparse_core_layout_pb2
 
 import tf_embedding
 from tf_embedding import optimizers
@@ -181,7 +182,7 @@ Pair = collections.namedtuple("Pair", ["a", "b"])
         marks=pytest.mark.skipif(LEGACY, reason=TF_KERAS_CALLABLE)),
     (lambda: features_of(initializer=own_initializer),
      "Table 'user': `initializer` is <function own_initializer"),
-    (lambda: features_of(layout=object()),
+    (lambda: features_of(layout=sparse_core_layout_pb2.SparseCoreTableLayout()),
      "Table 'user': `layout` \\(a SparseCore layout\\) cannot be saved"),
     (lambda: {1: features_of()["f"]}, "keys must be strings"),
     (lambda: Pair(features_of()["f"], features_of()["f"]),

@@ -20,12 +20,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "tf_embedding"
 
 # What stays at the root besides `__init__.py`: the modules of the public names and what they
-# share (configs, ops, serving, the replicated class), the op library's loader, the two commands
-# (`python -m tf_embedding`, `python -m tf_embedding.server`) and the packages.
+# share (configs, their argument checks, ops, serving, the replicated class), the op library's
+# loader, the two commands (`python -m tf_embedding`, `python -m tf_embedding.server`) and the
+# packages.
 ROOT_MODULES = {
-    "__main__.py", "_loader.py", "combiners.py", "config.py", "embedding_base.py",
-    "for_serving.py", "ops.py", "pooled_lookup.py", "replicated.py", "serialization.py",
-    "server.py",
+    "__main__.py", "_loader.py", "argument_checks.py", "combiners.py", "config.py",
+    "embedding_base.py", "for_serving.py", "ops.py", "pooled_lookup.py", "replicated.py",
+    "serialization.py", "server.py",
 }
 # Written by the build next to the op library (setup.py), not kept in the tree.
 GENERATED = {"_build_info.py"}

@@ -26,6 +26,7 @@ import tensorflow as tf
 from tensorflow.python.saved_model import save_context
 from tensorflow.python.util import nest
 
+from tf_embedding import argument_checks as checks
 from tf_embedding import config as config_lib
 from tf_embedding.feature_inputs import cpu_rules
 from tf_embedding import for_serving
@@ -38,6 +39,7 @@ from tf_embedding.sharded.front_end import FrontEnd
 from tf_embedding.sharded.tpu_embedding import TPUEmbedding as ShardedTPUEmbedding
 
 _DUMMY_NAME = "tpu_embedding_helper_dummy"
+_OWNER = "keras.TPUEmbedding"  # the class argument messages name
 _TRAINING_MODES = ("embedding_optimizer", "model_optimizer")
 _TPU_STRATEGIES = (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)
 
@@ -73,6 +75,17 @@ def _clone_and_prepare_features(feature_config: Any) -> tuple[Any, list[tuple[An
             validate_weights_and_indices=feature.validate_weights_and_indices, name=feature.name)
         for feature in tf.nest.flatten(feature_config)]
     return tf.nest.pack_sequence_as(feature_config, cloned_features), table_map
+
+
+def _check_arguments(feature_config: Any, optimizer: Any, pipelined: Any, batch_size: Any,
+                     tables_trained_by: Any) -> None:
+    """The layer's own arguments (argument_checks), after Keras' (`name`, `dtype`)."""
+    if tables_trained_by not in _TRAINING_MODES:
+        checks.refuse(_OWNER, "tables_trained_by", tables_trained_by,
+                      " or ".join(repr(mode) for mode in _TRAINING_MODES))
+    checks.check_flag(_OWNER, "pipeline_execution_with_tensor_core", pipelined)
+    checks.check_integer(_OWNER, "batch_size", batch_size, low=1, optional=True)
+    config_lib.check_embedding_arguments(_OWNER, feature_config, optimizer, allow_empty=False)
 
 
 @tf.keras.utils.register_keras_serializable(package="tf_embedding")
@@ -112,13 +125,15 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
         Raises:
           ValueError: an unknown optimizer or `tables_trained_by`, a Keras optimizer setting
             the embedding optimizer cannot express, or duplicate table names.
+          TypeError, ValueError: a `feature_config` without FeatureConfigs, an optimizer class,
+            a `pipeline_execution_with_tensor_core` that is no bool, a `batch_size` that is no
+            int >= 1 (argument_checks.py).
           RuntimeError: created under a strategy the engine does not run under.
         """
         super().__init__(**kwargs)
         layer_config.check_float32(self)
-        if tables_trained_by not in _TRAINING_MODES:
-            raise ValueError(f"tables_trained_by must be one of {_TRAINING_MODES}, got "
-                             f"{tables_trained_by!r}.")
+        _check_arguments(feature_config, optimizer, pipeline_execution_with_tensor_core,
+                         batch_size, tables_trained_by)
         if tables_trained_by == "model_optimizer" and not _uses_legacy_keras():
             raise ValueError(
                 "tables_trained_by='model_optimizer' (TFRS's CPU behaviour: tables trained as "

@@ -26,6 +26,7 @@ from keras.src.backend.common import symbolic_scope
 import tensorflow as tf
 from tensorflow.python.saved_model import save_context
 
+from tf_embedding import argument_checks as checks
 from tf_embedding.feature_inputs import cpu_rules
 from tf_embedding.feature_inputs.feature_input import FeatureInput
 from tf_embedding.keras import export
@@ -88,8 +89,16 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
             a TPU, `update_stats=True`, an unknown placement), another `table_stacking`, an
             optimizer keras-rs cannot translate for a TPU (naming the table), or two tables
             with one name.
+          TypeError, ValueError: `feature_configs` without keras-rs FeatureConfigs, a
+            `pipeline_execution_with_tensor_core` that is no bool (argument_checks.py).
         """
         translation.check_table_stacking(table_stacking)
+        checks.check_feature_config(
+            "DistributedEmbedding", feature_configs,
+            (keras_rs.layers.FeatureConfig, tf.tpu.experimental.embedding.FeatureConfig),
+            "keras_rs.layers.FeatureConfig", allow_empty=False, name="feature_configs")
+        checks.check_flag("DistributedEmbedding", "pipeline_execution_with_tensor_core",
+                          kwargs.get("pipeline_execution_with_tensor_core", False))
         super().__init__(feature_configs, table_stacking=table_stacking, **kwargs)
         self._table_stacking = table_stacking  # saved by keras-rs's get_config
         # Keras 3's jit_compile="auto" must not compile the step: this front end's lookups

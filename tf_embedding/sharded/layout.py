@@ -40,10 +40,11 @@ def block_rows(vocabulary_size: int, num_devices: int) -> tuple[int, ...]:
     return tuple(count for count in rows if count)
 
 
-def check_partition_strategy(partition_strategy: str) -> str:
+def check_partition_strategy(partition_strategy: str, owner: str = "ShardLayout") -> str:
+    """`partition_strategy` if it is one of PARTITION_STRATEGIES; the message names `owner`."""
     if partition_strategy not in PARTITION_STRATEGIES:
-        raise ValueError(f"Invalid partition_strategy {partition_strategy!r}: must be 'div' "
-                         "(contiguous row blocks) or 'mod' (row r in block r % blocks).")
+        raise ValueError(f"{owner}: Invalid partition_strategy {partition_strategy!r}: must be "
+                         "'div' (contiguous row blocks) or 'mod' (row r in block r % blocks).")
     return partition_strategy
 
 

@@ -118,14 +118,13 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
 
         Raises:
           RuntimeError: under a strategy other than those docs/sharded.md names.
-          ValueError: a bad option, or one the strategy has no use for; the message names it
-            (engine_options.py).
+          ValueError, TypeError: a bad argument, or an option the strategy has no use for,
+            named with its value (engine_options.py).
         """
-        strategy = tf.distribute.get_strategy()
-        parameter_servers = engine_options.check_strategy(strategy)
-        self._strategy = strategy
-        self._partition_strategy = layout_lib.check_partition_strategy(partition_strategy)
-        engine_options.check_profile_directory(profile_data_directory, parameter_servers)
+        self._strategy = strategy = tf.distribute.get_strategy()
+        parameter_servers, self._partition_strategy = engine_options.checked_arguments(
+            strategy, feature_config, optimizer, pipeline_execution_with_tensor_core,
+            partition_strategy, profile_data_directory)
         self._workers = self._no_dependency(engine_options.worker_group(
             strategy, table_devices, traffic, profile_data_directory, collective_timeout_seconds))
         self._profile_data_directory = profile_data_directory
@@ -158,7 +157,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             table_devices, default, [table.name for table in self._table_config],
             self._parameter_servers))
         self._partial_tables = self._no_dependency(engine_options.checked_traffic(
-            traffic or {}, self._table_config, self._pipeline_execution_with_tensor_core))
+            traffic, self._table_config, self._pipeline_execution_with_tensor_core))
 
     @property
     def engine(self) -> engine_lib.Engine:
