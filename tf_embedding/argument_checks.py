@@ -5,7 +5,7 @@ Every message has the optimizers' form (`optimizers/accepted.py`, whose `Accepte
 flag rules reuse): "<Class>: argument `<name>` is <value!r>; it must be <accepted>." A value of a
 wrong type is a TypeError (its type named too), a value outside the accepted ones a ValueError.
 What TF refuses itself keeps TF's message; numpy integers stay refused where TF's `isinstance(.,
-int)` refuses them and accepted where TF accepts them. docs/api_differences.md lists the checks.
+int)` refuses them and accepted where TF accepts them. docs/checks.md lists the checks.
 """
 
 import inspect

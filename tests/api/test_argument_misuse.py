@@ -8,7 +8,7 @@ where TF (or keras-rs, Keras) refuses a value itself its message is kept, and th
 its words instead. Before these checks each `ours` value below was accepted silently (a bool as a
 size, `jit_compile="no"` switching XLA on, NaN quantization bounds), failed late (at build, at the
 first step, in a py_func) or failed with a raw Python error (AttributeError, TypeError of a
-comparison). docs/api_differences.md lists them.
+comparison). docs/checks.md lists them.
 """
 
 import functools

@@ -4,7 +4,7 @@ refused where they are given, naming the class, the argument and the value
 
 The first cases are the ones found by trying the API as a new user (each trained to NaN or
 ascent before); the battery then refuses one value per bound of every declared argument of
-every optimizer class, and a table in docs/api_differences.md lists the same ranges."""
+every optimizer class, and a table in docs/checks.md lists the same ranges."""
 
 import math
 import pathlib
@@ -139,10 +139,10 @@ def test_a_callable_learning_rate_that_gives_no_number_fails_at_trace_time(gives
 
 
 def test_docs_list_every_range():
-    """docs/api_differences.md's table of ranges names every declared range of every public
+    """docs/checks.md's table of ranges names every declared range of every public
     optimizer argument, in the words the messages use."""
-    text = (ROOT / "docs" / "api_differences.md").read_text()
-    section = text[text.index("## Checks stricter than TF's"):]
+    text = (ROOT / "docs" / "checks.md").read_text()
+    section = text[text.index("## Optimizer arguments"):]
     section = section[:section.index("\n## ", 1)]
     switches = section[section.index("The switches"):section.index("take True or False")]
     common = set(accepted_values(optimizers.SGD.description))

@@ -7,7 +7,7 @@ when the optimizer is made: types before TF's own checks (which would fail on th
 comparison error), ranges after them, so TF's messages and order are kept for every value TF
 refuses itself. A learning rate given as a callable or tensor is only known at the step: the
 apply kernels refuse a non-finite or negative one there (`CheckLearningRate`, cc/core), and
-`learning_rate_value` a value that is no number at trace time. docs/api_differences.md lists the
+`learning_rate_value` a value that is no number at trace time. docs/checks.md lists the
 ranges (a test checks the table against these declarations).
 """
 
@@ -47,7 +47,7 @@ class Accepted:
     why: str = ""
 
     def describe(self) -> str:
-        """The accepted values in words, as messages and docs/api_differences.md say them."""
+        """The accepted values in words, as messages and docs/checks.md say them."""
         if self.kind == "flag":
             words = "True or False (or 0 or 1)"
         else:
