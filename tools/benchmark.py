@@ -57,7 +57,8 @@ sys.path.insert(0, REPO_ROOT)
 import benchmark_limit  # pylint: disable=wrong-import-position
 import benchmark_machine as machine  # pylint: disable=wrong-import-position
 import benchmark_report  # pylint: disable=wrong-import-position
-import benchmark_variants as bv  # pylint: disable=wrong-import-position
+import benchmark_registry as registry  # pylint: disable=wrong-import-position
+from benchmark_variants import VARIANTS  # pylint: disable=wrong-import-position
 import benchmark_worker  # pylint: disable=wrong-import-position
 
 FULL = dict(tables=8, vocab=1_000_000, dim=64, batch=4096, ids_per_sample=20, steps=10,
@@ -72,7 +73,7 @@ THREADS = "1,2"
 # Inputs
 
 
-def make_ids(workload: bv.Workload, distribution: str, batches: int,
+def make_ids(workload: registry.Workload, distribution: str, batches: int,
              zipf_alpha: float) -> np.ndarray:
     """ids[b, t, sample, k], int64, reproducible from the seed.
 
@@ -108,9 +109,9 @@ def unique_fraction(ids: np.ndarray) -> float:
 # Orchestrator
 
 
-def workload_of(args: argparse.Namespace) -> bv.Workload:
+def workload_of(args: argparse.Namespace) -> registry.Workload:
     """The workload `parse_args` gave (the reference one, or --quick's, unless flags change it)."""
-    return bv.Workload(args.tables, args.vocab, args.dim, args.batch, args.ids_per_sample,
+    return registry.Workload(args.tables, args.vocab, args.dim, args.batch, args.ids_per_sample,
                        args.seed)
 
 
@@ -188,28 +189,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def select_variants(args: argparse.Namespace) -> list[bv.Variant]:
+def select_variants(args: argparse.Namespace) -> list[registry.Variant]:
     if args.variants:
         names = args.variants.split(",")
-        unknown = [n for n in names if n not in bv.VARIANTS]
+        unknown = [n for n in names if n not in VARIANTS]
         if unknown:
             raise SystemExit(f"unknown variants {unknown}; --list-variants shows them")
     else:
-        names = [n for n, v in bv.VARIANTS.items() if v.default]
+        names = [n for n, v in VARIANTS.items() if v.default]
     if args.breakdown:
-        names += [n for n, v in bv.VARIANTS.items() if v.part_of and n not in names]
+        names += [n for n, v in VARIANTS.items() if v.part_of and n not in names]
     # Registry order: baselines sit next to the variants they are compared with.
-    return [v for n, v in bv.VARIANTS.items() if n in names]
+    return [v for n, v in VARIANTS.items() if n in names]
 
 
-def run_workers(args: argparse.Namespace, workload: bv.Workload, jobs: list[dict[str, Any]],
+def run_workers(args: argparse.Namespace, workload: registry.Workload, jobs: list[dict[str, Any]],
                 scratch: str) -> list[dict[str, Any]]:
     if args.shared_process:
         # A process has one Keras and one thread count: variants needing tf_keras, and each
         # thread count, share a process of their own.
         groups = [group for threads in args.threads for legacy in (False, True)
                   if (group := [j for j in jobs if j["threads"] == threads
-                                and bv.VARIANTS[j["variant"]].legacy_keras == legacy])]
+                                and VARIANTS[j["variant"]].legacy_keras == legacy])]
     else:
         groups = [[job] for job in jobs]
     results = []
@@ -227,7 +228,7 @@ def run_workers(args: argparse.Namespace, workload: bv.Workload, jobs: list[dict
         print(f"[{n + 1}/{len(groups)}] {label}", file=sys.stderr, flush=True)
         env = dict(os.environ)
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        if bv.VARIANTS[group[0]["variant"]].legacy_keras:
+        if VARIANTS[group[0]["variant"]].legacy_keras:
             env["TF_USE_LEGACY_KERAS"] = "1"
         others = machine.OtherProcessesCpu()
         try:
@@ -258,7 +259,7 @@ def run_workers(args: argparse.Namespace, workload: bv.Workload, jobs: list[dict
     return sorted(results, key=lambda r: order[_job_key(r)])
 
 
-def limit_prefetch(limit: benchmark_report.NativeLimit, variant: bv.Variant,
+def limit_prefetch(limit: benchmark_report.NativeLimit, variant: registry.Variant,
                    threads: int) -> dict[str, int]:
     """{limit phase: prefetch distance} of the phases a row of `variant` is compared with, each
     at its fastest distance in the run's first limit."""
@@ -270,12 +271,12 @@ def _job_key(job: dict[str, Any]) -> tuple[str, str, int]:
     return job["variant"], job["distribution"], job["threads"]
 
 
-def run_limit(args: argparse.Namespace, workload: bv.Workload, ids_path: str
+def run_limit(args: argparse.Namespace, workload: registry.Workload, ids_path: str
               ) -> benchmark_report.NativeLimit:
     """The native limit on the ids in `ids_path`, at every thread count of the run."""
     others = machine.OtherProcessesCpu()
     run = benchmark_limit.run(ids_path, workload.vocab, workload.dim, args.threads, args.steps,
-                              args.warmup, bv.LEARNING_RATE, bv.INITIAL_ACCUMULATOR,
+                              args.warmup, registry.LEARNING_RATE, registry.INITIAL_ACCUMULATOR,
                               args.timeout)
     return benchmark_report.NativeLimit(run, *others.cores())
 
@@ -285,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.worker:
         return benchmark_worker.run_worker(args.worker)
     if args.list_variants:
-        for v in bv.VARIANTS.values():
+        for v in VARIANTS.values():
             tags = [t for t, on in (("baseline", v.baseline), ("not default", not v.default))
                     if on]
             print(f"{v.name:18} {v.phase:8} {v.description}"
@@ -309,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for r in results:
         runs.setdefault((r["distribution"], r["variant"], r["threads"]), []).append(r)
-    rows = [benchmark_report.Row(distribution, bv.VARIANTS[name], threads, group)
+    rows = [benchmark_report.Row(distribution, VARIANTS[name], threads, group)
             for (distribution, name, threads), group in runs.items()]
     lines = benchmark_report.report(rows, limits, workload)
     print(f"TensorFlow {first.get('tf_version', '?')}, op library "
@@ -326,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if any("error" in r for r in results) else 0
 
 
-def _header(args: argparse.Namespace, workload: bv.Workload, command: str) -> list[str]:
+def _header(args: argparse.Namespace, workload: registry.Workload, command: str) -> list[str]:
     """The run's header: when, the command, the machine, the workload and how it is timed."""
     load_start = os.getloadavg()
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -337,7 +338,7 @@ def _header(args: argparse.Namespace, workload: bv.Workload, command: str) -> li
         f"workload: {workload.tables} tables x {workload.vocab:,} x {workload.dim} float32 "
         f"({benchmark_report.gib(workload.table_bytes)} GiB; Adagrad slots as much again), "
         f"batch {workload.batch}, {workload.ids_per_sample} ids per sample per table, sum "
-        f"combiner, Adagrad lr {bv.LEARNING_RATE}",
+        f"combiner, Adagrad lr {registry.LEARNING_RATE}",
         f"timing:   {args.warmup} warm-up + {args.rounds} x {args.steps} timed steps (median), "
         "the native limit timed after each round of steps"
         + (f"; forward and train: each of those a tf.function call of {args.steps_per_call} "
@@ -350,8 +351,8 @@ def _header(args: argparse.Namespace, workload: bv.Workload, command: str) -> li
     ]
 
 
-def _measure(args: argparse.Namespace, workload: bv.Workload, distributions: list[str],
-             variants: list[bv.Variant]
+def _measure(args: argparse.Namespace, workload: registry.Workload, distributions: list[str],
+             variants: list[registry.Variant]
              ) -> tuple[list[dict[str, Any]], dict[str, benchmark_report.NativeLimit]]:
     """Every job's results (each run of it) and the native limit of each distribution: the ids
     written once per distribution, the limit timed on them, then the workers."""

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import benchmark_limit
 import benchmark_machine as machine
-import benchmark_variants as bv
+import benchmark_registry as registry
 
 GIB = 1 << 30
 # Peak RSS may exceed tables + slots by at most this much (the performance issue's target; the
@@ -33,7 +33,7 @@ class Row:
     the fastest."""
 
     distribution: str
-    variant: bv.Variant
+    variant: registry.Variant
     threads: int
     runs: list[dict[str, Any]]
 
@@ -130,7 +130,7 @@ def _efficiency(one_thread: float | None, threads: int, seconds: float) -> str:
     return f"{100 * one_thread / (threads * seconds):.0f}%"
 
 
-def limit_report(limits: dict[str, NativeLimit], workload: bv.Workload) -> list[str]:
+def limit_report(limits: dict[str, NativeLimit], workload: registry.Workload) -> list[str]:
     """The native limit of each distribution and thread count."""
     gathered = workload.tables * workload.lookups * workload.dim * 4
     body = []
@@ -181,7 +181,8 @@ def limit_report(limits: dict[str, NativeLimit], workload: bv.Workload) -> list[
     return lines
 
 
-def report(rows: list[Row], limits: dict[str, NativeLimit], workload: bv.Workload) -> list[str]:
+def report(rows: list[Row], limits: dict[str, NativeLimit], workload: registry.Workload
+           ) -> list[str]:
     """The results table, the native limit, the breakdown (if measured) and the targets."""
     body, checks = [], []
     for r in rows:

@@ -18,7 +18,8 @@ import numpy as np
 
 import benchmark_limit
 import benchmark_machine as machine
-import benchmark_variants as bv
+import benchmark_registry as registry
+from benchmark_variants import VARIANTS
 
 # The phases whose steps --steps-per-call loops; serving lookups are timed per call, as a server
 # calls them, and parts per call, as the step they are part of.
@@ -40,7 +41,7 @@ class PairedLimit:
         return {p: run.phase(p).seconds_by_prefetch[d] for p, d in self.prefetch.items()}
 
 
-def measure(variant: bv.Variant, ctx: bv.Context, steps: int, warmup: int, rounds: int,
+def measure(variant: registry.Variant, ctx: registry.Context, steps: int, warmup: int, rounds: int,
             limit: PairedLimit | None) -> dict[str, Any]:
     """Builds the variant, runs its warm-up steps, then `rounds` rounds of timed steps, each
     followed by a timing of the native limit (`limit`, if given), and reports times and memory.
@@ -109,7 +110,7 @@ def start_worker(threads: int, inter_op_threads: int | None = None) -> None:
     # Thread pools are fixed when TensorFlow's context starts, so before any op runs.
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads or threads)
-    bv.import_tensorflow()
+    registry.import_tensorflow()
 
 
 def run_worker(spec_path: str) -> int:
@@ -120,7 +121,7 @@ def run_worker(spec_path: str) -> int:
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     from tf_embedding import _loader  # pylint: disable=import-outside-toplevel
 
-    workload = bv.Workload(**spec["workload"])
+    workload = registry.Workload(**spec["workload"])
     # Python, TensorFlow, Keras and tf_embedding loaded, nothing built yet.
     import_rss = machine.current_rss()
     results = []
@@ -128,16 +129,16 @@ def run_worker(spec_path: str) -> int:
     for job in spec["jobs"]:
         result = dict(job)
         try:
-            variant = bv.VARIANTS[job["variant"]]
+            variant = VARIANTS[job["variant"]]
             steps_per_call = spec["steps_per_call"] if variant.phase in LOOPED_PHASES else 1
-            ctx = bv.Context(workload, np.load(job["inputs"]), steps_per_call)
+            ctx = registry.Context(workload, np.load(job["inputs"]), steps_per_call)
             with contextlib.ExitStack() as stack:
                 limit = None
                 if "limit_prefetch" in job:
                     prefetch = job["limit_prefetch"]
                     limit = PairedLimit(stack.enter_context(benchmark_limit.Rounds(
                         job["inputs"], workload.vocab, workload.dim, [threads], spec["steps"],
-                        spec["warmup"], bv.LEARNING_RATE, bv.INITIAL_ACCUMULATOR,
+                        spec["warmup"], registry.LEARNING_RATE, registry.INITIAL_ACCUMULATOR,
                         sorted(set(prefetch.values())))), threads, prefetch)
                 result.update(measure(variant, ctx, spec["steps"], spec["warmup"],
                                       spec["rounds"], limit))

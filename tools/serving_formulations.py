@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchmark  # pylint: disable=wrong-import-position
 import benchmark_machine as machine  # pylint: disable=wrong-import-position
 import benchmark_report  # pylint: disable=wrong-import-position
-import benchmark_variants as bv  # pylint: disable=wrong-import-position
+import benchmark_registry as registry  # pylint: disable=wrong-import-position
 import benchmark_worker  # pylint: disable=wrong-import-position
 
 HEADER = ["input", "weights", "candidate", "ms/call", "vs stock", "bits"]
@@ -105,7 +105,7 @@ def candidates(tables: list[Any], per_sample: int
     return result
 
 
-def features(ctx: bv.Context, kind: str, weights: list[Any] | None, b: int) -> list[tuple]:
+def features(ctx: registry.Context, kind: str, weights: list[Any] | None, b: int) -> list[tuple]:
     """Batch `b`'s features as the candidates take them."""
     out = []
     for t, composite in enumerate(ctx.batch(b, kind)):
@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"serving_formulations: {args.calls} timed calls per candidate, "
           f"{args.distribution} ids, medians")
     print(*machine.machine_info([args.threads], 0), sep="\n")
-    ctx = bv.Context(workload, benchmark.make_ids(workload, args.distribution, BATCHES,
+    ctx = registry.Context(workload, benchmark.make_ids(workload, args.distribution, BATCHES,
                                                   defaults.zipf_alpha))
     tables = ctx.make_tables()
     rng = np.random.default_rng(0)

@@ -37,7 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchmark  # pylint: disable=wrong-import-position
 import benchmark_machine as machine  # pylint: disable=wrong-import-position
 import benchmark_report  # pylint: disable=wrong-import-position
-import benchmark_variants as bv  # pylint: disable=wrong-import-position
+import benchmark_registry as registry  # pylint: disable=wrong-import-position
+import benchmark_serving_variants as serving_variants  # pylint: disable=wrong-import-position
 import benchmark_worker  # pylint: disable=wrong-import-position
 
 # Each row: whether its lookup is exported and loaded, and its jit_compile (None: stock TF's).
@@ -75,14 +76,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def make_lookups(workload: bv.Workload) -> dict[str, Callable[[list[Any]], Any]]:
+def make_lookups(workload: registry.Workload) -> dict[str, Callable[[list[Any]], Any]]:
     """Each row's lookup on `workload`'s tables (filled alike)."""
-    return {name: (bv.exported_serving_lookup(workload, jit_compile) if exported
-                   else bv.stock_serving_lookup(workload))
+    return {name: (serving_variants.exported_serving_lookup(workload, jit_compile) if exported
+                   else serving_variants.stock_serving_lookup(workload))
             for name, (exported, jit_compile) in ROWS.items()}
 
 
-def check_outputs(lookups: dict[str, Callable[[list[Any]], Any]], ctx: bv.Context) -> None:
+def check_outputs(lookups: dict[str, Callable[[list[Any]], Any]], ctx: registry.Context) -> None:
     """Every row's activations equal stock's on every batch (up to the order of additions)."""
     for b in range(ctx.num_batches):
         expected = [a.numpy() for a in lookups["stock-serving"](ctx.batch(b))]
@@ -92,7 +93,7 @@ def check_outputs(lookups: dict[str, Callable[[list[Any]], Any]], ctx: bv.Contex
                                            err_msg=f"{name}, batch {b}")
 
 
-def time_calls(lookups: dict[str, Callable[[list[Any]], Any]], ctx: bv.Context, calls: int,
+def time_calls(lookups: dict[str, Callable[[list[Any]], Any]], ctx: registry.Context, calls: int,
                warmup: int) -> dict[str, list[float]]:
     """Seconds of each row's calls, the rows' calls alternating."""
     names = list(lookups)
@@ -136,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     for batch in args.batch_sizes:
         sized = dataclasses.replace(workload, batch=batch)
-        ctx = bv.Context(sized, benchmark.make_ids(sized, args.distribution, BATCHES,
+        ctx = registry.Context(sized, benchmark.make_ids(sized, args.distribution, BATCHES,
                                                    defaults.zipf_alpha))
         check_outputs(lookups, ctx)
         rows += summarise(batch, time_calls(lookups, ctx, args.calls, args.warmup))

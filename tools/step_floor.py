@@ -13,7 +13,7 @@ benchmark's reference workload and ids:
   step   the benchmark's `sharded-forward` or `sharded-train` variant of that kind (one
          tf.function call: `TPUEmbedding.enqueue` + `dequeue`, + `apply_gradients` to train);
   floor  a tf.function taking the same features and returning a constant: what TensorFlow's
-         call of such a step costs by itself (`benchmark_variants.call_floor_setup`);
+         call of such a step costs by itself (`benchmark_step_variants.call_floor_setup`);
   limit  the native limit (tools/benchmark_limit.py) on the same ids and CPUs, its phase as the
          benchmark compares the row with (forward gather-sum; training in API order), at its
          fastest prefetch distance, kept running beside the worker.
@@ -55,7 +55,9 @@ import benchmark  # pylint: disable=wrong-import-position
 import benchmark_limit  # pylint: disable=wrong-import-position
 import benchmark_machine as machine  # pylint: disable=wrong-import-position
 import benchmark_report  # pylint: disable=wrong-import-position
-import benchmark_variants as bv  # pylint: disable=wrong-import-position
+import benchmark_registry as registry  # pylint: disable=wrong-import-position
+import benchmark_step_variants as step_variants  # pylint: disable=wrong-import-position
+from benchmark_variants import VARIANTS  # pylint: disable=wrong-import-position
 import benchmark_worker  # pylint: disable=wrong-import-position
 
 PHASES = ("forward", "train")
@@ -66,12 +68,12 @@ def step_variant(phase: str, kind: str) -> str:
     return f"sharded-{phase}" + ("" if kind == "sparse" else f"-{kind}")
 
 
-def time_rounds(job: dict[str, Any], workload: bv.Workload, threads: int, steps: int,
+def time_rounds(job: dict[str, Any], workload: registry.Workload, threads: int, steps: int,
                 warmup: int, rounds: int) -> dict[str, Any]:
     """In a worker process: the step, the floor and the limit of one job, round by round."""
-    ctx = bv.Context(workload, np.load(job["ids"]))
-    step = bv.VARIANTS[step_variant(job["phase"], job["kind"])].setup(ctx)
-    floor = bv.call_floor_setup(ctx, job["kind"])
+    ctx = registry.Context(workload, np.load(job["ids"]))
+    step = VARIANTS[step_variant(job["phase"], job["kind"])].setup(ctx)
+    floor = step_variants.call_floor_setup(ctx, job["kind"])
     setups = (step, floor)
     for setup in setups:
         for i in range(warmup):
@@ -82,7 +84,7 @@ def time_rounds(job: dict[str, Any], workload: bv.Workload, threads: int, steps:
         phases[benchmark_limit.SPARSE_INPUT_PHASES[limit_phase]] = job["sparse_prefetch"]
     timed = []
     with benchmark_limit.Rounds(job["ids"], workload.vocab, workload.dim, [threads], steps,
-                                warmup, bv.LEARNING_RATE, bv.INITIAL_ACCUMULATOR,
+                                warmup, registry.LEARNING_RATE, registry.INITIAL_ACCUMULATOR,
                                 sorted(set(phases.values()))) as rounds_of_limit:
         limit = benchmark_worker.PairedLimit(rounds_of_limit, threads, phases)
         for r in range(rounds):
@@ -111,8 +113,9 @@ def run_worker(spec_path: str) -> int:
     with open(spec_path) as f:
         spec = json.load(f)
     benchmark_worker.start_worker(spec["threads"])
-    results = [time_rounds(job, bv.Workload(**job["workload"]), spec["threads"], spec["steps"],
-                           spec["warmup"], spec["rounds"]) for job in spec["jobs"]]
+    results = [time_rounds(job, registry.Workload(**job["workload"]), spec["threads"],
+                           spec["steps"], spec["warmup"], spec["rounds"])
+               for job in spec["jobs"]]
     with open(spec["results"], "w") as f:
         json.dump(results, f)
     return 0
@@ -158,8 +161,8 @@ HEADER = ["phase", "input", "ids", "thr", "step ms", "floor ms", "step - floor m
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kinds", default=",".join(bv.INPUT_KINDS),
-                        help="comma-separated input kinds: " + ", ".join(bv.INPUT_KINDS))
+    parser.add_argument("--kinds", default=",".join(step_variants.INPUT_KINDS),
+                        help="comma-separated input kinds: " + ", ".join(step_variants.INPUT_KINDS))
     parser.add_argument("--phases", default=",".join(PHASES),
                         help="comma-separated: " + ", ".join(PHASES))
     parser.add_argument("--distribution", default=",".join(benchmark.DISTRIBUTIONS))
@@ -173,7 +176,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "count")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    for flag, allowed in (("kinds", tuple(bv.INPUT_KINDS)), ("phases", PHASES),
+    for flag, allowed in (("kinds", tuple(step_variants.INPUT_KINDS)), ("phases", PHASES),
                           ("distribution", benchmark.DISTRIBUTIONS)):
         values = getattr(args, flag).split(",")
         unknown = [v for v in values if v not in allowed]
@@ -208,7 +211,7 @@ def plan_jobs(args: argparse.Namespace, scratch: str) -> list[dict[str, Any]]:
                       f"{workload.ids_per_sample} per sample", file=sys.stderr, flush=True)
                 limits[path] = benchmark.run_limit(defaults, workload, path)
             for phase in args.phases:
-                variant = bv.VARIANTS[step_variant(phase, kind)]
+                variant = VARIANTS[step_variant(phase, kind)]
                 limit_phase = benchmark_limit.LIMIT_PHASES[phase]
                 for threads in args.threads:
                     best = limits[path].run.limits[threads]
@@ -261,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"after {args.warmup} warm-up calls each, the limit timed after each round; "
               f"{now:%Y-%m-%d %H:%M} UTC")
         print(*machine.machine_info(args.threads, 0), sep="\n")
-        workload = bv.Workload(**jobs[0]["workload"])
+        workload = registry.Workload(**jobs[0]["workload"])
         print(f"workload: {workload.tables} tables x {workload.vocab:,} x {workload.dim}, batch "
               f"{workload.batch}, {workload.ids_per_sample} ids per sample per table (dense "
               f"input: 1)", flush=True)

@@ -38,7 +38,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchmark  # pylint: disable=wrong-import-position
 import benchmark_machine as machine  # pylint: disable=wrong-import-position
-import benchmark_variants as bv  # pylint: disable=wrong-import-position
+import benchmark_registry as registry  # pylint: disable=wrong-import-position
+from benchmark_variants import VARIANTS  # pylint: disable=wrong-import-position
 import benchmark_worker  # pylint: disable=wrong-import-position
 
 # The steps of docs/xla.md's speed table, each with a compiled twin named `{name}-xla`.
@@ -48,13 +49,13 @@ DEFAULT_VARIANTS = ("sharded-forward", "keras-layer-forward", "v0-forward", "sha
 TARGETS = {"forward": 1.10, "train": 1.15}
 
 
-def run_pair(variant: str, ids_path: str, workload: bv.Workload, threads: int, steps: int,
+def run_pair(variant: str, ids_path: str, workload: registry.Workload, threads: int, steps: int,
              warmup: int) -> dict[str, Any]:
     """In a worker process: times `variant` and its twin alternately, compares their results."""
     benchmark_worker.start_worker(threads)
-    ctx = bv.Context(workload, np.load(ids_path))
+    ctx = registry.Context(workload, np.load(ids_path))
     names = (variant, f"{variant}-xla")
-    setups = [bv.VARIANTS[name].setup(ctx) for name in names]
+    setups = [VARIANTS[name].setup(ctx) for name in names]
     for setup in setups:
         for i in range(warmup):
             setup.step(i)
@@ -102,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     variants = args.variants.split(",")
     for name in variants:
-        if name not in bv.VARIANTS or f"{name}-xla" not in bv.VARIANTS:
+        if name not in VARIANTS or f"{name}-xla" not in VARIANTS:
             raise SystemExit(f"{name}: not a benchmark variant with a compiled twin {name}-xla")
     distributions = args.distribution.split(",")
     if any(d not in benchmark.DISTRIBUTIONS for d in distributions):
@@ -130,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         env=env, check=True)
                     with open(result_path) as f:
                         r = json.load(f)
-                    target = TARGETS[bv.VARIANTS[name].phase]
+                    target = TARGETS[VARIANTS[name].phase]
                     same = r["checksums"][0] == r["checksums"][1]
                     failed |= not same
                     low, high = r["ratio_iqr"]
