@@ -105,23 +105,10 @@ void GroupUnitGainLookupsByRow(const std::vector<GradientBatch>& batches, int64_
       [](Key) {}, groups);
 }
 
-}  // namespace
-
-Status GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t dim,
-                        GradientGroups* groups) {
-  groups->Reset(kLookupIdsInput);
-  int64_t total = 0, total_rows = 0;
-  for (size_t b = 0; b < batches.size(); ++b) {
-    const Status status = ValidateCsrBatch(batches[b].csr, /*vocabulary_size=*/-1);
-    if (!status.ok()) return status.WithContext(BatchContext(b));
-    total += batches[b].csr.num_ids;
-    total_rows += batches[b].csr.num_rows();
-  }
-  groups->starts.push_back(0);
-  if (total == 0) return Status();
-
-  // The largest id (which sizes the sort), and whether every gain is 1 (the sum combiner
-  // without weights, the common case).
+// Records the batches' largest id in `groups` (it sizes the sort) and returns whether every
+// gain is 1 (the sum combiner without weights, the common case).
+bool RecordMaxIdAndCheckUnitGains(const std::vector<GradientBatch>& batches,
+                                  GradientGroups* groups) {
   bool unit_gains = true;
   for (size_t b = 0; b < batches.size(); ++b) {
     const CsrBatch& csr = batches[b].csr;
@@ -134,30 +121,20 @@ Status GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t dim,
       }
     }
   }
-  const int id_bits = BitWidth(static_cast<uint64_t>(groups->max_id));
-  std::vector<uint64_t>& keys = groups->sort_keys;
+  return unit_gains;
+}
 
-  // With every gain 1, the keys are (id, row): 32 bits wide when they fit, which halves the
-  // sort's memory traffic (a 4096-row batch of a 1M-row table needs 12 + 20 bits).
-  const int row_bits = BitWidth(static_cast<uint64_t>(std::max<int64_t>(total_rows - 1, 0)));
-  if (unit_gains && row_bits + id_bits <= 32) {
-    GroupUnitGainLookupsByRow(batches, dim, total, total_rows, row_bits, id_bits,
-                              &groups->sort_keys32, &groups->sort_scratch32, groups);
-    return Status();
-  }
-  if (unit_gains && row_bits + id_bits <= 64) {
-    GroupUnitGainLookupsByRow(batches, dim, total, total_rows, row_bits, id_bits, &keys,
-                              &groups->sort_scratch, groups);
-    return Status();
-  }
-
-  // Otherwise the keys are (id, p), p numbering the lookups in batch order, then lookup order,
-  // and each lookup's gain and gradient row are recorded by position.
+// GroupLookupsById for any gains: the keys are (id, p), p numbering the `total` lookups in
+// batch order, then lookup order, and each lookup's gain and gradient row are recorded by
+// position.
+Status GroupLookupsByPosition(const std::vector<GradientBatch>& batches, int64_t dim,
+                              int64_t total, int id_bits, GradientGroups* groups) {
   const int position_bits = BitWidth(static_cast<uint64_t>(total - 1));
   if (position_bits + id_bits > 64) {
     return InvalidArgument(total, " lookups with ids up to ", groups->max_id,
                            " do not fit the 64-bit sort key");
   }
+  std::vector<uint64_t>& keys = groups->sort_keys;
   keys.resize(total);
   std::vector<float>& gain_at = groups->gain_at;
   std::vector<const float*>& row_at = groups->row_at;
@@ -189,6 +166,40 @@ Status GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t dim,
       },
       groups);
   return Status();
+}
+
+}  // namespace
+
+Status GroupLookupsById(const std::vector<GradientBatch>& batches, int64_t dim,
+                        GradientGroups* groups) {
+  groups->Reset(kLookupIdsInput);
+  int64_t total = 0, total_rows = 0;
+  for (size_t b = 0; b < batches.size(); ++b) {
+    const Status status = ValidateCsrBatch(batches[b].csr, /*vocabulary_size=*/-1);
+    if (!status.ok()) return status.WithContext(BatchContext(b));
+    total += batches[b].csr.num_ids;
+    total_rows += batches[b].csr.num_rows();
+  }
+  groups->starts.push_back(0);
+  if (total == 0) return Status();
+
+  const bool unit_gains = RecordMaxIdAndCheckUnitGains(batches, groups);
+  const int id_bits = BitWidth(static_cast<uint64_t>(groups->max_id));
+
+  // With every gain 1, the keys are (id, row): 32 bits wide when they fit, which halves the
+  // sort's memory traffic (a 4096-row batch of a 1M-row table needs 12 + 20 bits).
+  const int row_bits = BitWidth(static_cast<uint64_t>(std::max<int64_t>(total_rows - 1, 0)));
+  if (unit_gains && row_bits + id_bits <= 32) {
+    GroupUnitGainLookupsByRow(batches, dim, total, total_rows, row_bits, id_bits,
+                              &groups->sort_keys32, &groups->sort_scratch32, groups);
+    return Status();
+  }
+  if (unit_gains && row_bits + id_bits <= 64) {
+    GroupUnitGainLookupsByRow(batches, dim, total, total_rows, row_bits, id_bits,
+                              &groups->sort_keys, &groups->sort_scratch, groups);
+    return Status();
+  }
+  return GroupLookupsByPosition(batches, dim, total, id_bits, groups);
 }
 
 Status GroupSortedRows(const std::vector<SortedRows>& lists, int64_t dim,

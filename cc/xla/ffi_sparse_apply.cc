@@ -118,6 +118,31 @@ ffi::Future RunOnPool(ffi::ThreadPool& pool, PoolJob::Body body, const std::stri
   return future;
 }
 
+// The work of a TfeSparseApply<Rule>[Rows] call whose operands are read and checked: groups the
+// gradient `views` by id, checks the ids against the table's `rows`, then applies Rule to each
+// touched row of the `variables` (the table, then Rule's slots), on XLA's pool (RunOnPool).
+template <typename Rule, typename Gradients, size_t kNumVariables>
+ffi::Future ApplyOnPool(ffi::ThreadPool& pool, typename Gradients::Views views,
+                        const std::array<float*, kNumVariables>& variables, int64_t rows,
+                        int64_t dim, const Rule& rule, const CommonUpdateParams& common,
+                        float learning_rate, const std::string& name) {
+  auto body = [views = std::move(views), variables, rows, dim, rule, common,
+               learning_rate](const Sharder& shard) {
+    const GradientGroupsPool::Lease lease = GroupsPool<Rule>().Take();
+    GradientGroups& groups = *lease.get();
+    TFE_RETURN_IF_ERROR(Gradients::Group(views, dim, &groups));
+    TFE_RETURN_IF_ERROR(CheckIdsBelow(groups, rows));
+    std::array<float*, Rule::kNumSlots> slots;
+    for (int k = 0; k < Rule::kNumSlots; ++k) slots[k] = variables[1 + k];
+    for (size_t i = 0; i < kNumVariables; ++i) {
+      AdviseHugePages(variables[i], static_cast<size_t>(rows * dim) * sizeof(float));
+    }
+    ApplyGroups(rule, common, learning_rate, groups, dim, rows, variables[0], slots, shard);
+    return Status();
+  };
+  return RunOnPool(pool, std::move(body), name);
+}
+
 // TfeSparseApply<Rule>[Rows]. Operands: the table, Rule's slots, the gradient lists, the
 // learning rate; results: the table and slots, aliased to their operands. The call checks its
 // operands and returns; grouping the gradient by id and the row updates run on XLA's pool
@@ -175,21 +200,8 @@ ffi::Future SparseApply(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Rema
   typename Gradients::Views views;
   status = Gradients::Read(args, kNumVariables, n, dim, &views);
   if (!status.ok()) return fail(status);
-  auto body = [views = std::move(views), variables, rows, dim, rule, common,
-               learning_rate](const Sharder& shard) {
-    const GradientGroupsPool::Lease lease = GroupsPool<Rule>().Take();
-    GradientGroups& groups = *lease.get();
-    TFE_RETURN_IF_ERROR(Gradients::Group(views, dim, &groups));
-    TFE_RETURN_IF_ERROR(CheckIdsBelow(groups, rows));
-    std::array<float*, Rule::kNumSlots> slots;
-    for (int k = 0; k < Rule::kNumSlots; ++k) slots[k] = variables[1 + k];
-    for (int i = 0; i < kNumVariables; ++i) {
-      AdviseHugePages(variables[i], static_cast<size_t>(rows * dim) * sizeof(float));
-    }
-    ApplyGroups(rule, common, learning_rate, groups, dim, rows, variables[0], slots, shard);
-    return Status();
-  };
-  return RunOnPool(pool, std::move(body), name);
+  return ApplyOnPool<Rule, Gradients>(pool, std::move(views), variables, rows, dim, rule, common,
+                                      learning_rate, name);
 }
 
 template <typename Rule, typename Gradients>
