@@ -280,7 +280,8 @@ def features_to_csr(table_name: str, vocabulary_size: int, combiner: str,
 
 def features_check(table_name: str, vocabulary_size: int, combiner: str,
                    features: Sequence[FeatureInput]) -> Tuple[tf.Tensor, tf.Tensor]:
-    """What `features_to_csr` would refuse of these features, without failing: the index of the
+    """What `features_to_csr` would refuse of these features' structure (indices, row splits,
+    weights; not the ids' range), without failing and without reading the ids: the index of the
     first refused feature (int32, -1 when all are valid) and its message (`TfeFeaturesCheck`)."""
     return tuple(_loader.load_ops().tfe_features_check(
         **_conversion_arguments(table_name, vocabulary_size, combiner, features)))

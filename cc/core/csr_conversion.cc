@@ -313,6 +313,15 @@ Status CheckStackedRows(const std::string& table_name, const FeatureSpec& spec,
                       " rows gives more than ", kMaxRows, " output rows");
 }
 
+Status CheckFeatureStructure(const std::string& table_name, const FeatureSpec& spec,
+                             const FeatureTensors& t) {
+  FeatureLayout layout;
+  TFE_RETURN_IF_ERROR(FeatureLayoutOf(table_name, spec, t, &layout));
+  // A visit that reads nothing: only the indices and row splits that give the rows are checked.
+  return VisitLookupRows(FeatureErrors(table_name, spec.name), spec, t, layout.sequence,
+                         [](int64_t, int64_t) { return true; });
+}
+
 Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) {
   const FeatureErrors error(table_.name, spec.name);
   FeatureLayout layout;

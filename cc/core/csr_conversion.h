@@ -122,6 +122,14 @@ struct FeatureLayout {
 Status FeatureLayoutOf(const std::string& table_name, const FeatureSpec& spec,
                        const FeatureTensors& t, FeatureLayout* layout);
 
+// AddFeature's checks of the feature's structure, without its ids' values: the layout's checks,
+// a ragged feature's row splits, a sparse one's indices (in bounds), weights as many as ids.
+// Reads no id, so it is cheap where AddFeature is a pass over the ids: what a multi-worker step
+// checks of every worker's batch before its conversion (the ids' range is checked there from
+// their largest value).
+Status CheckFeatureStructure(const std::string& table_name, const FeatureSpec& spec,
+                             const FeatureTensors& t);
+
 // Checks that stacking a feature of `rows` rows after `rows_before` stays within kMaxRows.
 Status CheckStackedRows(const std::string& table_name, const FeatureSpec& spec,
                         int64_t rows_before, int64_t rows);

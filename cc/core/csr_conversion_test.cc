@@ -37,15 +37,19 @@ Span<T> SpanOf(const std::vector<T>& values) {
   return {values.data(), static_cast<int64_t>(values.size())};
 }
 
+FeatureTensors TensorsOf(const Feature& feature) {
+  FeatureTensors tensors;
+  tensors.ids = IdSpan(feature.ids.data(), static_cast<int64_t>(feature.ids.size()));
+  tensors.row_info = SpanOf(feature.row_info);
+  tensors.row_info_shape = feature.row_info_shape;
+  tensors.dense_shape = SpanOf(feature.dense_shape);
+  tensors.weights = SpanOf(feature.weights);
+  return tensors;
+}
+
 Status AddFeatures(const std::vector<Feature>& features, CsrBuilder* builder) {
   for (const Feature& feature : features) {
-    FeatureTensors tensors;
-    tensors.ids = IdSpan(feature.ids.data(), static_cast<int64_t>(feature.ids.size()));
-    tensors.row_info = SpanOf(feature.row_info);
-    tensors.row_info_shape = feature.row_info_shape;
-    tensors.dense_shape = SpanOf(feature.dense_shape);
-    tensors.weights = SpanOf(feature.weights);
-    TFE_RETURN_IF_ERROR(builder->AddFeature(feature.spec, tensors));
+    TFE_RETURN_IF_ERROR(builder->AddFeature(feature.spec, TensorsOf(feature)));
   }
   return Status();
 }
@@ -274,6 +278,27 @@ TFE_TEST(ErrorsNameTheTableAndFeature) {
   TFE_EXPECT_ERROR(ParseFeatureSpecs("tbl", 1, {"a", "b"}, {"dense"}, {false}, {0}, {false},
                                      &specs),
                    "Table 'tbl': attr feature_names has 2 entries but there are 1 features");
+}
+
+// The structure check refuses what AddFeature refuses of a feature's structure, with the same
+// message, and reads no id: an id past the table passes it.
+TFE_TEST(StructureChecksAreAddFeaturesWithoutTheIds) {
+  const std::vector<Feature> malformed = {
+      Ragged({1, 2}, {0, 1}), Ragged({1, 2}, {0, 2, 1, 2}), Ragged({}, {}),
+      Sparse({1, 2}, {0, 0, 2, 0}, {2, 2}), Ragged({1}, {0, 1}, Spec(InputKind::kRagged, true))};
+  for (const Feature& feature : malformed) {
+    CsrBuilder builder(TableSpec{"tbl", 10, Combiner::kSum});
+    const Status added = builder.AddFeature(feature.spec, TensorsOf(feature));
+    const Status checked = CheckFeatureStructure("tbl", feature.spec, TensorsOf(feature));
+    TFE_EXPECT(!added.ok());
+    TFE_EXPECT_EQ(checked.message(), added.message());
+  }
+  const std::vector<Feature> well_formed = {
+      Ragged({1, 10}, {0, 2}), Sparse({1, 20}, {0, 0, 1, 1}, {2, 2}),
+      Sparse({3, 4}, {0, 0, 0, 3}, {1, 4}, Spec(InputKind::kSparse, false, 2))};
+  for (const Feature& feature : well_formed) {
+    TFE_EXPECT_OK(CheckFeatureStructure("tbl", feature.spec, TensorsOf(feature)));
+  }
 }
 
 }  // namespace

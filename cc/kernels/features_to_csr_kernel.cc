@@ -75,8 +75,8 @@ class FeaturesToCsrOp : public OpKernel {
 REGISTER_KERNEL_BUILDER(Name("TfeFeaturesToCsr").Device(::tensorflow::DEVICE_CPU),
                         FeaturesToCsrOp);
 
-// TfeFeaturesCheck: the conversion's checks of each feature (CsrBuilder::AddFeature, the one
-// definition of them), reported as the first refused feature and its message.
+// TfeFeaturesCheck: the conversion's checks of each feature's structure (CheckFeatureStructure,
+// AddFeature's own; not the ids' range), reported as the first refused feature and its message.
 class FeaturesCheckOp : public OpKernel {
  public:
   explicit FeaturesCheckOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -86,11 +86,10 @@ class FeaturesCheckOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     std::vector<FeatureTensors> tensors;
     OP_REQUIRES_OK(ctx, ReadFeatureTensors(ctx, features_.size(), &tensors));
-    CsrBuilder builder(table_);
     int32_t invalid_feature = -1;
     std::string message;
     for (size_t f = 0; f < features_.size() && invalid_feature < 0; ++f) {
-      const Status status = builder.AddFeature(features_[f], tensors[f]);
+      const Status status = CheckFeatureStructure(table_.name, features_[f], tensors[f]);
       if (!status.ok()) {
         invalid_feature = static_cast<int32_t>(f);
         message = status.message();

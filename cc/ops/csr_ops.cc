@@ -66,10 +66,10 @@ REGISTER_OP("TfeFeaturesCheck")
       return absl::OkStatus();
     })
     .Doc(R"doc(
-TfeFeaturesToCsr's validation of the same inputs, reported instead of raised: the index of the
-first feature that conversion would refuse (-1: none) and its error message ("" when valid). A
-multi-worker step gathers the index from every worker, so one worker's malformed batch fails the
-step on all of them.
+TfeFeaturesToCsr's checks of the same inputs' structure (not the ids' range), reported, not
+raised, as the index of the first feature that conversion would refuse (-1 for none) and its
+error message (empty when valid). A multi-worker step gathers the index from every worker, so
+one worker's malformed batch fails the step on all of them.
 )doc");
 
 REGISTER_OP("TfeCsrDedup")
