@@ -220,7 +220,7 @@ CASES = [
     ours("keras.TPUEmbedding", "tables_trained_by", "tpu", ValueError,
          lambda: _layer(tables_trained_by="tpu")),
     kept("keras.TPUEmbedding", "dtype", lambda: _layer(dtype="float64"), ValueError,
-         "looks up and trains float32 tables", "dtype='float64'"),
+         "dtype policy 'float64'", "tables and slots are float32"),
     # Keras 3's message names `name`; tf_keras raises TypeError "Expected `name` argument ...".
     kept("keras.TPUEmbedding", "name", lambda: _layer(name=3),
          ValueError if KERAS_3 else TypeError, "`name`"),

@@ -35,9 +35,9 @@ def test_layer_takes_keras_layer_arguments():
 
 
 @pytest.mark.parametrize("dtype", ["float64", "mixed_float16"])
-def test_a_dtype_other_than_float32_is_refused(dtype):
-    with pytest.raises(ValueError, match=f"TPUEmbedding 'emb' looks up and trains float32 "
-                                         f"tables .* dtype='{dtype}'"):
+def test_a_dtype_other_than_float32_or_mixed_bfloat16_is_refused(dtype):
+    with pytest.raises(ValueError, match=f"TPUEmbedding 'emb': dtype policy '{dtype}' .* from "
+                                         "the layer's `dtype` argument, is not supported"):
         embedding_keras.TPUEmbedding(helpers.feature_config(), "sgd", name="emb", dtype=dtype)
 
 

@@ -120,7 +120,8 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
           batch_size: accepted for TFRS compatibility (TFRS uses it only on a TPU).
           tables_trained_by: "embedding_optimizer" (TPU semantics) or "model_optimizer"
             (TFRS's CPU behaviour, tf_keras only).
-          **kwargs: the Keras layer's (`name`, `trainable`, `dtype`: float32 only, ...).
+          **kwargs: the Keras layer's (`name`, `trainable`, `dtype`: 'float32' or
+            'mixed_bfloat16', whose activations are bfloat16, ...).
 
         Raises:
           ValueError: an unknown optimizer or `tables_trained_by`, a Keras optimizer setting
@@ -130,8 +131,10 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
             int >= 1 (argument_checks.py).
           RuntimeError: created under a strategy the engine does not run under.
         """
-        super().__init__(**kwargs)
-        layer_config.check_float32(self)
+        # Inputs are ids and per-id weights, never cast to the compute dtype (Keras' autocast):
+        # the lookup runs in float32 whatever the policy, and only its outputs are cast.
+        super().__init__(**kwargs, autocast=False)
+        layer_config.check_dtype_policy(self, given="dtype" in kwargs)
         _check_arguments(feature_config, optimizer, pipeline_execution_with_tensor_core,
                          batch_size, tables_trained_by)
         if tables_trained_by == "model_optimizer" and not _uses_legacy_keras():
@@ -210,6 +213,16 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
           ValueError: features not matching the config (TF's messages), or a `serving_config`
             table this layer does not have.
         """
+        return tf.nest.map_structure(self._in_compute_dtype,
+                                     self._float32_lookup(features, weights, serving_config))
+
+    def _in_compute_dtype(self, activations: tf.Tensor) -> tf.Tensor:
+        """Float32 activations in the policy's compute dtype (bfloat16 under mixed_bfloat16);
+        the cast's gradient brings the activation gradients back to float32 for the update."""
+        compute = tf.as_dtype(str(self.compute_dtype))
+        return activations if compute == tf.float32 else tf.cast(activations, compute)
+
+    def _float32_lookup(self, features: Any, weights: Any, serving_config: Any) -> Any:
         if serving_config is not None:
             return for_serving.serving_embedding_lookup(
                 features, weights, export.serving_tables(self._tpu_embedding.embedding_tables),

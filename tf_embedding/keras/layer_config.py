@@ -57,17 +57,31 @@ def optimizer_iterations(given: GivenArguments) -> dict[str, Any]:
                 serialization.keras_optimizers(given.feature_config, given.optimizer))}
 
 
-def check_float32(layer: Any) -> None:
-    """The tables and activations are float32: a Keras `dtype` that computes or stores in
-    another type would be ignored, so it is refused.
+# The compute dtypes the layer's activations may come in; its tables and slots are float32.
+COMPUTE_DTYPES = ("float32", "bfloat16")
+
+
+def check_dtype_policy(layer: Any, given: bool) -> None:
+    """The tables and slots are float32 and the activations float32 or, under a mixed policy,
+    bfloat16 (`mixed_bfloat16`, the TPU's recommended policy: the lookup runs in float32 and
+    its activations are cast to the compute dtype, as Keras layers return theirs). `given`:
+    whether the layer's `dtype` argument set the policy (else Keras' global one did).
 
     Raises:
-      ValueError: a `dtype` (policy) whose compute or variable dtype is not float32.
+      ValueError: a policy whose variables are not float32, or that computes in another type,
+        naming the policy and where it came from. `mixed_float16` is refused: Keras' loss
+        scaling would scale the tables' gradients, which the embedding optimizer applies as
+        they come.
     """
-    dtypes = {str(layer.compute_dtype), str(layer.variable_dtype)}
-    if dtypes != {"float32"}:
-        raise ValueError(
-            f"TPUEmbedding '{layer.name}' looks up and trains float32 tables and returns "
-            f"float32 activations; dtype={layer.dtype_policy.name!r} (compute "
-            f"{layer.compute_dtype}, variables {layer.variable_dtype}) is not supported. Leave "
-            "`dtype` unset or give 'float32'.")
+    compute, variables = str(layer.compute_dtype), str(layer.variable_dtype)
+    if variables == "float32" and compute in COMPUTE_DTYPES:
+        return
+    source = ("the layer's `dtype` argument" if given
+              else "Keras' global policy (keras.mixed_precision.set_global_policy)")
+    why = ("mixed_float16's loss scaling would scale the tables' gradients, which the embedding "
+           "optimizer applies unscaled; use 'mixed_bfloat16' (the TPU's policy) or 'float32'"
+           if (compute, variables) == ("float16", "float32") else
+           f"its tables and slots are float32 and its activations {' or '.join(COMPUTE_DTYPES)}")
+    raise ValueError(
+        f"TPUEmbedding '{layer.name}': dtype policy {layer.dtype_policy.name!r} (compute "
+        f"{compute}, variables {variables}), from {source}, is not supported: {why}.")
