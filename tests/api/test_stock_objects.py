@@ -9,6 +9,8 @@ import tf_embedding
 from tf_embedding import keras as embedding_keras
 from tf_embedding import optimizers
 
+from helpers.tables import table_values
+
 pytestmark = pytest.mark.unit
 
 stock = tf.tpu.experimental.embedding
@@ -47,11 +49,6 @@ def batch(step):
             for name, vocabulary in (("watched", 9), ("favorited", 9), ("friends", 5))}
 
 
-def variables(engine):
-    return {f"{table}/{name}": tf.convert_to_tensor(variable).numpy()
-            for table, slots in engine._variables.items() for name, variable in slots.items()}
-
-
 @pytest.mark.parametrize("name", sorted(HYPERPARAMETERS))
 def test_from_stock_keeps_every_hyperparameter(name):
     arguments = {**HYPERPARAMETERS[name], **CLIPPING}
@@ -86,7 +83,7 @@ def train_sharded(module, optimizer, steps=2):
         return activations
 
     outputs = [tf.nest.map_structure(lambda t: t.numpy(), step(batch(i))) for i in range(steps)]
-    return outputs, variables(engine)
+    return outputs, table_values(engine)
 
 
 @pytest.mark.parametrize("name", sorted(HYPERPARAMETERS))
@@ -109,7 +106,7 @@ def train_layer(module, optimizer, steps=2):
         return activations
 
     outputs = [tf.nest.map_structure(lambda t: t.numpy(), step(batch(i))) for i in range(steps)]
-    return outputs, variables(layer._tpu_embedding)
+    return outputs, table_values(layer)
 
 
 @pytest.mark.parametrize("name", ["Adagrad", "FTRL"])
@@ -124,6 +121,7 @@ def test_keras_layer_trains_with_stock_configs_and_optimizers(name):
 def test_a_table_optimizer_of_stock_tf_trains_that_table():
     """A stock optimizer set on one TableConfig is that table's; the global one the rest's."""
     mixed = embedding_keras.TPUEmbedding(configs(stock, stock.SGD(0.5)), stock.Adagrad(0.1))
+    # private: needs a public accessor (the optimizer each of a layer's tables trains with).
     assert isinstance(mixed._tpu_embedding._table_config[1].optimizer, optimizers.SGD)
     assert isinstance(mixed._tpu_embedding._table_config[0].optimizer, optimizers.Adagrad)
 
@@ -134,6 +132,6 @@ def test_cpu_lookup_classes_take_stock_configs_and_optimizers(engine_class):
     for module in (tf_embedding, stock):
         engine = getattr(tf_embedding, engine_class)(configs(module, None), module.Adagrad(0.5))
         looked_up.append(tf.nest.map_structure(lambda t: t.numpy(), engine(batch(0))))
-        assert sorted(variables(engine)) == ["user/accumulators", "user/parameters",
+        assert sorted(table_values(engine)) == ["user/accumulators", "user/parameters",
                                              "video/accumulators", "video/parameters"]
     np.testing.assert_equal(looked_up[1], looked_up[0])

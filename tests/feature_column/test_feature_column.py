@@ -16,6 +16,7 @@ from tf_embedding import optimizers
 from helpers.feature_column import DIM, F, adagrad_spec, columns, initializer, raw_features
 from helpers.references import combined_gains, csr, reference_step
 from helpers.processes import fresh_process_output
+from helpers.tables import table_values
 
 pytestmark = pytest.mark.integration
 
@@ -56,6 +57,7 @@ class NumpyTables:
         self.tables = {n: tf.convert_to_tensor(v).numpy()
                        for n, v in layer.embedding_tables.items()}
         # Each slot at its optimizer's initial value (Adagrad: accumulators at 0.1).
+        # private: TF's slot protocol (_slot_initializers) gives the slots' initial values.
         self.slots = {n: [initializer(t.shape, tf.float32).numpy()
                           for initializer in optimizer(n)._slot_initializers()]
                       for n, t in self.tables.items()}
@@ -63,6 +65,7 @@ class NumpyTables:
     def step(self, layer, features, targets, lr):
         # Row layout of one column: its ids and gains per sample (the conversion's contract).
         batches = {}
+        # private: needs a public accessor (the layer's columns, each with its FeatureConfig).
         for feature in layer._columns:
             pair = feature.column.categorical_column.get_sparse_tensors(
                 tf.__internal__.feature_column.FeatureTransformationCache(features), None)
@@ -120,6 +123,7 @@ def test_training_applies_the_tpu_rule_with_multiplier_clipping_and_learning_rat
     layer = efc.EmbeddingFeatures(spec)
     rng = np.random.default_rng(4)
     layer(raw_features(rng))
+    # private: needs a public accessor (the optimizer each of a layer's tables trains with).
     reference = NumpyTables(layer, lambda name: layer._tpu_embedding._table_config[
         [t.name for t in layer._tpu_embedding._table_config].index(name)].optimizer)
     train_three_steps_against(reference, layer, rng)
@@ -152,6 +156,7 @@ def test_training_applies_the_tpu_rule_of_each_v1_only_parameter_class(name):
     layer = efc.EmbeddingFeatures(spec)
     rng = np.random.default_rng(7)
     layer(raw_features(rng))
+    # private: needs a public accessor (the optimizer each of a layer's tables trains with).
     table_optimizers = {t.name: t.optimizer for t in layer._tpu_embedding._table_config}
     for optimizer in table_optimizers.values():
         assert type(optimizer) is optimizer_class
@@ -178,11 +183,11 @@ def test_proximal_yogi_trains_through_the_v1_config_dicts():
         table_to_config_dict={"video": table}, clipping_limit=0.3)
     mid = tf_embedding.TPUEmbedding(efc.mid_level_configs(spec), optimizer=None)
     mid.build()
-    [config] = mid._table_config
+    [config] = mid.embedding_tables
     optimizer = config.optimizer
     assert type(optimizer) is optimizers.ProximalYogi
     assert (optimizer.clip_gradient_min, optimizer.clip_gradient_max) == (-0.3, 0.3)
-    slots = mid._variables["video"]
+    slots = mid.table_variables()["video"]
     np.testing.assert_array_equal(tf.convert_to_tensor(slots["v"]).numpy(),
                                   np.full((10, DIM), 0.01, F))
     np.testing.assert_array_equal(tf.convert_to_tensor(slots["m"]).numpy(),
@@ -240,6 +245,7 @@ def test_mid_level_configs_train_the_mid_level_api_identically():
     layer = efc.EmbeddingFeatures(spec)
     assert efc.mid_level_options(spec) == {"partition_strategy": "mod",
                                            "profile_data_directory": None}
+    # private: needs a public accessor (the options a layer gave its engine).
     assert layer._tpu_embedding._partition_strategy == "mod"
     config = efc.mid_level_configs(spec)
     assert sorted(config) == ["left", "query", "right", "watched"]
@@ -442,11 +448,7 @@ def test_keras_weights_keep_tables_slots_and_global_step(tmp_path):
         tape.gradient(loss, model.trainable_variables)
 
     def state(model):
-        engine = model.columns._tpu_embedding
-        return {**{f"{table}/{name}": tf.convert_to_tensor(variable).numpy()
-                   for table, variables in engine._variables.items()
-                   for name, variable in variables.items()},
-                "global_step": model.columns.global_step.numpy()}
+        return {**table_values(model.columns), "global_step": model.columns.global_step.numpy()}
 
     for features in batches[:2]:
         train(models[0], features)

@@ -3,8 +3,9 @@ replicated and sharded classes.
 
 The fixture is the reference's: tables video 8x4 (sum, two features) and user 16x2 (mean), with
 inputs for its three features and arguments for each optimizer class. The helpers write a
-checkpoint, read its object graph (to compare with stock's), and set or read every table and slot
-variable of an object with a `variables` property.
+checkpoint, read its object graph (to compare with stock's), set or read every table and slot
+variable of an object with a `variables` property, and hold an engine where a model's Keras layer
+holds its own.
 """
 
 import numpy as np
@@ -51,6 +52,16 @@ def randomize(embedding, seed: int) -> dict[str, np.ndarray]:
 def variable_values(embedding) -> dict[str, np.ndarray]:
     return {variable.name: variable.numpy()
             for slots in embedding.variables.values() for variable in slots.values()}
+
+
+def layer_engine_holder(engine) -> tf.Module:
+    """A module tree that holds `engine` where a model's Keras layer (attribute `embedding`)
+    holds its engine, so that the model's checkpoint restores into `engine`."""
+    holder = tf.Module()
+    holder.embedding = tf.Module()
+    # private: the checkpoint path of the layers' engine is TFRS's attribute name.
+    holder.embedding._tpu_embedding = engine  # pylint: disable=protected-access
+    return holder
 
 
 def save(embedding, directory) -> str:

@@ -15,16 +15,20 @@ F = np.float32
 BATCH = 4
 
 
-def make_feature_config(optimizer=None):
-    video = tf_embedding.TableConfig(
+def make_feature_config(optimizer=None, configs=tf_embedding, friends_max_sequence_length=0):
+    """video 9x4 (sum) shared by `watched` and `favorited`, user 5x2 (mean) for `friends`, with
+    constant initial tables. `configs` is tf_embedding or stock tf.tpu.experimental.embedding;
+    `friends_max_sequence_length` > 0 makes `friends` a sequence feature."""
+    video = configs.TableConfig(
         vocabulary_size=9, dim=4, combiner="sum", name="video", optimizer=optimizer,
         initializer=tf.constant_initializer(np.linspace(-1, 1, 36).reshape(9, 4)))
-    user = tf_embedding.TableConfig(
+    user = configs.TableConfig(
         vocabulary_size=5, dim=2, combiner="mean", name="user", optimizer=optimizer,
         initializer=tf.constant_initializer(np.linspace(1, -1, 10).reshape(5, 2)))
-    return {"watched": tf_embedding.FeatureConfig(video, name="watched"),
-            "favorited": tf_embedding.FeatureConfig(video, name="favorited"),
-            "friends": tf_embedding.FeatureConfig(user, name="friends")}
+    return {"watched": configs.FeatureConfig(video, name="watched"),
+            "favorited": configs.FeatureConfig(video, name="favorited"),
+            "friends": configs.FeatureConfig(
+                user, name="friends", max_sequence_length=friends_max_sequence_length)}
 
 
 def make_samples(rng, steps):
@@ -65,7 +69,7 @@ class NumpyModel:
         self.optimizer = optimizer
         self.tables = {t.name: tf.convert_to_tensor(v).numpy()
                        for t, v in layer.embedding_tables.items()}
-        engine_variables = layer._tpu_embedding._variables
+        engine_variables = layer.table_variables()
         self.slots = {name: [tf.convert_to_tensor(engine_variables[name][slot]).numpy()
                              for slot in optimizer.slot_names()] for name in self.tables}
 
@@ -100,7 +104,7 @@ class NumpyModel:
                            [(row_splits, ids, gains, grads)], lr)
 
     def check(self, layer):
-        engine_variables = layer._tpu_embedding._variables
+        engine_variables = layer.table_variables()
         for name, table in self.tables.items():
             np.testing.assert_allclose(
                 tf.convert_to_tensor(engine_variables[name]["parameters"]).numpy(), table,

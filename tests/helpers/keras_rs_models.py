@@ -104,7 +104,7 @@ class NumpyTraining:
         self.optimizers = {name: embedding_rs.table_optimizer(make())
                            for name, make in FIT_OPTIMIZERS.items()}
         self.tables, self.slots = {}, {}
-        for name, variables in layer._tpu_embedding._variables.items():
+        for name, variables in layer.table_variables().items():
             value = lambda v: tf.convert_to_tensor(v).numpy().copy()
             self.tables[name] = value(variables["parameters"])
             self.slots[name] = [value(variables[slot])
@@ -139,7 +139,7 @@ class NumpyTraining:
         self.bias = F(self.bias - model_lr * residual.sum())
 
     def check(self, model):
-        variables = model.embedding._tpu_embedding._variables
+        variables = model.embedding.table_variables()
         for name, expected in self.tables.items():
             np.testing.assert_allclose(tf.convert_to_tensor(variables[name]["parameters"]),
                                        expected, rtol=2e-5, atol=1e-6, err_msg=name)

@@ -3,9 +3,10 @@
 `feature_config` builds, with tf_embedding's or stock's configs, the features of FEATURES over
 the tables of TABLES, with fixed initial tables (`initial_table`). `make_strategy` gives one of
 STRATEGIES: the default strategy or MirroredStrategy over 2 or 4 logical CPUs (conftest.py), so
-tables are split into 1, 2 and 4 row blocks. `variable_values` reads a TPUEmbedding's tables and
-slots as whole arrays, whatever the block count. `make_samples` draws a batch of GLOBAL_BATCH
-samples per step and `to_inputs` turns one into the features' tf inputs of a given kind.
+tables are split into 1, 2 and 4 row blocks. `variable_values` reads a TPUEmbedding's (or a stock
+object's) tables and slots as whole arrays, whatever the block count. `make_samples` draws a batch
+of GLOBAL_BATCH samples per step and `to_inputs` turns one into the features' tf inputs of a given
+kind.
 """
 
 import dataclasses
@@ -14,6 +15,8 @@ import numpy as np
 import tensorflow as tf
 
 import tf_embedding
+
+from helpers.tables import table_variables
 
 
 MAX_SEQUENCE_LENGTH = 3
@@ -88,7 +91,7 @@ def feature_config(configs=tf_embedding):
 def variable_values(emb) -> dict[str, dict[str, np.ndarray]]:
     return {name: {slot: tf.convert_to_tensor(variable).numpy()
                    for slot, variable in slots.items()}
-            for name, slots in emb._variables.items()}
+            for name, slots in table_variables(emb).items()}
 
 
 # Data: per step, every feature's samples as [(id, weight), ...] lists, and their tf inputs.
@@ -167,7 +170,7 @@ def randomize(emb, seed: int) -> dict[str, dict[str, np.ndarray]]:
     """Gives every table and slot random values (what training would); returns them."""
     emb.build()
     rng = np.random.default_rng(seed)
-    for slots in emb._variables.values():
+    for slots in table_variables(emb).values():
         for variable in slots.values():
             variable.assign(rng.uniform(0.1, 1, variable.shape).astype(np.float32))
     return variable_values(emb)

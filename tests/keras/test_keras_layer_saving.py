@@ -11,6 +11,7 @@ from tf_embedding import keras as embedding_keras
 
 from helpers.keras_layer import BATCH, SumModel
 from helpers.keras_layer import fit_dataset, inputs, make_feature_config, make_samples
+from helpers.tables import table_values
 
 pytestmark = pytest.mark.integration
 
@@ -46,12 +47,6 @@ def fitted_model(steps, labels):
     return model
 
 
-def engine_values(model):
-    return {f"{table}/{name}": tf.convert_to_tensor(variable).numpy()
-            for table, variables in model.embedding._tpu_embedding._variables.items()
-            for name, variable in variables.items()}
-
-
 @pytest.mark.parametrize("how", ["weights", "model"])
 def test_keras_saving_keeps_tables_and_slots_and_training_continues_identically(tmp_path, how):
     rng = np.random.default_rng(11)
@@ -69,13 +64,13 @@ def test_keras_saving_keeps_tables_and_slots_and_training_continues_identically(
         path = str(tmp_path / "model.keras")
         model.save(path)
         restored = tf.keras.models.load_model(path)
-    assert sorted(engine_values(restored)) == ["user/accumulators", "user/parameters",
+    assert sorted(table_values(restored.embedding)) == ["user/accumulators", "user/parameters",
                                                "video/accumulators", "video/parameters"]
-    np.testing.assert_equal(engine_values(restored), engine_values(model))
+    np.testing.assert_equal(table_values(restored.embedding), table_values(model.embedding))
     dataset = fit_dataset(steps[3:], labels[3 * BATCH:], "sparse")
     for trained in (model, restored):
         trained.fit(dataset, epochs=1, verbose=0)
-    np.testing.assert_equal(engine_values(restored), engine_values(model))
+    np.testing.assert_equal(table_values(restored.embedding), table_values(model.embedding))
 
 
 def test_loading_weights_of_other_tables_or_slots_refuses_and_names_them(tmp_path):
@@ -86,8 +81,8 @@ def test_loading_weights_of_other_tables_or_slots_refuses_and_names_them(tmp_pat
     model.save_weights(path)
     other = SumModel(embedding_keras.TPUEmbedding(make_feature_config(), tf_embedding.SGD(0.1)))
     other((inputs(steps[0], "sparse")))
-    before = engine_values(other)
+    before = table_values(other.embedding)
     with pytest.raises(ValueError, match="cannot load these weights: it stores its embedding "
                                          "tables and slots by name"):
         other.load_weights(path)
-    np.testing.assert_equal(engine_values(other), before)
+    np.testing.assert_equal(table_values(other.embedding), before)

@@ -15,24 +15,18 @@ from tensorflow_recommenders.layers.embedding import tpu_embedding_layer
 import tf_embedding
 from tf_embedding import keras as embedding_keras
 
-from helpers.keras_layer import inputs, make_samples
+from helpers.checkpoints import layer_engine_holder
+from helpers.keras_layer import inputs, make_feature_config, make_samples
 
 pytestmark = pytest.mark.integration
 
 stock = tf.tpu.experimental.embedding
 
 
-def feature_config(module):
-    """The same configs built with tf_embedding's or stock TF's classes."""
-    video = module.TableConfig(
-        vocabulary_size=9, dim=4, combiner="sum", name="video",
-        initializer=tf.constant_initializer(np.linspace(-1, 1, 36).reshape(9, 4)))
-    user = module.TableConfig(
-        vocabulary_size=5, dim=2, combiner="mean", name="user",
-        initializer=tf.constant_initializer(np.linspace(1, -1, 10).reshape(5, 2)))
-    return {"watched": module.FeatureConfig(video, name="watched"),
-            "favorited": module.FeatureConfig(video, name="favorited"),
-            "friends": module.FeatureConfig(user, name="friends", max_sequence_length=3)}
+def configs_of(module):
+    """The layer fixture's configs (helpers.keras_layer) built with tf_embedding's or stock
+    TF's classes; `friends` is a sequence of 3, so sequence outputs are compared too."""
+    return make_feature_config(configs=module, friends_max_sequence_length=3)
 
 
 class Holder(tf.keras.Model):
@@ -47,12 +41,12 @@ class Holder(tf.keras.Model):
 
 
 def ours(optimizer=None):
-    return embedding_keras.TPUEmbedding(feature_config(tf_embedding),
+    return embedding_keras.TPUEmbedding(configs_of(tf_embedding),
                                         optimizer or tf_embedding.Adagrad(0.1))
 
 
 def theirs(optimizer=None):
-    return tfrs.layers.embedding.TPUEmbedding(feature_config(stock),
+    return tfrs.layers.embedding.TPUEmbedding(configs_of(stock),
                                               optimizer or stock.Adagrad(0.1))
 
 
@@ -130,11 +124,9 @@ def test_layer_checkpoint_restores_into_the_mid_level_serving_class(tmp_path):
     model = Holder(ours())
     model(inputs(step, "ragged"))
     path = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
-    serving = tf_embedding.TPUEmbeddingForServing(feature_config(tf_embedding),
+    serving = tf_embedding.TPUEmbeddingForServing(configs_of(tf_embedding),
                                                   tf_embedding.Adagrad(0.1))
-    holder = tf.Module()
-    holder.embedding = tf.Module()
-    holder.embedding._tpu_embedding = serving  # pylint: disable=protected-access
+    holder = layer_engine_holder(serving)
     tf.train.Checkpoint(model=holder).read(path).assert_existing_objects_matched()
     for table, variable in model.embedding.embedding_tables.items():
         served = [v for t, v in serving.embedding_tables.items() if t.name == table.name][0]
@@ -163,7 +155,7 @@ def test_model_optimizer_mode_trains_like_tfrs_on_cpu():
     steps = make_samples(rng, 3)
     results = []
     for layer in (theirs(stock.SGD(0.1)),
-                  embedding_keras.TPUEmbedding(feature_config(tf_embedding), "sgd",
+                  embedding_keras.TPUEmbedding(configs_of(tf_embedding), "sgd",
                                                tables_trained_by="model_optimizer")):
         model = Holder(layer)
         keras_optimizer = tf.keras.optimizers.legacy.Adagrad(0.2)

@@ -21,17 +21,13 @@ from tf_embedding import keras_rs as embedding_rs  # pylint: disable=wrong-impor
 from helpers.keras_rs_models import (  # pylint: disable=wrong-import-position
     BATCH, COMBINER, DIMS, F, TABLE_OF, VOCAB, as_tensors, built_model, feature, fit_dataset,
     fit_samples, table)
+from helpers.checkpoints import layer_engine_holder  # pylint: disable=wrong-import-position
 from helpers.processes import fresh_process_output  # pylint: disable=wrong-import-position
+from helpers.tables import table_values  # pylint: disable=wrong-import-position
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.environ.get("TF_USE_LEGACY_KERAS") == "1",
                                  reason="keras-rs is Keras 3 only")]
-
-
-def engine_values(model):
-    return {f"{table}/{name}": tf.convert_to_tensor(variable).numpy()
-            for table, variables in model.embedding._tpu_embedding._variables.items()
-            for name, variable in variables.items()}
 
 
 def fitted(samples, steps):
@@ -49,7 +45,7 @@ def continue_both(model, restored, samples, start_step):
     restored.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     for trained in (model, restored):
         trained.fit(batch, epochs=1, verbose=0, shuffle=False)
-    np.testing.assert_equal(engine_values(restored), engine_values(model))
+    np.testing.assert_equal(table_values(restored.embedding), table_values(model.embedding))
     np.testing.assert_equal(restored.bias.numpy(), model.bias.numpy())
 
 
@@ -68,7 +64,7 @@ def test_checkpoint_round_trip_holds_tables_and_slots_under_tpu_embedding(tmp_pa
     assert not [k for k in keys if "_gradient_trap_dummy" in k]
     restored = built_model(samples)
     tf.train.Checkpoint(model=restored).read(path).assert_existing_objects_matched()
-    np.testing.assert_equal(engine_values(restored), engine_values(model))
+    np.testing.assert_equal(table_values(restored.embedding), table_values(model.embedding))
     continue_both(model, restored, samples, 2)
 
 
@@ -82,13 +78,11 @@ def test_checkpoint_restores_into_stock_tpu_embedding_for_serving_by_table_name(
     serving = stock.TPUEmbeddingForServing(
         {n: stock.FeatureConfig(tables[TABLE_OF[n]], name=n) for n in TABLE_OF}, stock.SGD())
     serving.build()
-    holder = tf.Module()
-    holder.embedding = tf.Module()
-    holder.embedding._tpu_embedding = serving  # pylint: disable=protected-access
+    holder = layer_engine_holder(serving)
     tf.train.Checkpoint(model=holder).read(path).expect_partial()
     for config, variable in serving.embedding_tables.items():
         np.testing.assert_array_equal(variable.numpy(),
-                                      engine_values(model)[f"{config.name}/parameters"])
+                                      table_values(model.embedding)[f"{config.name}/parameters"])
 
 
 @pytest.mark.parametrize("how", ["weights", "model"])
@@ -104,9 +98,9 @@ def test_keras_saving_keeps_tables_and_slots_and_training_continues_identically(
         path = str(tmp_path / "model.keras")
         model.save(path)
         restored = keras.models.load_model(path)
-    assert sorted(engine_values(restored)) == sorted(
+    assert sorted(table_values(restored.embedding)) == sorted(
         f"{t}/{s}" for t, slots in SLOTS.items() for s in ["parameters", *slots])
-    np.testing.assert_equal(engine_values(restored), engine_values(model))
+    np.testing.assert_equal(table_values(restored.embedding), table_values(model.embedding))
     continue_both(model, restored, samples, 2)
 
 

@@ -125,12 +125,7 @@ def test_restore_into_tpu_embedding_v0(tmp_path):
     ("TPUEmbeddingForServing", "mod")])
 def test_restore_from_stock_unsharded_checkpoints(writer_class, partition_strategy, tmp_path):
     writer = getattr(stock, writer_class)(feature_config(stock), stock.Adagrad(**ADAGRAD))
-    writer.build()
-    rng = np.random.default_rng(5)
-    for slots in writer._variables.values():
-        for variable in slots.values():
-            variable.assign(rng.uniform(0.1, 1, variable.shape).astype(np.float32))
-    expected = variable_values(writer)
+    expected = randomize(writer, seed=5)
     path = save(writer, tmp_path)
 
     reader = sharded("mirrored4", partition_strategy=partition_strategy)
