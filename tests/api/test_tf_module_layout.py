@@ -44,7 +44,7 @@ def test_tables_are_not_tpu_embedding_variables_and_read_whole():
         engine = tf_embedding.TPUEmbedding({"f": tf_embedding.FeatureConfig(table)},
                                            tf_embedding.SGD(0.1))
     engine.build()
-    variable = engine._variables["t"]["parameters"]
+    variable = engine.table_variables()["t"]["parameters"]
     assert not isinstance(variable, tpu_embedding_v2.TPUEmbeddingVariable)
     assert len(variable.variables) == 2
     np.testing.assert_equal(variable.numpy(), np.repeat(np.arange(5.0), 2).reshape(5, 2))
@@ -74,7 +74,8 @@ def test_retrieve_then_load_variables_keep_the_cpu_meaning(rows):
     engine, step = sgd_engine(rows)
     ids = tf.constant([1, 3], tf.int64)
     step(ids, True)
-    parameters = engine._variables["t"]["parameters"]
+    parameters = engine.table_variables()["t"]["parameters"]
+    # private: the test is about TF's hooks that TPU programs call (_retrieve/_load_variables).
     engine._retrieve_variables()
     host = parameters.numpy()
     np.testing.assert_equal(host[[1, 3]], np.full((2, 64), 0.5, np.float32))

@@ -105,7 +105,7 @@ for padded in (True, False):
             ids = {name: pair[0] for name, pair in ids.items()}
         step(ids, w)
     values.append([tf.convert_to_tensor(v).numpy()
-                   for slots in emb._variables.values() for v in slots.values()])
+                   for slots in emb.table_variables().values() for v in slots.values()])
 print(" ".join(str(int(tf.size(ids["f"].values))) for ids in batches))
 same = all(np.array_equal(a, b) for a, b in zip(*values))
 print("same variables" if same else "DIFFERENT VARIABLES")

@@ -485,7 +485,7 @@ def test_slot_variable_creation_fn_shares_slots_with_keras(make_optimizer, strat
     # One accumulator per table: Keras's own, which the embedding holds as its slot.
     assert len([v for v in keras_variables if len(v.shape) == 2]) == len(tables)
     for name, gradient in gradients.items():
-        slot = embedding._variables[name]["accumulators"]
+        slot = embedding.table_variables()[name]["accumulators"]
         assert any(slot is v for v in keras_variables)
         # Every replica has the same batch. Keras all-reduces IndexedSlices by concatenating the
         # replicas' rows, and Adagrad squares each row, so the accumulator gains R * g^2.
@@ -506,8 +506,10 @@ def test_checkpoint_round_trips_with_stock_serving(optimizer_name, tmp_path):
                    getattr(embedding_optimizers, optimizer_name)(**OPTIMIZERS[optimizer_name]))
 
     def all_variables(embedding):
-        # V0, like TF's, has no `variables` property; both keep them in `_variables`.
-        return types.SimpleNamespace(variables=embedding._variables)
+        # V0, like TF's, has no `variables` property (stock's serving class has one).
+        if isinstance(embedding, TPUEmbeddingV0):
+            return types.SimpleNamespace(variables=embedding.table_variables())
+        return embedding
 
     paths, values, lookups = {}, {}, {}
     for seed, side in enumerate(("ours", "stock")):

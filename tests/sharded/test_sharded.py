@@ -111,11 +111,12 @@ def test_pipelined_training_in_the_docstring_loop_matches_numpy():
 
 
 def test_pipelined_lookups_ahead_of_an_update_are_one_step_stale():
-    emb = tf_embedding.TPUEmbedding(feature_config(), tf_embedding.SGD(0.5),
+    optimizer = tf_embedding.SGD(0.5)
+    emb = tf_embedding.TPUEmbedding(feature_config(), optimizer,
                                     pipeline_execution_with_tensor_core=True)
     step = make_samples(1, seed=5)[0]
     features, weights = to_inputs(step, "ragged")
-    before = Reference(emb._table_config[0].optimizer, {}).lookup(step)
+    before = Reference(optimizer, {}).lookup(step)
     emb.enqueue(features, weights)
     emb.enqueue(features, weights)  # looked up now, before the first batch's update
     first = emb.dequeue()
@@ -178,7 +179,9 @@ def test_stock_docstring_training_and_evaluation_loops_run_unchanged():
             strategy.run(tpu_step, args=(tpu_features, ))
 
     training_step(dataset_iterator, tf.constant(num_steps))
-    reference = Reference(embedding._table_config[0].optimizer, {name: [] for name in TABLES})
+    # TF writes the global optimizer into the TableConfigs, the keys of embedding_tables.
+    optimizer = next(iter(embedding.embedding_tables)).optimizer
+    reference = Reference(optimizer, {name: [] for name in TABLES})
     unweighted = [{name: [[(i, 1.0) for i, _ in s] for s in samples]
                    for name, samples in step.items()} for step in steps]
     for step, step_targets in zip(unweighted[:num_steps], targets):
@@ -197,8 +200,9 @@ def test_stock_docstring_training_and_evaluation_loops_run_unchanged():
 def test_enqueue_and_dequeue_in_different_functions():
     strategy = make_strategy("mirrored2")
     with strategy.scope():
-        emb = tf_embedding.TPUEmbedding(feature_config(), tf_embedding.SGD(0.2))
-    reference = Reference(emb._table_config[0].optimizer, {name: [] for name in TABLES})
+        optimizer = tf_embedding.SGD(0.2)
+        emb = tf_embedding.TPUEmbedding(feature_config(), optimizer)
+    reference = Reference(optimizer, {name: [] for name in TABLES})
     steps, targets = make_samples(2, seed=11), make_targets(2, seed=12)
     iterator = distribute(strategy, make_dataset(steps, targets, "ragged"))
     step = squared_loss_step(emb)

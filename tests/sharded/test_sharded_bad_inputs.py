@@ -154,7 +154,8 @@ def test_apply_gradients_rejects_gradients_not_matching_feature_config(gradients
 
 def test_missing_gradient_is_zero_and_warned_once(caplog):
     emb = small_embedding(tf_embedding.Adam(0.1))
-    before = tf.convert_to_tensor(emb.embedding_tables[emb._table_config[0]]).numpy()
+    table = emb.table_variables()["t"]["parameters"]
+    before = tf.convert_to_tensor(table).numpy()
     with caplog.at_level(logging.WARNING):
         for _ in range(2):
             emb.enqueue(small_features())
@@ -165,14 +166,14 @@ def test_missing_gradient_is_zero_and_warned_once(caplog):
                         "be correct behavior for certain optimizers like Adam."]
     # Zero gradients leave Adam's rows unchanged (the moments stay zero).
     np.testing.assert_array_equal(
-        tf.convert_to_tensor(emb.embedding_tables[emb._table_config[0]]), before)
+        tf.convert_to_tensor(table), before)
 
 
 def test_apply_gradients_without_optimizer():
     table = tf_embedding.TableConfig(vocabulary_size=4, dim=2, name="t")
     emb = tf_embedding.TPUEmbedding({"a": tf_embedding.FeatureConfig(table)}, None)
     emb.build()
-    assert list(emb._variables["t"]) == ["parameters"]
+    assert list(emb.table_variables()["t"]) == ["parameters"]
     emb.enqueue({"a": tf.constant([1, 2], tf.int64)})
     activations = emb.dequeue()
     with pytest.raises(ValueError, match="Table t has no optimizer"):

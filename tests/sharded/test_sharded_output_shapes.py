@@ -184,10 +184,11 @@ def test_tables_are_sharded_on_the_replica_devices_and_not_trainable():
     assert [block.name for block in video] == [f"video_{i}:0" for i in range(4)]
     # Fewer rows than devices: only non-empty blocks exist, as on a TPU.
     assert [block.shape.as_list() for block in tables["tiny"]] == [[1, 2]] * 3
-    accumulators = emb._variables["video"]["accumulators"]
+    variables = emb.table_variables()
+    accumulators = variables["video"]["accumulators"]
     assert [block.name for block in accumulators] == [
         f"video/accumulators_{i}:0" for i in range(4)]
-    assert not any(block.trainable for slots in emb._variables.values()
+    assert not any(block.trainable for slots in variables.values()
                    for variable in slots.values() for block in variable)
     assert all(not isinstance(block, tf.distribute.DistributedValues)
                for block in video)
