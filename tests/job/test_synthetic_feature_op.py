@@ -53,6 +53,8 @@ def _reference_batch(log: synthetic.SyntheticClickLog, split: int, step: int, ba
         return tf.random.experimental.stateless_fold_in(step_seed, i)
 
     dense = tf.random.stateless_normal([batch_size, log.spec.num_dense], stream(0))
+    # private: needs a public accessor (the log's dense weights and Zipf tables), which this
+    # replay of its batch() reads.
     logit = log.spec.label_bias + tf.linalg.matvec(dense, log._beta)
     batch = {"dense": dense, "ids": {}, "weights": {}}
     for j, feature in enumerate(log.spec.features):

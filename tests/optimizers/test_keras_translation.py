@@ -303,6 +303,7 @@ def test_translated_update_matches_keras(flavour, kind, kwargs):
     initial = rng.normal(size=(VOCABULARY, DIM)).astype(np.float32)
     variable = tf.Variable(initial)
     table = initial.astype(np.float64)
+    # private: TF's slot protocol (_slot_initializers) gives the slots' initial values.
     slots = {name: initializer((VOCABULARY, DIM), dtype=tf.float64).numpy()
              for name, initializer in zip(optimizer.slot_names(),
                                           optimizer._slot_initializers())}

@@ -101,6 +101,7 @@ def test_slot_inputs_are_the_slot_names_in_order(cls, op):
     assert [arg.name for arg in inputs] == LEADING_INPUTS + slots + OPS[op]
     for arg in inputs[len(LEADING_INPUTS):len(LEADING_INPUTS) + len(slots)]:
         assert arg.type == types_pb2.DT_RESOURCE, arg.name
+    # private: TF's slot protocol (_slot_initializers) follows the description too.
     assert len(cls()._slot_initializers()) == len(slots)
 
 

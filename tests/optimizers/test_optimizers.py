@@ -158,6 +158,7 @@ def test_ftrl_zero_accumulator_allowed_with_allow_zero_accumulator():
     """TF 2.21 rejects 0 even with allow_zero_accumulator=True, contrary to its docstring."""
     optimizer = optimizers.FTRL(initial_accumulator_value=0.0, allow_zero_accumulator=True)
     assert optimizer.initial_accumulator_value == 0.0
+    # private: TF's slot protocol (_slot_initializers) gives the slots' initial values.
     np.testing.assert_array_equal(
         optimizer._slot_initializers()[0]((2, 2), dtype=tf.float32).numpy(), np.zeros((2, 2)))
     with pytest.raises(ValueError, match="must be a positive float"):
@@ -229,6 +230,8 @@ def test_callable_learning_rates_compare_by_identity():
 
 # ---------------------------------------------------------------------------------------------
 # Slots
+# private: these tests are about TF's slot protocol (_slot_names, _slot_initializers,
+# _create_slots), which embedding classes and slot_variable_creation_fn callbacks call.
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("defaults", [True, False])

@@ -166,6 +166,7 @@ def test_variable_creation_hook():
 
     class Recording(TPUEmbeddingForServing):
 
+        # private: the test is about this subclass hook (EmbeddingBase's docstring).
         def _create_variable(self, table, name, shape, dtype, initializer, trainable):
             assert name.split("/")[0] == table.name
             created.append((name, shape, dtype, trainable))
@@ -243,6 +244,7 @@ def test_sparse_core_checkpoint_restores_like_stock(tmp_path):
     # Saved again, both keep the layouts and the stacked table; a SavedModel drops them.
     assert (tf.train.list_variables(save(readers["ours"], tmp_path / "ours"))
             == tf.train.list_variables(save(readers["stock"], tmp_path / "stock")))
+    # private: TF's tracking API is what decides a SavedModel's children.
     saved_model_children = readers["ours"]._trackable_children(
         trackable_base.SaveType.SAVEDMODEL)
     assert {"one_two", tpu_embedding_v3_utils.SPARSECORE_LAYOUTS_CHECKPOINT_KEY}.isdisjoint(

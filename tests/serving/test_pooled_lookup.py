@@ -182,6 +182,7 @@ def test_batches_of_one_bucket_compile_once(table):
     """Grids have bucketed shapes: batches of 29 to 32 rows of 19 to 20 lookups share one
     (eagerly, the compiled function is traced, and compiled, once per grid shape)."""
     rng = np.random.default_rng(5)
+    # private: the test is about the compiled grid function's traces.
     grid = pooled_lookup._compiled_grid_lookup  # pylint: disable=protected-access
 
     def look_up(rows, length):
@@ -204,5 +205,6 @@ def test_batches_of_one_bucket_compile_once(table):
     (0, 1), (1, 1), (7, 7), (8, 8), (9, 10), (10, 10), (17, 20), (20, 20), (21, 24), (33, 40),
     (4096, 4096), (4097, 5120), (2**40, 2**40), (2**40 + 1, 5 * 2**38), (2**53 + 2, 5 * 2**51)])
 def test_bucket_rounds_up_to_a_quarter_of_a_power_of_two(size, bucket):
+    # private: the test is about the bucketing rule itself.
     bucket_of = pooled_lookup._bucket  # pylint: disable=protected-access
     assert bucket_of(tf.constant(size, tf.int64)).numpy() == bucket
