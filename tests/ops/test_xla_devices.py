@@ -17,8 +17,10 @@ pytestmark = pytest.mark.integration
 # The ops without an XLA kernel on any device: TfeCsrDedup's output size depends on the ids,
 # TfeSyntheticFeature's on the lengths it draws and TfeDecodeTsv's on the lines it reads (both
 # run in the job's tf.data pipeline); TfeCheckQueueSizes checks the engine's queues, which
-# compiled functions do not use.
-WITHOUT_XLA_KERNEL = {"TfeCsrDedup", "TfeCheckQueueSizes", "TfeSyntheticFeature", "TfeDecodeTsv"}
+# compiled functions do not use; TfeFeaturesCheck runs only in a MultiWorkerMirroredStrategy
+# step, whose collectives XLA cannot compile either.
+WITHOUT_XLA_KERNEL = {"TfeCsrDedup", "TfeCheckQueueSizes", "TfeSyntheticFeature", "TfeDecodeTsv",
+                      "TfeFeaturesCheck"}
 
 # Prints, per tf_embedding op, the devices of its kernels, after loading the op library (an
 # eager lookup) and compiling a function, in the order ORDER (defined before it) gives.
