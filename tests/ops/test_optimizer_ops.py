@@ -16,8 +16,9 @@ import tensorflow as tf
 from tf_embedding import ops
 from tf_embedding import optimizers as opt
 
-from helpers.references import XLA_TOLERANCE, csr, reference_step
-from helpers.tables import make_variables, random_table
+from helpers.references import XLA_TOLERANCE, csr
+from helpers.tables import assert_same_training, make_variables, random_table
+from helpers.tables import reference_training, train_table
 from helpers.processes import last_printed_words
 
 pytestmark = pytest.mark.unit
@@ -110,26 +111,11 @@ POW_CASES = {case for case in OPTIMIZERS if case.startswith("adagrad_momentum")}
 
 
 def run_apply(optimizer, table, batches_per_step, learning_rates, apply=ops.sparse_apply):
-    table_variable, slot_variables = make_variables(optimizer, table)
-    for batches, lr in zip(batches_per_step, learning_rates):
-        apply(optimizer, table_variable, slot_variables, batches, lr)
-    return table_variable.numpy(), [slot_variables[n].numpy() for n in optimizer.slot_names()]
-
-
-def run_reference(optimizer, table, batches_per_step, learning_rates):
-    table = table.copy()
-    _, slot_variables = make_variables(optimizer, table)
-    slots = [slot_variables[n].numpy() for n in optimizer.slot_names()]
-    for batches, lr in zip(batches_per_step, learning_rates):
-        reference_step(optimizer, table, slots, batches, lr)
-    return table, slots
+    return train_table(optimizer, table, batches_per_step, learning_rates, apply)
 
 
 def assert_matches(actual, expected, case):
-    tolerance = dict(rtol=1e-5, atol=1e-6) if case in POW_CASES else dict(rtol=0, atol=0)
-    np.testing.assert_allclose(actual[0], expected[0], **tolerance)
-    for got, want in zip(actual[1], expected[1]):
-        np.testing.assert_allclose(got, want, **tolerance)
+    assert_same_training(actual, expected, pow_rule=case in POW_CASES)
 
 
 @pytest.mark.parametrize("case", sorted(OPTIMIZERS))
@@ -137,7 +123,7 @@ def test_three_steps_match_numpy(case):
     table = random_table(VOCAB, DIM, scale=0.5)
     batches = [step_batches(step) for step in range(3)]
     actual = run_apply(OPTIMIZERS[case](), table, batches, LEARNING_RATES)
-    expected = run_reference(OPTIMIZERS[case](), table, batches, LEARNING_RATES)
+    expected = reference_training(OPTIMIZERS[case](), table, batches, LEARNING_RATES)
     assert_matches(actual, expected, case)
 
 
@@ -154,7 +140,7 @@ def test_in_tf_function(case):
         ops.sparse_apply(optimizer, table_variable, slot_variables, batches, lr)
 
     actual = run_apply(optimizer, table, batches, LEARNING_RATES, apply=apply)
-    expected = run_reference(OPTIMIZERS[case](), table, batches, LEARNING_RATES)
+    expected = reference_training(OPTIMIZERS[case](), table, batches, LEARNING_RATES)
     assert_matches(actual, expected, case)
 
 
@@ -246,6 +232,7 @@ _DETERMINISM_SCRIPT = textwrap.dedent("""
                       opt.RMSProp(momentum=0.9),
                       opt.ProximalYogi(l1_regularization_strength=0.01)):
         variable = tf.Variable(table)
+        # private: TF's slot protocol makes the optimizer's slots (a fresh process: no helpers).
         slots = optimizer._create_slots(
             variable, lambda name, init: tf.Variable(init(table.shape, tf.float32)))
         for step in range(2):

@@ -14,8 +14,9 @@ import tensorflow as tf
 from tf_embedding import ops
 from tf_embedding import optimizers as opt
 
-from helpers.references import XLA_TOLERANCE, csr, reference_step
-from helpers.tables import make_variables, random_table
+from helpers.references import XLA_TOLERANCE, csr
+from helpers.tables import assert_same_training, make_variables, random_table
+from helpers.tables import reference_training, train_table
 
 pytestmark = pytest.mark.unit
 
@@ -73,25 +74,16 @@ def as_batches(pairs):
 
 
 def run(optimizer, table, pairs_per_step, apply=ops.sparse_apply_rows):
-    table_variable, slot_variables = make_variables(optimizer, table)
-    for pairs, lr in zip(pairs_per_step, LEARNING_RATES):
-        apply(optimizer, table_variable, slot_variables, pairs, lr)
-    return table_variable.numpy(), [slot_variables[n].numpy() for n in optimizer.slot_names()]
+    return train_table(optimizer, table, pairs_per_step, LEARNING_RATES, apply)
 
 
 def run_reference(optimizer, table, pairs_per_step):
-    table = table.copy()
-    _, slot_variables = make_variables(optimizer, table)
-    slots = [slot_variables[n].numpy() for n in optimizer.slot_names()]
-    for pairs, lr in zip(pairs_per_step, LEARNING_RATES):
-        reference_step(optimizer, table, slots, as_batches(pairs), lr)
-    return table, slots
+    return reference_training(optimizer, table, [as_batches(pairs) for pairs in pairs_per_step],
+                              LEARNING_RATES)
 
 
 def assert_matches(actual, expected, case):
-    tolerance = dict(rtol=1e-5, atol=1e-6) if case in POW_CASES else dict(rtol=0, atol=0)
-    for got, want in zip([actual[0], *actual[1]], [expected[0], *expected[1]]):
-        np.testing.assert_allclose(got, want, **tolerance)
+    assert_same_training(actual, expected, pow_rule=case in POW_CASES)
 
 
 @pytest.mark.parametrize("id_lists", [ONE_PAIR, THREE_PAIRS], ids=["one_pair", "three_pairs"])
