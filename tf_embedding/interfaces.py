@@ -1,20 +1,8 @@
 """Deprecated alias of `tf_embedding.cluster.network_interfaces` (this process's network
 interfaces), where this module moved in 0.2.0: import that module instead. Importing this one
-warns (`DeprecationWarning`) and gives that module's names, the same objects; it will be removed
-in a later release (CHANGELOG.md)."""
+warns (`DeprecationWarning`) and gives that module itself; it will be removed in a later release
+(CHANGELOG.md)."""
 
-import warnings as _warnings
+from tf_embedding.cluster.moved import alias
 
-# pylint: disable=wildcard-import,unused-wildcard-import
-from tf_embedding.cluster import network_interfaces as _moved
-from tf_embedding.cluster.network_interfaces import *  # noqa: F401,F403
-
-# stacklevel 2 names the importing code: warnings skips the import machinery's frames.
-_warnings.warn("tf_embedding.interfaces is deprecated: import "
-               "tf_embedding.cluster.network_interfaces instead (moved in tf_embedding 0.2.0)",
-               DeprecationWarning, stacklevel=2)
-
-
-def __getattr__(name: str):
-    """Private names, too, are the moved module's."""
-    return getattr(_moved, name)
+alias(__name__, "tf_embedding.cluster.network_interfaces", "0.2.0")

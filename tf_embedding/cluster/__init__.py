@@ -12,6 +12,8 @@ and the chief's end (docs/parameter_server.md).
   bringing one up, which of them a listening port is reachable on).
 * `chief`: ending the chief's program (`chief.run(main)`) without TF's coordinator teardown,
   which hangs after a lost worker.
+* `moved`: the aliases at the old paths of the modules that moved here (`tf_embedding.chief`,
+  ...), which warn and give the new module.
 
 The package imports nothing itself, so the task command does not load TensorFlow before it has
 blocked its stop signals.

@@ -83,6 +83,12 @@ def _check_arguments(feature_config: Any, optimizer: Any, pipelined: Any, batch_
     if tables_trained_by not in _TRAINING_MODES:
         checks.refuse(_OWNER, "tables_trained_by", tables_trained_by,
                       " or ".join(repr(mode) for mode in _TRAINING_MODES))
+    if tables_trained_by == "model_optimizer" and not _uses_legacy_keras():
+        raise ValueError(
+            "tables_trained_by='model_optimizer' (TFRS's CPU behaviour: tables trained as "
+            "ordinary variables by the model's optimizer) needs tf_keras: Keras 3 layers "
+            "cannot expose tf.Variables as weights. Set TF_USE_LEGACY_KERAS=1 before "
+            "importing TensorFlow, or use the default 'embedding_optimizer'.")
     checks.check_flag(_OWNER, "pipeline_execution_with_tensor_core", pipelined)
     checks.check_integer(_OWNER, "batch_size", batch_size, low=1, optional=True)
     config_lib.check_embedding_arguments(_OWNER, feature_config, optimizer, allow_empty=False)
@@ -131,18 +137,11 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
             int >= 1 (argument_checks.py).
           RuntimeError: created under a strategy the engine does not run under.
         """
-        # Inputs are ids and per-id weights, never cast to the compute dtype (Keras' autocast):
-        # the lookup runs in float32 whatever the policy, and only its outputs are cast.
+        # Ids and weights are never autocast: the lookup is float32, only its outputs are cast.
         super().__init__(**kwargs, autocast=False)
         layer_config.check_dtype_policy(self, given="dtype" in kwargs)
         _check_arguments(feature_config, optimizer, pipeline_execution_with_tensor_core,
                          batch_size, tables_trained_by)
-        if tables_trained_by == "model_optimizer" and not _uses_legacy_keras():
-            raise ValueError(
-                "tables_trained_by='model_optimizer' (TFRS's CPU behaviour: tables trained as "
-                "ordinary variables by the model's optimizer) needs tf_keras: Keras 3 layers "
-                "cannot expose tf.Variables as weights. Set TF_USE_LEGACY_KERAS=1 before "
-                "importing TensorFlow, or use the default 'embedding_optimizer'.")
         self._tables_trained_by = tables_trained_by
         self.batch_size = batch_size
         self._pipeline_execution_with_tensor_core = pipeline_execution_with_tensor_core
