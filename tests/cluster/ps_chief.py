@@ -133,7 +133,7 @@ def restore(output: str, checkpoint: str) -> None:
         emb.build()
         status.assert_consumed()
         placement = {f"{table}/{slot}/devices": np.array([block.device for block in variable])
-                     for table, slots in emb._variables.items()  # pylint: disable=protected-access
+                     for table, slots in emb.table_variables().items()
                      for slot, variable in slots.items()}
         save_values(os.path.join(output, f"restored_{blocks}.npz"), emb, placement)
 
@@ -275,8 +275,7 @@ def keras_fit(output: str) -> None:
     model.fit(tf.keras.utils.experimental.DatasetCreator(
         lambda context: keras_layer.fit_dataset(steps, labels, "sparse")),
         epochs=1, steps_per_epoch=len(steps), verbose=0)
-    save_values(os.path.join(output, "keras.npz"),
-                layer._tpu_embedding)  # pylint: disable=protected-access
+    save_values(os.path.join(output, "keras.npz"), layer)
 
 
 def build(output: str) -> None:

@@ -208,7 +208,7 @@ def test_table_devices_place_one_process_blocks():
     emb = tf_embedding.TPUEmbedding(feature_config(), tf_embedding.SGD(0.1),
                                     table_devices=["/cpu:1", "/cpu:0", "/cpu:1"])
     emb.build()
-    video = emb.embedding_tables[next(t for t in emb._table_config if t.name == "video")]
+    video = emb.table_variables()["video"]["parameters"]
     assert [block.device.split("/")[-1] for block in video] == [
         "device:CPU:1", "device:CPU:0", "device:CPU:1"]
     assert [block.shape[0] for block in video] == [5, 4, 4]
