@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "cc/core/dedup.h"
 #include "cc/kernels/tf_status.h"
+#include "cc/ops/feature_inputs.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -11,22 +12,11 @@ namespace tf_embedding {
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
-REGISTER_OP("TfeFeaturesToCsr")
-    .Input("ids: Tids")
-    .Input("row_info: N * int64")
-    .Input("dense_shapes: N * int64")
-    .Input("weights: N * float")
+REGISTER_OP("TfeFeaturesToCsr") TFE_FEATURE_INPUTS
     .Output("row_splits: int64")
     .Output("csr_ids: int64")
     .Output("gains: float")
     .Output("feature_row_counts: int64")
-    .Attr("N: int >= 1")
-    .Attr("Tids: list({int32, int64}) >= 1")
-    .Attr("input_kinds: list(string)")
-    .Attr("has_weights: list(bool)")
-    .Attr("max_sequence_lengths: list(int)")
-    .Attr("prune_invalid: list(bool)")
-    .Attr("feature_names: list(string)")
     .Attr("combiner: string")
     .Attr("vocabulary_size: int >= 1")
     .Attr("table_name: string")
@@ -43,20 +33,9 @@ REGISTER_OP("TfeFeaturesToCsr")
 Converts the features of one table into one stacked CSR batch (docs/kernels.md).
 )doc");
 
-REGISTER_OP("TfeFeaturesCheck")
-    .Input("ids: Tids")
-    .Input("row_info: N * int64")
-    .Input("dense_shapes: N * int64")
-    .Input("weights: N * float")
+REGISTER_OP("TfeFeaturesCheck") TFE_FEATURE_INPUTS
     .Output("invalid_feature: int32")
     .Output("message: string")
-    .Attr("N: int >= 1")
-    .Attr("Tids: list({int32, int64}) >= 1")
-    .Attr("input_kinds: list(string)")
-    .Attr("has_weights: list(bool)")
-    .Attr("max_sequence_lengths: list(int)")
-    .Attr("prune_invalid: list(bool)")
-    .Attr("feature_names: list(string)")
     .Attr("combiner: string")
     .Attr("vocabulary_size: int >= 1")
     .Attr("table_name: string")

@@ -2,6 +2,7 @@
 // (docs/kernels.md).
 #include <vector>
 
+#include "cc/ops/feature_inputs.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -62,21 +63,10 @@ REGISTER_OP("TfeEmbeddingLookupDense")
     .Doc("TfeEmbeddingLookup on a table tensor.");
 
 REGISTER_OP("TfeFeaturesLookup")
-    .Input("tables: M * resource")
-    .Input("ids: Tids")
-    .Input("row_info: N * int64")
-    .Input("dense_shapes: N * int64")
-    .Input("weights: N * float")
+    .Input("tables: M * resource") TFE_FEATURE_INPUTS
     .Output("activations: M * float")
     .Output("feature_row_counts: M * int64")
     .Attr("M: int >= 1")
-    .Attr("N: int >= 1")
-    .Attr("Tids: list({int32, int64}) >= 1")
-    .Attr("input_kinds: list(string)")
-    .Attr("has_weights: list(bool)")
-    .Attr("max_sequence_lengths: list(int)")
-    .Attr("prune_invalid: list(bool)")
-    .Attr("feature_names: list(string)")
     .Attr("table_names: list(string)")
     .Attr("combiners: list(string)")
     .Attr("vocabulary_sizes: list(int)")
