@@ -233,38 +233,39 @@ def _shape_checked(table_name: str, variable_name: str,
 
 def _check_checkpoint_fits(path: str, variables: dict[str, dict[str, Any]]) -> None:
     """Raises ValueError when the checkpoint at `path` holds this object's tables (an object
-    whose children are named as its table and slot variables) but none such object's shapes
-    are these variables': a table or slot of another (vocabulary_size, dim)."""
-    names = {table: {(table if slot == "parameters" else f"{table}/{slot}"): variable
-                     for slot, variable in slots.items()}
-             for table, slots in variables.items()}
-    expected = {name: tuple(variable.shape) for by_name in names.values()
-                for name, variable in by_name.items()}
+    whose children are named as its table and slot variables) but no such object's shapes are
+    these variables': a table or slot of another (vocabulary_size, dim)."""
+    expected = {(table if slot == "parameters" else f"{table}/{slot}"): tuple(variable.shape)
+                for table, slots in variables.items() for slot, variable in slots.items()}
     reader = tf.train.load_checkpoint(path)
     shapes = reader.get_variable_to_shape_map()
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
     graph.ParseFromString(reader.get_tensor(base_constants.OBJECT_GRAPH_PROTO_KEY))
-    mismatches = []
+    first_mismatch = None
     for node in graph.nodes:
-        saved = {}
-        for child in node.children:
-            if child.local_name in expected:
-                for attribute in graph.nodes[child.node_id].attributes:
-                    if attribute.name == base_constants.VARIABLE_VALUE_KEY:
-                        saved[child.local_name] = tuple(shapes[attribute.checkpoint_key])
+        saved = {child.local_name: tuple(shapes[attribute.checkpoint_key])
+                 for child in node.children if child.local_name in expected
+                 for attribute in graph.nodes[child.node_id].attributes
+                 if attribute.name == base_constants.VARIABLE_VALUE_KEY}
         if not any(table in saved for table in variables):
             continue  # not an embedding object with these tables
         wrong = [(name, shape) for name, shape in saved.items() if shape != expected[name]]
         if not wrong:
             return
-        mismatches.append(wrong[0])
-    if mismatches:
-        name, shape = mismatches[0]
-        table = name.split("/")[0]
-        raise ValueError(
-            f"Cannot restore table '{table}': the checkpoint holds variable '{name}' with shape "
-            f"{shape}, but this object's has shape {expected[name]} (vocabulary_size, dim). "
-            "Nothing was restored.")
+        first_mismatch = first_mismatch or wrong[0]
+    if first_mismatch is not None:
+        name, shape = first_mismatch
+        raise _shape_mismatch(name.split("/")[0], name, shape, expected[name],
+                              " Nothing was restored.")
+
+
+def _shape_mismatch(table_name: str, variable_name: str, saved_shape: tuple[int, ...],
+                    shape: tuple[int, ...], consequence: str = "") -> ValueError:
+    """The error of a checkpointed table or slot whose shape is not the variable's."""
+    return ValueError(
+        f"Cannot restore variable '{variable_name}' of table '{table_name}': the checkpoint "
+        f"holds shape {tuple(saved_shape)} but the table has shape {tuple(shape)} "
+        f"(vocabulary_size, dim).{consequence}")
 
 
 def _check_checkpoint_shape(table_name: str, variable_name: str, initializer: Initializer,
@@ -274,7 +275,4 @@ def _check_checkpoint_shape(table_name: str, variable_name: str, initializer: In
         return
     saved_shape = initializer.checkpoint_position.value_shape()
     if saved_shape is not None and tuple(saved_shape) != tuple(shape):
-        raise ValueError(
-            f"Cannot restore variable '{variable_name}' of table '{table_name}': the checkpoint "
-            f"holds shape {tuple(saved_shape)} but the table has shape {tuple(shape)} "
-            "(vocabulary_size, dim).")
+        raise _shape_mismatch(table_name, variable_name, saved_shape, shape)

@@ -111,8 +111,9 @@ def test_a_checkpoint_that_does_not_fit_fails_before_anything_is_assigned(
     before = {name: variables["parameters"].numpy()
               for name, variables in embedding.table_variables().items()}
     with pytest.raises(ValueError, match=re.escape(
-            f"Cannot restore table 'video': the checkpoint holds variable 'video' with shape "
-            f"{saved}, but this object's has shape {wanted}")):
+            f"Cannot restore variable 'video' of table 'video': the checkpoint holds shape "
+            f"{saved} but the table has shape {wanted} (vocabulary_size, dim). Nothing was "
+            "restored.")):
         tf.train.Checkpoint(embedding=embedding).restore(path)
     for name, variables in embedding.table_variables().items():
         np.testing.assert_array_equal(variables["parameters"].numpy(), before[name])
