@@ -1,5 +1,5 @@
 """A step under ParameterServerStrategy sends each PS task one packet per direction
-(tf_embedding/sharded/task_exchange.py), and a scheduled function of several steps trains the
+(tf_embedding/sharded/transports/task_packets.py), and a scheduled function of several steps trains the
 bits of one process. The chief runs as a script (tests/cluster/exchange_chief.py) on a loopback
 cluster of 2 PS and 1 worker."""
 

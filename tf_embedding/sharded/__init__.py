@@ -12,11 +12,14 @@
   (`BatchCarrier`), which `queues` and `handoff` implement.
 * `handoff`: the carrier inside one traced function (XLA-compiled, or scheduled on a PS cluster).
 * `parameter_server`: the engine on ParameterServerStrategy's ps tasks.
-* `task_exchange`: the tensors of a step between the worker running it and each
-  parameter-server task, one packet per task and direction.
-* `multi_worker/`: the engine on a MultiWorkerMirroredStrategy cluster, each worker holding its
-  row blocks and exchanging ids, rows and gradients by collectives.
-* `table_state`: what the engine knows about one table (its features, blocks and variables).
+* `sharding/`: how each table is split and where its pieces travel, one module per kind
+  (row-wise, row-wise pooled, table-wise, the workers' row-wise), chosen per table at build.
+* `transports/`: how the shardings' roles move tensors: in place on one machine's devices,
+  packets to parameter-server tasks, the workers' collectives.
+* `multi_worker/`: a MultiWorkerMirroredStrategy cluster's workers as one group, the variable
+  of which each worker holds its own block, and the check that fails a bad batch everywhere.
+* `table_state`: what the engine knows about one table (its config, features, layout and
+  variables).
 * `layout`: how a table's rows split into blocks over devices ('div' contiguous, 'mod' strided).
 * `strided_variable`: the variable of a 'mod' table, saved and read as the whole table.
 * `profile_sampling`, `profile_files`: `profile_data_directory`'s sampling and its files.

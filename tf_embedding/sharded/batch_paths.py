@@ -138,10 +138,7 @@ def _batch_outputs(engine: Engine, batch_carrier: BatchCarrier, partial: bool,
     kept in `batch_carrier` for apply_gradients if it is a training batch."""
     if batch is None:
         batch = batch_carrier.take_batch()
-    activations = engine.lookup_batches(batch.tables, batch.rows)
-    outputs = engine.feature_outputs(
-        [(table_activations, table_batch.feature_row_counts)
-         for table_activations, table_batch in zip(activations, batch.tables)], partial)
+    outputs = engine.batch_outputs(batch, partial)
     with tf.control_dependencies(outputs):
         batch_carrier.put_pending(batch.tables, batch.training)
     return outputs
@@ -151,8 +148,7 @@ def _raw_batch_outputs(engine: Engine, batch_carrier: BatchCarrier, kind: str,
                        partial: bool) -> list[tf.Tensor]:
     """The flat activations of the next raw batch of `kind` (`raw_forward_batch`), each
     table's features converted and looked up in one op."""
-    table_inputs = engine.table_inputs(batch_carrier.take_raw_batch(kind))
-    return engine.feature_outputs(engine.lookup_features(table_inputs), partial)
+    return engine.raw_batch_outputs(batch_carrier.take_raw_batch(kind), partial)
 
 
 def _batch_of_calling_function(engine: Engine, replica: int) -> Batch:
@@ -173,8 +169,8 @@ def _batch_of_calling_function(engine: Engine, replica: int) -> Batch:
         if caller is not None and ops.compiling_with_xla(caller):
             compiled = engine.compiled_handoff
             if compiled.holds_batch():
-                return _from_next_batch(compiled, lambda kind: _converted_raw_batch(
-                    engine, compiled.take_raw_batch(kind)), compiled.take_batch)
+                return _from_next_batch(compiled, lambda kind: engine.convert_raw_batch(
+                    compiled.take_raw_batch(kind)), compiled.take_batch)
             return _batch_of_calling_function(engine, replica)
         queue = engine.replica_carrier(replica)
         with tf.device(engine.replica_devices[replica]):
@@ -184,14 +180,8 @@ def _batch_of_calling_function(engine: Engine, replica: int) -> Batch:
                 return _bucketed(queue.take_batch())
 
             return _bucketed(_from_next_batch(
-                queue, lambda kind: _converted_raw_batch(engine, queue.take_raw_batch(kind)),
+                queue, lambda kind: engine.convert_raw_batch(queue.take_raw_batch(kind)),
                 queue.take_batch))
-
-
-def _converted_raw_batch(engine: Engine, tables: list[list[Any]]) -> Batch:
-    """A raw batch's tables converted, as enqueue converts a forward-only batch."""
-    return Batch(engine.convert_tables(engine.table_inputs(tables)), None,
-                        tf.constant(False))
 
 
 def _bucketed(batch: Batch) -> Batch:

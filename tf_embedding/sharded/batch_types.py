@@ -22,21 +22,21 @@ class TableBatch(NamedTuple):
     """One table's lookups on one replica: lookup k reads table row `unique_ids[inverse[k]]`
     with gain `gains[k]` into output row r, row_splits[r] <= k < row_splits[r + 1].
 
-    Tables of several blocks in the rows mode are deduplicated (`unique_ids` distinct, in the
-    layout's order: `ShardLayout`). Tables in the partial mode (every table of one block) are
-    not: `unique_ids` are the lookups' ids and `inverse` is None (lookup k reads row
-    `unique_ids[k]`), and with P blocks the lookups are grouped by block over P * R rows
-    (`ShardLayout.group_by_block`; `table_state` has both modes)."""
+    The batches of a sharding that deduplicates (`Sharding.deduplicated`: row-wise) hold
+    distinct `unique_ids` in the layout's order (`ShardLayout`). The others' (pooled row-wise,
+    table-wise) do not: `unique_ids` are the lookups' ids and `inverse` is None (lookup k reads
+    row `unique_ids[k]`), and with P blocks the lookups are grouped by block over P * R rows
+    (`ShardLayout.group_by_block`)."""
 
     row_splits: tf.Tensor  # int64 [R + 1]
     unique_ids: tf.Tensor  # int64 [U]
-    inverse: tf.Tensor | None  # int64 [nnz]; None in the partial mode
+    inverse: tf.Tensor | None  # int64 [nnz]; None if not deduplicated
     gains: tf.Tensor  # float32 [nnz]
     feature_row_counts: tf.Tensor  # int64 [num_features]: output rows of each feature
 
     def inverse_or_identity(self) -> tf.Tensor:
-        """`inverse`, or in the partial mode the identity it stands for (made only where a
-        caller needs it: the partial mode's own lookup and update read `unique_ids` directly)."""
+        """`inverse`, or without one the identity it stands for (made only where a caller
+        needs it: a pooled sharding's own lookup and update read `unique_ids` directly)."""
         if self.inverse is not None:
             return self.inverse
         return tf.range(tf.size(self.unique_ids, out_type=tf.int64))
@@ -47,7 +47,7 @@ class TableSpec(NamedTuple):
 
     num_features: int
     dim: int
-    deduplicated: bool  # whether its batches have an `inverse` (the rows mode)
+    deduplicated: bool  # whether its batches have an `inverse` (`Sharding.deduplicated`)
 
 
 class Batch(NamedTuple):

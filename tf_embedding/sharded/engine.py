@@ -20,13 +20,11 @@ from tf_embedding.feature_inputs import rules
 from tf_embedding import ops
 from tf_embedding.sharded import handoff
 from tf_embedding.sharded.batch_types import Batch, BatchCarrier, TableBatch
-from tf_embedding.sharded import table_state
-from tf_embedding.sharded import task_exchange
-from tf_embedding.sharded.multi_worker import gradient_exchange
 from tf_embedding.sharded.multi_worker import id_check
-from tf_embedding.sharded.multi_worker import row_exchange
 from tf_embedding.sharded.multi_worker.group import WorkerGroup
 from tf_embedding.sharded.profile_sampling import LookupProfiler
+from tf_embedding.sharded.sharding.kind import Sharding
+from tf_embedding.sharded.sharding import table_wise
 from tf_embedding.sharded.table_state import TableState
 
 # The engine's operations (and TPUEmbedding's public methods) branch on Python values only;
@@ -48,6 +46,7 @@ class Engine:
 
     Attributes (read-only):
       tables: one `TableState` per table, in `TPUEmbedding`'s table order.
+      shardings: each table's sharding (`sharded/sharding/`), in the same order.
       feature_paths: each flattened feature's path in `feature_config`.
       replica_devices: each replica's device (None: the default strategy's one replica).
       compiled_handoff: the batch carrier inside an XLA-compiled function.
@@ -55,20 +54,23 @@ class Engine:
         (every lookup and update is then a collective exchange among them); else None.
     """
 
-    def __init__(self, tables: Sequence[TableState], flat_features: Sequence[Any],
-                 feature_paths: Sequence[str],
+    def __init__(self, shardings: Sequence[Sharding], transport: Any,
+                 flat_features: Sequence[Any], feature_paths: Sequence[str],
                  output_shapes: Callable[[], Sequence[tf.TensorShape]],
                  replica_devices: Sequence[str | None], replica_carriers: Sequence[BatchCarrier],
                  compiled_handoff: handoff.FunctionHandoff, *, pipelined: bool,
                  parameter_servers: bool, profiler: LookupProfiler | None = None,
                  workers: WorkerGroup | None = None):
-        """Args: the tables' states, the flattened `FeatureConfig`s and their paths;
+        """Args: each table's sharding and the transport its roles run over
+        (`sharded/transports/`); the flattened `FeatureConfig`s and their paths;
         `output_shapes()` gives every feature's current output shape (they may be learned after
         the build); each replica's device and its own batch carrier; whether batches are looked
         up at enqueue time (`pipelined`) and whether tables live on parameter-server tasks; the
         `profile_data_directory` sampler, if any; the workers' group under
         MultiWorkerMirroredStrategy."""
-        self.tables = tuple(tables)
+        self.shardings = tuple(shardings)
+        self.tables = tuple(sharding.table for sharding in shardings)
+        self._transport = transport
         self.feature_paths = tuple(feature_paths)
         self.replica_devices = tuple(replica_devices)
         self.compiled_handoff = compiled_handoff
@@ -79,9 +81,6 @@ class Engine:
         self._parameter_servers = parameter_servers
         self._profiler = profiler
         self.workers = workers
-        # Under ParameterServerStrategy a step's tensors for each PS task travel in one packet
-        # per direction (task_exchange).
-        self._exchange = task_exchange.TaskExchange() if parameter_servers else None
 
     def output_shapes(self) -> Sequence[tf.TensorShape]:
         """Every flattened feature's output shape (without `dim`), as known now."""
@@ -135,7 +134,8 @@ class Engine:
 
     def _convert_tables(self, table_inputs: Sequence[Sequence[FeatureInput]],
                         training: Any) -> list[TableBatch]:
-        batches = [state.convert(inputs) for state, inputs in zip(self.tables, table_inputs)]
+        batches = [sharding.convert(inputs)
+                   for sharding, inputs in zip(self.shardings, table_inputs)]
         if self._profiler is not None:
             self._profiler.observe(batches, table_inputs, training)
         return batches
@@ -153,33 +153,50 @@ class Engine:
 
     def _gather_rows(self, batches: Sequence[TableBatch]) -> list[tf.Tensor]:
         """Each table's rows of its batch's unique ids, from the blocks that own them."""
-        if self.workers is not None:
-            return row_exchange.gather_rows(self.workers, self.tables,
-                                            [batch.unique_ids for batch in batches])
-        return [state.gather(batch.unique_ids) for state, batch in zip(self.tables, batches)]
+        return self._transport.gather_rows(self.shardings,
+                                           [batch.unique_ids for batch in batches])
 
     @library_code
     def lookup_batches(self, batches: Sequence[TableBatch],
                        rows: Sequence[tf.Tensor] | None = None) -> list[tf.Tensor]:
         """Each table's [R, dim] activations of this replica's `batches` (`rows`: each
         batch's unique rows, if it was looked up at enqueue time)."""
-        if rows is None and self.workers is not None:
-            rows = self._gather_rows(batches)
-        if rows is not None or self._exchange is None:
-            return [state.lookup(batch, None if rows is None else rows[index])
-                    for index, (state, batch) in enumerate(zip(self.tables, batches))]
-        calls = [state.block_lookups(batch, self._exchange)
-                 for state, batch in zip(self.tables, batches)]
-        results = iter(self._exchange.run([call for table in calls for call in table]))
-        return [state.combine_lookups(batch, [next(results)[0] for _ in table_calls])
-                for state, batch, table_calls in zip(self.tables, batches, calls)]
+        if rows is None:
+            return self._transport.lookup(self.shardings, batches)
+        return [sharding.combine_rows(batch, table_rows)
+                for sharding, batch, table_rows in zip(self.shardings, batches, rows)]
+
+    @library_code
+    def batch_outputs(self, batch: Batch, partial: bool) -> list[tf.Tensor]:
+        """The flat per-feature activations, in their output shapes, of this replica's
+        converted `batch` (`lookup_batches` + `feature_outputs`)."""
+        activations = self.lookup_batches(batch.tables, batch.rows)
+        return self.feature_outputs(
+            [(table_activations, table_batch.feature_row_counts)
+             for table_activations, table_batch in zip(activations, batch.tables)], partial)
+
+    @library_code
+    def raw_batch_outputs(self, table_features: Sequence[Sequence[Any]],
+                          partial: bool) -> list[tf.Tensor]:
+        """The flat per-feature activations of a raw forward-only batch (each table's features
+        as enqueued), converted and looked up in one op (`lookup_features`). REQUIRES:
+        `looks_up_features_directly()`."""
+        return self.feature_outputs(self.lookup_features(self.table_inputs(table_features)),
+                                    partial)
+
+    @library_code
+    def convert_raw_batch(self, table_features: Sequence[Sequence[Any]]) -> Batch:
+        """A raw forward-only batch's tables converted, as `convert` converts a forward-only
+        batch."""
+        return Batch(self.convert_tables(self.table_inputs(table_features)), None,
+                     tf.constant(False))
 
     def looks_up_features_directly(self) -> bool:
         """Whether `lookup_features` may look this replica's batch up: no parameter-server
         tasks, no lookup profile to record (it observes converted batches), and every table
         one block read as it is."""
         return (not self._parameter_servers and self._profiler is None
-                and all(state.looks_up_features_directly for state in self.tables))
+                and all(sharding.looks_up_features_directly for sharding in self.shardings))
 
     @library_code
     def lookup_features(self, table_inputs: Sequence[Sequence[FeatureInput]]
@@ -188,7 +205,7 @@ class Engine:
         converted and looked up in one op, for `table_inputs` as `convert_tables` takes them.
         Not differentiable: convert the same inputs (`convert_tables`) to update. REQUIRES:
         `looks_up_features_directly()`."""
-        return table_state.lookup_features(self.tables, table_inputs)
+        return table_wise.lookup_features(self.shardings, table_inputs)
 
     @library_code
     def feature_outputs(self, table_activations: Sequence[tuple[tf.Tensor, tf.Tensor]],
@@ -230,13 +247,5 @@ class Engine:
           ValueError: a table without an optimizer (`check_trainable`).
         """
         self.check_trainable()
-        if self.workers is not None:
-            gradient_exchange.apply_gradients(self.workers, self.tables, batches,
-                                              activation_gradients,
-                                              table_state.learning_rates(self.tables))
-            return
-        updates = [state.block_updates(batch, gradient, self._exchange)
-                   for state, batch, gradient in zip(self.tables, batches, activation_gradients)]
-        tf.distribute.get_replica_context().merge_call(
-            table_state.apply_updates,
-            args=(self.tables, len(self.replica_devices), updates, self._exchange))
+        self._transport.apply(self.shardings, batches, activation_gradients,
+                              len(self.replica_devices))

@@ -217,7 +217,7 @@ class ReplicaQueues:
 
 def _table_dtypes(table: TableSpec) -> list[tf.DType]:
     """The dtypes of a table's batch in the queues: a TableBatch's, without the inverse of a
-    table in the partial mode."""
+    table that is not deduplicated."""
     return [dtype for field, dtype in zip(TableBatch._fields, _TABLE_BATCH_DTYPES)
             if table.deduplicated or field != "inverse"]
 

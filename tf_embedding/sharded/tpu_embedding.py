@@ -40,7 +40,12 @@ from tf_embedding.sharded.batch_types import BatchCarrier, TableSpec
 from tf_embedding.sharded import layout as layout_lib
 from tf_embedding.sharded.multi_worker.block_variable import WorkerBlockVariable
 from tf_embedding.sharded.profile_sampling import LookupProfiler
+from tf_embedding.sharded.sharding import choice
+from tf_embedding.sharded.sharding.kind import Sharding
 from tf_embedding.sharded.table_state import TableState
+from tf_embedding.sharded.transports.collectives import WorkerCollectives
+from tf_embedding.sharded.transports.in_place import InPlace
+from tf_embedding.sharded.transports.task_packets import TaskPackets
 
 _ONE_COMPILED_FUNCTION = (
     "Inside a tf.function(jit_compile=True), dequeue() takes the batch that enqueue() gave "
@@ -207,15 +212,16 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         flat_features = nest.flatten(self._feature_config)
         indices = embedding_base.feature_indices_by_table(flat_features)
         tables = [TableState(table, tuple(indices.get(table.name, ())),
-                             self._layout(table), self._variables[table.name],
-                             partial=table.name in self._partial_tables,
-                             exchanged=self._workers is not None)
+                             self._layout(table), self._variables[table.name])
                   for table in self._table_config]
         if self._workers is None:
             _check_slot_layouts(tables)
+        shardings = [choice.sharding_for(state, pooled=state.name in self._partial_tables,
+                                         on_workers=self._workers is not None)
+                     for state in tables]
         self._engine = self._no_dependency(engine_lib.Engine(
-            tables, flat_features, self._feature_paths, lambda: self._output_shapes,
-            self._replica_devices, self._replica_carriers(tables),
+            shardings, self._transport(), flat_features, self._feature_paths,
+            lambda: self._output_shapes, self._replica_devices, self._replica_carriers(shardings),
             handoff.FunctionHandoff(_ONE_COMPILED_FUNCTION),
             pipelined=self._pipeline_execution_with_tensor_core,
             parameter_servers=self._parameter_servers,
@@ -231,16 +237,23 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
                               [len(self._table_devices[state.name]) for state in tables],
                               len(self._replica_devices))
 
-    def _replica_carriers(self, tables: list[TableState]) -> list[BatchCarrier]:
+    def _transport(self) -> Any:
+        """How the shardings' roles move tensors: the workers' collectives, packets to the PS
+        tasks, or in place on this machine's devices."""
+        if self._workers is not None:
+            return WorkerCollectives(self._workers)
+        return TaskPackets() if self._parameter_servers else InPlace()
+
+    def _replica_carriers(self, shardings: list[Sharding]) -> list[BatchCarrier]:
         """Each replica's batch carrier: its engine queues, or under ParameterServerStrategy
         the hand-off of the scheduled function (a worker runs one replica)."""
         if self._parameter_servers:
             parameter_server.check_ops_on(
                 list(dict.fromkeys(d for ds in self._table_devices.values() for d in ds)))
             return [handoff.FunctionHandoff(parameter_server.ONE_FUNCTION)]
-        specs = [TableSpec(len(state.feature_indices), state.config.dim,
-                           deduplicated=not state.combines_on_owner)
-                 for state in tables]
+        specs = [TableSpec(len(sharding.table.feature_indices), sharding.table.config.dim,
+                           deduplicated=sharding.deduplicated)
+                 for sharding in shardings]
         return [queues.ReplicaQueues(replica, device, specs,
                                      self._pipeline_execution_with_tensor_core)
                 for replica, device in enumerate(self._replica_devices)]

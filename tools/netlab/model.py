@@ -40,7 +40,7 @@ def step_bytes(workload: Workload, traffic: str, num_ps: int) -> tuple[float, fl
     """(down, up) payload bytes of one worker step: worker -> PS tasks, PS tasks -> worker."""
     row = 4 * workload.dim
     rows, lookups = workload.batch, workload.batch * workload.ids_per_sample
-    # Ids travel as int32 block-local ids, row offsets as int64 (sharded/task_exchange.py).
+    # Ids travel as int32 block-local ids, row offsets as int64 (sharded/transports/task_packets.py).
     if traffic == "rows" and num_ps > 1:
         unique = workload.unique_ids()
         down, up = unique * (4 + 4 + row), unique * row

@@ -10,7 +10,8 @@ in one process's order, and its rows get one process's bits. That is why lookups
 id, whose regrouping would change the rounding) travel: per lookup a block-local id, its output
 row and its gain, 16 bytes.
 
-Three collectives for all tables: a gather of each worker's header (lookup counts per owner,
+The roles are the tables' shardings' (`sharding/worker_row_wise.py`: each lookup's owner, the
+owner's update); the collectives are here. Three collectives for all tables: a gather of each worker's header (lookup counts per owner,
 row counts per feature), an all-to-all of the lookups, a gather of the activation gradients
 (every owner needs nearly every row of them: a sample's ids fall in every block).
 """
@@ -19,23 +20,23 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
-from tf_embedding import ops
 from tf_embedding.sharded.batch_types import TableBatch
 from tf_embedding.sharded.multi_worker.group import WorkerGroup
-from tf_embedding.sharded.multi_worker.row_exchange import split_sizes
+from tf_embedding.sharded.transports.collective_rows import split_sizes
 
 
-def apply_gradients(group: WorkerGroup, tables: Sequence, batches: Sequence[TableBatch],
-                    activation_gradients: Sequence[tf.Tensor],
+def apply_gradients(group: WorkerGroup, shardings: Sequence[Any],
+                    batches: Sequence[TableBatch], activation_gradients: Sequence[tf.Tensor],
                     learning_rates: Sequence[tf.Tensor]) -> None:
     """Updates this worker's block of every table with the global batch's gradients. A
     collective: every worker calls it at the same point of its step with its own batch."""
     size, rank = group.size, group.rank
-    num_tables = len(tables)
+    num_tables = len(shardings)
+    tables = [sharding.table for sharding in shardings]
     keys = group.exchange_keys()
     with tf.device(group.device):
-        lookups = [_lookups_by_owner(state, batch, size)
-                   for state, batch in zip(tables, batches)]
+        lookups = [sharding.lookups_by_owner(batch, size)
+                   for sharding, batch in zip(shardings, batches)]
         header = tf.concat(
             [tf.concat([tf.stack([tf.size(ids, out_type=tf.int64) for ids, _ in by_owner]),
                         tf.cast(batch.feature_row_counts, tf.int64)], axis=0)
@@ -67,9 +68,8 @@ def apply_gradients(group: WorkerGroup, tables: Sequence, batches: Sequence[Tabl
         gradients_by_table = [split_sizes(gathered[worker][:tf.reduce_sum(value_counts[worker])],
                                           value_counts[worker], num_tables)
                               for worker in range(size)]
-        for t, state in enumerate(tables):
-            table = state.variables["parameters"]
-            if table.block is None:
+        for t, (sharding, state) in enumerate(zip(shardings, tables)):
+            if not sharding.owns_block:
                 continue
             pieces = [_feature_batches(
                           lookups_by_table[worker][t],
@@ -79,25 +79,7 @@ def apply_gradients(group: WorkerGroup, tables: Sequence, batches: Sequence[Tabl
             # f-major, worker-minor: one process's order of the gradient terms.
             ordered = [pieces[worker][feature] for feature in range(len(state.feature_indices))
                        for worker in range(size)]
-            optimizer = state.config.optimizer
-            slots = {slot: state.variables[slot].block for slot in optimizer.slot_names()}
-            ops.sparse_apply(optimizer, table.block, slots, ordered, learning_rates[t],
-                             table_name=state.name)
-
-
-def _lookups_by_owner(state, batch: TableBatch,
-                      size: int) -> list[tuple[tf.Tensor, tf.Tensor]]:
-    """Per rank: (block-local ids int64 [n], (row, gain) pairs packed as int64 [n]) of this
-    worker's lookups of `state`'s table in that rank's block, in CSR order."""
-    layout = state.layout
-    ids = tf.gather(batch.unique_ids, batch.inverse)
-    blocks, local_ids = layout.block_and_local_ids(ids)
-    num_rows = tf.size(batch.row_splits, out_type=tf.int64) - 1
-    rows = tf.repeat(tf.range(num_rows, dtype=tf.int32),
-                     batch.row_splits[1:] - batch.row_splits[:-1])
-    packed = tf.bitcast(tf.stack([rows, tf.bitcast(batch.gains, tf.int32)], axis=1), tf.int64)
-    return list(zip(tf.dynamic_partition(local_ids, blocks, size),
-                    tf.dynamic_partition(packed, blocks, size)))
+            sharding.apply_owner(ordered, learning_rates[t])
 
 
 def _parse_headers(headers: tf.Tensor, tables: Sequence,

@@ -1,5 +1,5 @@
-"""The tensors of a step between the worker running it and each parameter-server task, one
-packet per task and direction.
+"""`TaskPackets`, the block transport of ParameterServerStrategy: the tensors of a step between
+the worker running it and each parameter-server task, one packet per task and direction.
 
 TensorFlow partitions a function by device and sends each tensor that crosses a task boundary
 with its own Send/Recv pair, one remote call each. A step that sent every table's ids, gains and
@@ -12,19 +12,20 @@ one transfer per task each way, whatever the number of tables and blocks.
   tensor (int64, two words each), then every tensor's words (float32 bit for bit, int64 as two
   words), each part starting on a row of its own, so that the receiver's parts are slices of
   the packet, not copies. Bits cross unchanged, so a step gives the same results packed or not.
-* `Narrow(ids)`: int64 ids known to be below 2^31 (block-local ids of a block of fewer rows)
-  travel as int32, half the bytes, and arrive as int64 for the kernels.
-* A tensor already sent to a task earlier in the same traced function (a partial-mode block's
-  lookups, which its update reads again) is not sent again: `TaskExchange` remembers what each
+* `Narrow(ids)` (`device_calls`) travel as int32, half the bytes, and arrive as int64.
+* A tensor already sent to a task earlier in the same traced function (a pooled block's lookups,
+  which its update reads again) is not sent again: `TaskPackets` remembers what each
   graph sent where.
 """
 
-import dataclasses
 import math
 import weakref
 from typing import Any, Callable, Hashable, Sequence, TypeVar
 
 import tensorflow as tf
+
+from tf_embedding.sharded.transports.block_calls import BlockCalls
+from tf_embedding.sharded.transports.device_calls import DeviceCall, Input, Narrow, tensor_of
 
 T = TypeVar("T")
 _WORD = tf.int32
@@ -32,41 +33,6 @@ _WORDS_PER_ELEMENT = {tf.int32: 1, tf.float32: 1, tf.int64: 2}
 # Words per packet row: 64 bytes, the alignment at which TF slices a tensor's first dimension
 # without copying it (EIGEN_MAX_ALIGN_BYTES).
 _ALIGN = 16
-
-
-@dataclasses.dataclass(frozen=True)
-class Narrow:
-    """int64 `ids` whose values are known to lie in [0, 2^31): sent as int32."""
-
-    ids: tf.Tensor
-
-
-Input = tf.Tensor | Narrow
-
-
-def tensor_of(value: Input) -> tf.Tensor:
-    """The tensor an input stands for, where it is used without being sent."""
-    return value.ids if isinstance(value, Narrow) else value
-
-
-@dataclasses.dataclass(frozen=True)
-class DeviceCall:
-    """Work on `device`: `body` receives `inputs` as tensors there and returns the tensors to
-    bring back to where the step runs (none for an update)."""
-
-    device: str | None  # None: the default device (one process without a strategy)
-    inputs: Sequence[Input]
-    body: Callable[[list[tf.Tensor]], list[tf.Tensor]]
-
-
-def run_in_place(calls: Sequence[DeviceCall]) -> list[list[tf.Tensor]]:
-    """Each call's body on its device, its inputs used as they are (no packets: devices of one
-    process, or a step that does not gather its calls)."""
-    results = []
-    for call in calls:
-        with tf.device(call.device):
-            results.append(call.body([tensor_of(value) for value in call.inputs]))
-    return results
 
 
 def _name(tensor: tf.Tensor) -> str:
@@ -148,7 +114,7 @@ def unpack(packet: tf.Tensor, specs: Sequence[Spec]) -> list[tf.Tensor]:
     return tensors
 
 
-class TaskExchange:
+class TaskPackets(BlockCalls):
     """Runs a step's `DeviceCall`s with one packet per device and direction, remembering per
     traced graph what was sent where."""
 

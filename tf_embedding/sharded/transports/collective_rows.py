@@ -1,6 +1,8 @@
 """The forward half of a multi-worker step: each worker's unique ids go to the workers that own
 their rows, and the rows come back (the features' distribution, the owner's lookup, the rows'
-distribution back; docs/multi_worker.md "One step").
+distribution back; docs/multi_worker.md "One step"). The roles are the tables' shardings'
+(`sharding/worker_row_wise.py`: which ids go to which owner, the owner's lookup); the
+collectives are here.
 
 All tables travel together, so a step's forward costs three collectives whatever the table
 count: a gather of the id counts (every worker learns the whole [requester, table, owner]
@@ -9,20 +11,11 @@ of rows. Rows, not partial sums, come back, so the requesting worker combines th
 order exactly as one process combines the same rows: the activations keep one process's bits.
 """
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import tensorflow as tf
 
-from tf_embedding import ops
 from tf_embedding.sharded.multi_worker.group import WorkerGroup
-
-
-def per_owner(parts: Sequence[tf.Tensor], group_size: int) -> list[tf.Tensor]:
-    """A table's per-block parts (`ShardLayout.split`), one per rank: a table with fewer rows
-    than workers has fewer blocks, and the ranks past them get nothing."""
-    parts = list(parts)
-    empty = tf.zeros([0] + parts[0].shape.as_list()[1:], parts[0].dtype)
-    return parts + [empty] * (group_size - len(parts))
 
 
 def split_sizes(value: tf.Tensor, sizes: tf.Tensor, count: int) -> list[tf.Tensor]:
@@ -30,19 +23,20 @@ def split_sizes(value: tf.Tensor, sizes: tf.Tensor, count: int) -> list[tf.Tenso
     return tf.split(value, tf.cast(sizes, tf.int64), num=count)
 
 
-def gather_rows(group: WorkerGroup, tables: Sequence, unique_ids: Sequence[tf.Tensor]
-                ) -> list[tf.Tensor]:
+def gather_rows(group: WorkerGroup, shardings: Sequence[Any],
+                unique_ids: Sequence[tf.Tensor]) -> list[tf.Tensor]:
     """The rows of each table's `unique_ids` (distinct, in layout order), from their owners:
     float32 [len(unique_ids[t]), dim_t] per table. A collective: every worker calls it at the
-    same point of its step, each with its own ids. `tables` are the engine's `TableState`s, whose
-    `variables["parameters"]` are `WorkerBlockVariable`s."""
+    same point of its step, each with its own ids. `shardings` are the tables'
+    `WorkerRowWise` shardings."""
     size, rank = group.size, group.rank
-    num_tables = len(tables)
+    num_tables = len(shardings)
+    tables = [sharding.table for sharding in shardings]
     keys = group.exchange_keys()
     with tf.device(group.device):
         # Requester: each table's block-local ids per owner.
-        local_ids = [per_owner([local for local, _ in state.layout.split(ids)], size)
-                     for state, ids in zip(tables, unique_ids)]
+        local_ids = [sharding.ids_by_owner(ids, size)
+                     for sharding, ids in zip(shardings, unique_ids)]
         counts = tf.stack([tf.stack([tf.size(part, out_type=tf.int64) for part in parts])
                            for parts in local_ids])  # [T, owner]
         all_counts = tf.reshape(group.all_gather(tf.reshape(counts, [-1]), keys[0]),
@@ -60,9 +54,9 @@ def gather_rows(group: WorkerGroup, tables: Sequence, unique_ids: Sequence[tf.Te
 
         # Owner: the rows of every request, one lookup per table of this worker's block.
         rows_back: list[list[tf.Tensor]] = [[] for _ in range(size)]
-        for t, state in enumerate(tables):
+        for t, sharding in enumerate(shardings):
             requests = [by_requester[requester][t] for requester in range(size)]
-            rows = _own_rows(state, tf.concat(requests, axis=0))
+            rows = sharding.owner_rows(tf.concat(requests, axis=0))
             for requester, part in enumerate(
                     tf.split(rows, all_counts[:, t, rank], num=size)):
                 rows_back[requester].append(tf.reshape(part, [-1]))
@@ -81,13 +75,3 @@ def gather_rows(group: WorkerGroup, tables: Sequence, unique_ids: Sequence[tf.Te
                 per_table[t].append(tf.reshape(part, [-1, tables[t].config.dim]))
         return [tf.concat(parts, axis=0) for parts in per_table]
 
-
-def _own_rows(state, local_ids: tf.Tensor) -> tf.Tensor:
-    """The rows `local_ids` of this worker's block of `state`'s table ([0, dim] without one):
-    the fused lookup, which reads the block in place and checks every id against it."""
-    table = state.variables["parameters"]
-    if table.block is None:
-        return tf.zeros([0, state.config.dim], tf.float32)
-    count = tf.size(local_ids, out_type=tf.int64)
-    return ops.embedding_lookup(table.block, tf.range(count + 1), local_ids,
-                                tf.ones([count], tf.float32), table_name=state.name)

@@ -1,0 +1,81 @@
+"""`WorkerRowWise`: one block of a table per worker of a MultiWorkerMirroredStrategy cluster
+(`multi_worker/block_variable.py`), its roles run by the workers' collectives
+(`transports/collectives.py`).
+
+Forward: the unique ids go to the workers that own their rows, the rows come back, and the
+requester combines them in its input order exactly as one process combines the same rows.
+Update: each worker's lookups (block-local id, output row, gain) go to their owners with its
+activation gradients, and each owner hands the fused optimizer the pieces feature by feature,
+worker by worker: one process's order of every row's gradient terms, hence its bits
+(docs/multi_worker.md "One step").
+"""
+
+from typing import Any, Sequence
+
+import tensorflow as tf
+
+from tf_embedding import ops
+from tf_embedding.sharded.batch_types import TableBatch
+from tf_embedding.sharded.sharding.kind import Sharding, deduplicated
+
+
+class WorkerRowWise(Sharding):
+    """Rows back to the requester, lookups and activation gradients to the owners."""
+
+    deduplicated = True
+
+    def distribute(self, batch: ops.CsrBatch) -> TableBatch:
+        return deduplicated(self.table, batch)
+
+    def check_compilable(self) -> None:
+        raise ValueError(
+            f"Table {self.name} is split over the workers of a MultiWorkerMirroredStrategy "
+            "cluster, whose exchanges of ids and rows are collectives that "
+            "jit_compile=True cannot hold: compile the step without jit_compile "
+            "(docs/multi_worker.md).")
+
+    @property
+    def owns_block(self) -> bool:
+        """Whether this worker holds a block of the table (a table with fewer rows than
+        workers has fewer blocks)."""
+        return self.table.variables["parameters"].block is not None
+
+    def ids_by_owner(self, unique_ids: tf.Tensor, group_size: int) -> list[tf.Tensor]:
+        """The features' distribution: the block-local ids of `unique_ids` (distinct, in layout
+        order) per rank, empty for the ranks past the table's blocks."""
+        parts = [local for local, _ in self.table.layout.split(unique_ids)]
+        empty = tf.zeros([0], parts[0].dtype)
+        return parts + [empty] * (group_size - len(parts))
+
+    def owner_rows(self, local_ids: tf.Tensor) -> tf.Tensor:
+        """The owner's lookup: the rows `local_ids` of this worker's block ([0, dim] without
+        one), by the fused lookup, which reads the block in place and checks every id."""
+        if not self.owns_block:
+            return tf.zeros([0, self.table.config.dim], tf.float32)
+        block = self.table.variables["parameters"].block
+        count = tf.size(local_ids, out_type=tf.int64)
+        return ops.embedding_lookup(block, tf.range(count + 1), local_ids,
+                                    tf.ones([count], tf.float32), table_name=self.name)
+
+    def lookups_by_owner(self, batch: TableBatch,
+                         group_size: int) -> list[tuple[tf.Tensor, tf.Tensor]]:
+        """The gradients' distribution: per rank, (block-local ids int64 [n], (row, gain) pairs
+        packed as int64 [n]) of this worker's lookups in that rank's block, in CSR order."""
+        ids = tf.gather(batch.unique_ids, batch.inverse)
+        blocks, local_ids = self.table.layout.block_and_local_ids(ids)
+        num_rows = tf.size(batch.row_splits, out_type=tf.int64) - 1
+        rows = tf.repeat(tf.range(num_rows, dtype=tf.int32),
+                         batch.row_splits[1:] - batch.row_splits[:-1])
+        packed = tf.bitcast(tf.stack([rows, tf.bitcast(batch.gains, tf.int32)], axis=1),
+                            tf.int64)
+        return list(zip(tf.dynamic_partition(local_ids, blocks, group_size),
+                        tf.dynamic_partition(packed, blocks, group_size)))
+
+    def apply_owner(self, ordered: Sequence[Any], learning_rate: tf.Tensor) -> None:
+        """The update: the fused optimizer on this worker's block with every worker's
+        `ops.GradientBatch`es of it, in one process's order. REQUIRES: owns_block."""
+        table = self.table
+        optimizer = table.config.optimizer
+        slots = {slot: table.variables[slot].block for slot in optimizer.slot_names()}
+        ops.sparse_apply(optimizer, table.variables["parameters"].block, slots, ordered,
+                         learning_rate, table_name=self.name)
