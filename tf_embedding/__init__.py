@@ -16,6 +16,9 @@ The root holds the public API; each package's `__init__.py` docstring is that pa
   the Keras layers' `get_config` stores); `argument_checks`: the rules, stricter than TF's, of
   the configs' and embedding classes' arguments, each defined once.
 * `optimizers/`: the embedding optimizers, each described once.
+* `sharding_plan`: (not in TF, so not in this namespace, which mirrors TF's) `ShardingPlan`
+  and `TableSharding`, how each table of `TPUEmbedding` is split and where it lives;
+  `sharded/planning/planner.py`'s `plan_sharding` makes one.
 * `sharded/`: `TPUEmbedding` and its engine; `replicated`: `TPUEmbeddingV0`, tables replicated on
   every replica; `embedding_base`: the table and slot variables every embedding class shares,
   named and tracked as TF's.

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 import tf_embedding
+from tf_embedding import sharding_plan
 
 from helpers.sharded import FEATURES, GLOBAL_BATCH, TABLES, feature_config, make_samples
 from helpers.sharded import to_inputs
@@ -39,10 +40,24 @@ def embedding_for(strategy: tf.distribute.Strategy, case: str,
     optimizer_name, _, partition, _, *flags = case.split(":")
     learning_rate = (LEARNING_RATE if counter is None
                      else lambda: LEARNING_RATE / (1.0 + counter))
+    # ":plan": on the workers, a mixed plan (one process, the oracle, has no second device).
+    placement = ({"sharding_plan": mixed_plan(partition)}
+                 if "plan" in flags and strategy.num_replicas_in_sync > 1
+                 else {"partition_strategy": partition})
     with strategy.scope():
         return tf_embedding.TPUEmbedding(feature_config(), OPTIMIZERS[optimizer_name](
-            learning_rate), partition_strategy=partition,
-            pipeline_execution_with_tensor_core="pipelined" in flags)
+            learning_rate), pipeline_execution_with_tensor_core="pipelined" in flags,
+            **placement)
+
+
+def mixed_plan(partition: str) -> sharding_plan.ShardingPlan:
+    """Two tables whole on the last and the first worker, the others row-wise."""
+    return sharding_plan.ShardingPlan({
+        "video": sharding_plan.TableSharding("table_wise", owner=1),
+        "query": sharding_plan.TableSharding("table_wise", owner=0),
+        "user": sharding_plan.TableSharding("row_wise", partition_strategy=partition),
+        "tiny": sharding_plan.TableSharding("row_wise", partition_strategy=partition),
+    })
 
 
 def bad_id_edit(rank: int, step: int, size: int) -> Callable[[list], None]:

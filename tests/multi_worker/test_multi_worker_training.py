@@ -3,8 +3,9 @@ the same global batch split over 2 (4: slow tier) workers gives every worker's a
 every table and slot after K steps bit-identical to one process running the global batch, for
 every optimizer, sparse / ragged / mixed inputs with weights, every combiner, sequence features,
 a table shared by features, a table with fewer rows than workers, 'div' and 'mod', rows looked
-up at enqueue time (pipelining), and TF's documented program without an explicit build (the
-first enqueue builds; a distributed dataset's batch dimension is unknown there)."""
+up at enqueue time (pipelining), TF's documented program without an explicit build (the
+first enqueue builds; a distributed dataset's batch dimension is unknown there), and a
+`ShardingPlan` with whole tables on one worker beside row-wise ones."""
 
 import numpy as np
 import pytest
@@ -28,7 +29,10 @@ def cases_for(num_workers: int) -> list[str]:
         + [f"adam:sparse:mod:{STEPS}:pipelined"]
         # TF's documented TPU program: no build, the first enqueue's batch dimension unknown.
         + [f"adagrad:{kind}:div:{STEPS}:unbuilt" for kind in KINDS]
-        + [f"sgd:sparse:mod:{STEPS}:pipelined:unbuilt"] if num_workers == 2 else [])
+        + [f"sgd:sparse:mod:{STEPS}:pipelined:unbuilt"]
+        # A ShardingPlan mixing table-wise and row-wise tables.
+        + [f"adagrad:ragged:mod:{STEPS}:plan", f"adam:mixed:div:{STEPS}:plan:pipelined",
+           f"ftrl:sparse:div:{STEPS}:plan:unbuilt"] if num_workers == 2 else [])
 
 
 def one_process(case: str) -> tuple[dict[str, np.ndarray], list[dict[str, np.ndarray]]]:

@@ -2,6 +2,9 @@
 
 * `tpu_embedding`: the public class (enqueue / dequeue / apply_gradients, checkpoints).
 * `engine_options`: the checks of its constructor's options (strategy, devices, traffic).
+* `placement`: where each table's blocks live and how they split its rows, from a
+  `ShardingPlan` or from `table_devices` / `traffic` / `partition_strategy`.
+* `planning/`: making a `ShardingPlan` from a cost model (`plan_sharding`).
 * `engine`: the engine's declared interface (`Engine`: group features by table, convert, look
   up, apply activation gradients), which everything below `tpu_embedding` is driven through.
 * `front_end`: what Keras front ends ask of the engine (look up these features; the gradient

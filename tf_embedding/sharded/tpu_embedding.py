@@ -30,11 +30,13 @@ from tensorflow.python.util import nest
 
 from tf_embedding.feature_inputs import rules
 from tf_embedding import embedding_base
+from tf_embedding import sharding_plan as sharding_plan_lib
 from tf_embedding.sharded import batch_paths
 from tf_embedding.sharded import engine as engine_lib
 from tf_embedding.sharded import engine_options
 from tf_embedding.sharded import handoff
 from tf_embedding.sharded import parameter_server
+from tf_embedding.sharded import placement
 from tf_embedding.sharded import queues
 from tf_embedding.sharded.batch_types import BatchCarrier, TableSpec
 from tf_embedding.sharded import layout as layout_lib
@@ -90,7 +92,8 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
                  traffic: Mapping[str, str] | None = None,
                  partition_strategy: str = "div",
                  profile_data_directory: str | None = None,
-                 collective_timeout_seconds: float | None = None):
+                 collective_timeout_seconds: float | None = None,
+                 sharding_plan: sharding_plan_lib.ShardingPlan | Mapping[str, Any] | None = None):
         """Creates the object; variables and queues are made by `build()` or the first `enqueue`.
 
         Args:
@@ -102,17 +105,13 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             (activations one step stale, as on a TPU).
           table_devices: (not in TF) the devices of each table's row blocks, one block per
             entry (a device may repeat), or {table name: devices} (the default for tables not
-            named): the replica devices, or every PS task under ParameterServerStrategy. One
-            process given a cluster's placement over as many devices trains its bits.
-          traffic: (not in TF) {table name: "rows" or "partial"}, how lookups meet a table's
-            blocks (default "rows"): the unique ids go to the blocks and their rows come back,
-            or each block combines its own lookups and returns partial activations (less data
-            when a step's unique ids outnumber blocks x output rows;
-            docs/parameter_server_traffic.md). Results agree to float rounding, not bitwise.
-          partition_strategy: (not in TF 2's class; v1's and TPUEstimator's option) how rows
-            map to blocks: 'div', contiguous blocks (TF's TPU layout), or 'mod', row r in
-            block r % n. Both give the same trained values and save the same checkpoint
-            tensors (stock TF's), so either restores the other at any block count.
+            named): the replica devices, or every PS task under ParameterServerStrategy.
+          traffic: (not in TF) {table name: "rows" or "partial"}: the unique ids go to the
+            blocks and their rows come back (default), or each block combines its own lookups
+            (docs/parameter_server_traffic.md; agrees to float rounding, not bitwise).
+          partition_strategy: (v1's and TPUEstimator's option) 'div', contiguous blocks (TF's
+            TPU layout), or 'mod', row r in block r % n: the same trained values and
+            checkpoint tensors (stock TF's), so either restores the other at any block count.
           profile_data_directory: (TPUEstimator's option) a local directory where every
             33rd training batch of each replica (about 3%) adds lookup statistics (ids per
             example, unique ids, lookups per block of this layout) to one file per table,
@@ -120,6 +119,10 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             same configuration add to the same files (`tf-embedding stats --profile-dir`).
           collective_timeout_seconds: (not in TF) under MultiWorkerMirroredStrategy, seconds an
             exchange waits for the other workers before the step fails (default 600; 0: ever).
+          sharding_plan: (not in TF) a `sharding_plan.ShardingPlan` (or its config dict): each
+            table row-wise over every block device ('div' or 'mod'), row-wise pooled, or
+            table-wise on one device (docs/sharding_plans.md); replaces `table_devices`,
+            `traffic` and `partition_strategy`, and works under every strategy above.
 
         Raises:
           RuntimeError: under a strategy other than those docs/sharded.md names.
@@ -127,7 +130,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             named with its value (engine_options.py).
         """
         self._strategy = strategy = tf.distribute.get_strategy()
-        parameter_servers, self._partition_strategy = engine_options.checked_arguments(
+        parameter_servers, partition_strategy = engine_options.checked_arguments(
             strategy, feature_config, optimizer, pipeline_execution_with_tensor_core,
             partition_strategy, profile_data_directory)
         self._workers = self._no_dependency(engine_options.worker_group(
@@ -136,7 +139,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         self._pipeline_execution_with_tensor_core = pipeline_execution_with_tensor_core
         super().__init__(feature_config, optimizer)
         self._parameter_servers = parameter_servers
-        self._place_tables(table_devices, traffic)
+        self._place_tables(table_devices, traffic, partition_strategy, sharding_plan)
         # Plain Python state, kept out of checkpoints (whose object graph is TF's); the tables'
         # states, queues and per-step operations (the engine) are made by build().
         self._feature_paths = self._no_dependency(
@@ -145,24 +148,29 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         self._engine: engine_lib.Engine | None = None
 
     def _place_tables(self, table_devices: Sequence[str] | Mapping[str, Sequence[str]] | None,
-                      traffic: Mapping[str, str] | None) -> None:
+                      traffic: Mapping[str, str] | None, partition_strategy: str,
+                      sharding_plan: Any) -> None:
         """Checks and keeps where the replicas run, where the tables' blocks live and how
         lookups meet them (plain Python state, kept out of checkpoints)."""
+        placement.check_one_way(sharding_plan, table_devices, traffic, partition_strategy)
         strategy = self._strategy
         devices = (tuple(strategy.extended.worker_devices) if tf.distribute.has_strategy()
                    else (None,))
         self._replica_devices = self._no_dependency(devices)
         if self._workers is not None:
-            default, table_devices = self._workers.devices, None
+            default = self._workers.devices
         else:
             default = (parameter_server.ps_devices(strategy) if self._parameter_servers
                        else devices)
-        # {table name: its blocks' devices}.
-        self._table_devices = self._no_dependency(engine_options.checked_table_devices(
-            table_devices, default, [table.name for table in self._table_config],
-            self._parameter_servers))
-        self._partial_tables = self._no_dependency(engine_options.checked_traffic(
-            traffic, self._table_config, self._pipeline_execution_with_tensor_core))
+        pipelined = self._pipeline_execution_with_tensor_core
+        if sharding_plan is not None:
+            placed = placement.from_plan(sharding_plan, default, self._table_config, pipelined,
+                                         on_workers=self._workers is not None)
+        else:
+            placed = placement.from_options(table_devices, traffic, partition_strategy,
+                                            default, self._table_config, pipelined,
+                                            self._parameter_servers)
+        self._placement = self._no_dependency(placed)
 
     @property
     def engine(self) -> engine_lib.Engine:
@@ -216,8 +224,10 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
                   for table in self._table_config]
         if self._workers is None:
             _check_slot_layouts(tables)
-        shardings = [choice.sharding_for(state, pooled=state.name in self._partial_tables,
-                                         on_workers=self._workers is not None)
+        shardings = [choice.sharding_for(
+                         state, pooled=state.name in self._placement.pooled,
+                         owners=(None if self._workers is None
+                                 else self._workers.ranks_of(state.layout.devices)))
                      for state in tables]
         self._engine = self._no_dependency(engine_lib.Engine(
             shardings, self._transport(), flat_features, self._feature_paths,
@@ -234,7 +244,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             return None
         return LookupProfiler(self._profile_data_directory, tables,
                               engine_lib.group_by_table(tables, flat_features),
-                              [len(self._table_devices[state.name]) for state in tables],
+                              [len(self._placement.devices[state.name]) for state in tables],
                               len(self._replica_devices))
 
     def _transport(self) -> Any:
@@ -249,7 +259,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         the hand-off of the scheduled function (a worker runs one replica)."""
         if self._parameter_servers:
             parameter_server.check_ops_on(
-                list(dict.fromkeys(d for ds in self._table_devices.values() for d in ds)))
+                list(dict.fromkeys(d for ds in self._placement.devices.values() for d in ds)))
             return [handoff.FunctionHandoff(parameter_server.ONE_FUNCTION)]
         specs = [TableSpec(len(sharding.table.feature_indices), sharding.table.config.dim,
                            deduplicated=sharding.deduplicated)
@@ -388,8 +398,9 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         return self._layout(table).create_variable(name, shape, dtype, initializer, trainable)
 
     def _layout(self, table: Any) -> layout_lib.ShardLayout:
-        return layout_lib.ShardLayout(table.vocabulary_size, self._table_devices[table.name],
-                                      self._partition_strategy)
+        return layout_lib.ShardLayout(table.vocabulary_size,
+                                      self._placement.devices[table.name],
+                                      self._placement.partition_strategies[table.name])
 
     def _maybe_build(self) -> None:
         if not self._built:

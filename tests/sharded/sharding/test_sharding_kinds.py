@@ -95,13 +95,22 @@ def test_each_kinds_roles_give_numpy_activations_and_update(kind, devices, parti
 
 def test_worker_row_wise_sends_each_owner_its_ids_and_lookups():
     state, _ = _state(["/cpu:0", "/cpu:1", "/cpu:2"])  # blocks [0, 4), [4, 8), [8, 11)
-    sharding = WorkerRowWise(state)
+    sharding = WorkerRowWise(state, owners=[0, 1, 2])
     batch = sharding.distribute(ops.CsrBatch(
         tf.constant(ROW_SPLITS, tf.int64), tf.constant(IDS, tf.int64), tf.constant(GAINS),
         tf.constant([len(ROW_SPLITS) - 1], tf.int64)))
     # Unique ids 0, 1, 4, 5, 9 by owner (block-local), and nothing for a fourth rank.
     assert [ids.numpy().tolist() for ids in sharding.ids_by_owner(batch.unique_ids, 4)] == [
         [0, 1], [0, 1], [1], []]
+    # The whole table on rank 2 of 3 (table-wise): every id and lookup goes there.
+    whole = WorkerRowWise(_state(["/cpu:2"])[0], owners=[2])
+    whole_batch = whole.distribute(ops.CsrBatch(
+        tf.constant(ROW_SPLITS, tf.int64), tf.constant(IDS, tf.int64), tf.constant(GAINS),
+        tf.constant([len(ROW_SPLITS) - 1], tf.int64)))
+    assert [ids.numpy().tolist() for ids in whole.ids_by_owner(whole_batch.unique_ids, 3)] == [
+        [], [], [0, 1, 4, 5, 9]]
+    assert [ids.numpy().tolist() for ids, _ in whole.lookups_by_owner(whole_batch, 3)] == [
+        [], [], IDS]
     lookups = sharding.lookups_by_owner(batch, 3)
     rows_and_gains = [tf.bitcast(packed, tf.int32).numpy().tolist() for _, packed in lookups]
     assert [ids.numpy().tolist() for ids, _ in lookups] == [[0, 1], [1, 0, 0], [1]]
@@ -111,21 +120,22 @@ def test_worker_row_wise_sends_each_owner_its_ids_and_lookups():
                               [[0, gain_bits[0]]]]
 
 
-@pytest.mark.parametrize("devices, pooled, on_workers, kind", [
-    (["/cpu:0"], False, False, TableWise),
-    (["/cpu:0"], True, False, TableWise),
-    (["/cpu:0", "/cpu:1"], False, False, RowWise),
-    (["/cpu:0", "/cpu:1"], True, False, RowWisePooled),
-    (["/cpu:0", "/cpu:1"], False, True, WorkerRowWise),
+@pytest.mark.parametrize("devices, pooled, owners, kind", [
+    (["/cpu:0"], False, None, TableWise),
+    (["/cpu:0"], True, None, TableWise),
+    (["/cpu:0", "/cpu:1"], False, None, RowWise),
+    (["/cpu:0", "/cpu:1"], True, None, RowWisePooled),
+    (["/cpu:0", "/cpu:1"], False, (0, 1), WorkerRowWise),
+    (["/cpu:1"], False, (1,), WorkerRowWise),
 ])
-def test_choice_gives_each_table_its_kind(devices, pooled, on_workers, kind):
+def test_choice_gives_each_table_its_kind(devices, pooled, owners, kind):
     state, _ = _state(devices)
-    assert type(choice.sharding_for(state, pooled=pooled, on_workers=on_workers)) is kind
+    assert type(choice.sharding_for(state, pooled=pooled, owners=owners)) is kind
 
 
 def test_only_a_table_wise_table_compiles():
     with pytest.raises(ValueError, match="Table video is split into 2 blocks"):
         RowWise(_state(["/cpu:0", "/cpu:1"])[0]).check_compilable()
     with pytest.raises(ValueError, match="Table video is split over the workers"):
-        WorkerRowWise(_state(["/cpu:0", "/cpu:1"])[0]).check_compilable()
+        WorkerRowWise(_state(["/cpu:0", "/cpu:1"])[0], owners=[0, 1]).check_compilable()
     TableWise(_state(["/cpu:0"])[0]).check_compilable()

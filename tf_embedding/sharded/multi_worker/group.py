@@ -105,6 +105,10 @@ class WorkerGroup:
         names = {code: name for name, code in _JOB_CODES.items()}
         return [(names[int(value) >> 32], int(value) & 0xFFFFFFFF) for value in codes.numpy()]
 
+    def ranks_of(self, devices: Sequence[str]) -> tuple[int, ...]:
+        """The rank of each of `devices` (members' devices, as `devices` names them)."""
+        return tuple(self.devices.index(device) for device in devices)
+
     def exchange_keys(self) -> list[tf.Tensor]:
         """`KEYS_PER_EXCHANGE` fresh instance keys (int32 scalars) for one exchange."""
         with tf.device(self.device):

@@ -1,6 +1,8 @@
 """Which sharding kind each table gets when the engine is built, from where its blocks live and
 how lookups meet them (`TPUEmbedding(table_devices=..., traffic=...)`)."""
 
+from typing import Sequence
+
 from tf_embedding.sharded.sharding.kind import Sharding
 from tf_embedding.sharded.sharding.row_wise import RowWise
 from tf_embedding.sharded.sharding.row_wise_pooled import RowWisePooled
@@ -9,12 +11,13 @@ from tf_embedding.sharded.sharding.worker_row_wise import WorkerRowWise
 from tf_embedding.sharded.table_state import TableState
 
 
-def sharding_for(table: TableState, *, pooled: bool, on_workers: bool) -> Sharding:
-    """The table's sharding: one block per worker of a MultiWorkerMirroredStrategy cluster
-    (`on_workers`); else one block is table-wise, and several blocks are row-wise, their
+def sharding_for(table: TableState, *, pooled: bool,
+                 owners: Sequence[int] | None = None) -> Sharding:
+    """The table's sharding: on the workers of a MultiWorkerMirroredStrategy cluster, its
+    blocks' ranks `owners`; else one block is table-wise, and several blocks are row-wise, their
     lookups combined on the blocks (`pooled`: traffic "partial") or their rows brought back."""
-    if on_workers:
-        return WorkerRowWise(table)
+    if owners is not None:
+        return WorkerRowWise(table, owners)
     if len(table.layout.rows) == 1:
         return TableWise(table)
     if pooled:

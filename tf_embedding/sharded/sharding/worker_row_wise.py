@@ -1,5 +1,6 @@
-"""`WorkerRowWise`: one block of a table per worker of a MultiWorkerMirroredStrategy cluster
-(`multi_worker/block_variable.py`), its roles run by the workers' collectives
+"""`WorkerRowWise`: a table's blocks on the workers of a MultiWorkerMirroredStrategy cluster
+(`multi_worker/block_variable.py`): one per worker (row-wise), or the whole table on one worker
+(table-wise, a one-block layout), its roles run by the workers' collectives
 (`transports/collectives.py`).
 
 Forward: the unique ids go to the workers that own their rows, the rows come back, and the
@@ -17,12 +18,19 @@ import tensorflow as tf
 from tf_embedding import ops
 from tf_embedding.sharded.batch_types import TableBatch
 from tf_embedding.sharded.sharding.kind import Sharding, deduplicated
+from tf_embedding.sharded.table_state import TableState
 
 
 class WorkerRowWise(Sharding):
-    """Rows back to the requester, lookups and activation gradients to the owners."""
+    """Rows back to the requester, lookups and activation gradients to the owners (the ranks
+    of the table's blocks)."""
 
     deduplicated = True
+
+    def __init__(self, table: TableState, owners: Sequence[int]):
+        """`owners`: each of the table's blocks' rank."""
+        super().__init__(table)
+        self._owners = tuple(owners)
 
     def distribute(self, batch: ops.CsrBatch) -> TableBatch:
         return deduplicated(self.table, batch)
@@ -42,10 +50,11 @@ class WorkerRowWise(Sharding):
 
     def ids_by_owner(self, unique_ids: tf.Tensor, group_size: int) -> list[tf.Tensor]:
         """The features' distribution: the block-local ids of `unique_ids` (distinct, in layout
-        order) per rank, empty for the ranks past the table's blocks."""
-        parts = [local for local, _ in self.table.layout.split(unique_ids)]
-        empty = tf.zeros([0], parts[0].dtype)
-        return parts + [empty] * (group_size - len(parts))
+        order) per rank, empty for the ranks that own no block of the table."""
+        by_rank = [tf.zeros([0], tf.int64)] * group_size
+        for rank, (local_ids, _) in zip(self._owners, self.table.layout.split(unique_ids)):
+            by_rank[rank] = local_ids
+        return by_rank
 
     def owner_rows(self, local_ids: tf.Tensor) -> tf.Tensor:
         """The owner's lookup: the rows `local_ids` of this worker's block ([0, dim] without
@@ -63,11 +72,14 @@ class WorkerRowWise(Sharding):
         packed as int64 [n]) of this worker's lookups in that rank's block, in CSR order."""
         ids = tf.gather(batch.unique_ids, batch.inverse)
         blocks, local_ids = self.table.layout.block_and_local_ids(ids)
+        if self._owners != tuple(range(len(self._owners))):
+            blocks = tf.gather(tf.constant(self._owners, tf.int32), blocks)
         num_rows = tf.size(batch.row_splits, out_type=tf.int64) - 1
         rows = tf.repeat(tf.range(num_rows, dtype=tf.int32),
                          batch.row_splits[1:] - batch.row_splits[:-1])
         packed = tf.bitcast(tf.stack([rows, tf.bitcast(batch.gains, tf.int32)], axis=1),
                             tf.int64)
+        # `blocks` now holds each lookup's owner rank.
         return list(zip(tf.dynamic_partition(local_ids, blocks, group_size),
                         tf.dynamic_partition(packed, blocks, group_size)))
 
