@@ -81,6 +81,21 @@ class ShardingPlan:
             checks.check_name("ShardingPlan", "tables", name)
             self.tables[name] = _table_sharding(name, sharding)
 
+    @classmethod
+    def of(cls, value: Any, owner: str) -> "ShardingPlan":
+        """`value` as a plan: a `ShardingPlan` itself, or its config dict.
+
+        Raises:
+          TypeError: anything else, naming `owner`'s argument `sharding_plan`.
+        """
+        if isinstance(value, ShardingPlan):
+            return value
+        if not isinstance(value, Mapping):
+            checks.refuse(owner, "sharding_plan", value,
+                          "a tf_embedding.sharding_plan.ShardingPlan or its config dict",
+                          TypeError)
+        return cls(value)
+
     def __getitem__(self, table_name: str) -> TableSharding:
         return self.tables.get(table_name, TableSharding())
 

@@ -1,6 +1,6 @@
 """Multi-worker scale benchmark: samples/s and bytes per step of `TPUEmbedding` trained
 synchronously on 1, 2 and 4 MultiWorkerMirroredStrategy workers on this machine, next to the same
-step in one process, with the traffic formula of docs/multi_worker.md beside the measured bytes.
+step in one process, with the traffic formula of docs/sharding_plans.md beside the measured bytes.
 
     .venv/bin/python tools/mw_benchmark.py                         # the defaults below
     .venv/bin/python tools/mw_benchmark.py --workers 2 --tables 8 --vocabulary 1000000
@@ -30,7 +30,6 @@ run (`--role one-process`).
 import argparse
 import contextlib
 import json
-import math
 import os
 import subprocess
 import sys
@@ -74,19 +73,14 @@ def loopback_bytes() -> int:
 
 
 def step_bytes(args: argparse.Namespace, workers: int) -> float:
-    """The traffic formula (docs/multi_worker.md): payload bytes one worker sends per step, for
-    uniform ids (expected unique ids of a worker's lookups L of a table: V (1 - e^(-L/V)))."""
-    if workers <= 1:  # one worker, or one process: nothing leaves the process
+    """The traffic formula (tf_embedding/sharded/planning/traffic.py, docs/sharding_plans.md):
+    payload bytes one worker sends per step with every table row-wise, for uniform ids."""
+    from tf_embedding.sharded.planning import traffic  # pylint: disable=import-outside-toplevel
+    if workers <= 1:  # one worker, or one process (0): nothing leaves the process
         return 0.0
-    rows = args.batch / workers
-    lookups = rows * args.ids_per_sample
-    unique = args.vocabulary * -math.expm1(-lookups / args.vocabulary)
-    others = (workers - 1) / workers  # the share of a worker's ids owned by the others
-    per_table = (others * unique * 8             # ids to their owners
-                 + others * unique * args.dim * 4  # rows back
-                 + others * lookups * 16           # lookups (id, row, gain) to their owners
-                 + (workers - 1) * rows * args.dim * 4)  # activation gradients to every worker
-    return args.tables * per_table
+    load = traffic.TableLoad(args.vocabulary, args.dim, args.batch / workers,
+                             args.ids_per_sample)
+    return args.tables * traffic.row_wise(load, workers).sent
 
 
 def run_step(args: argparse.Namespace, strategy: Any, rank: int, workers: int) -> list[dict]:

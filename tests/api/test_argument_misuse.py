@@ -223,6 +223,8 @@ CASES = [
     ours("keras.TPUEmbedding", "batch_size", 2.5, TypeError, lambda: _layer(batch_size=2.5)),
     ours("keras.TPUEmbedding", "tables_trained_by", "tpu", ValueError,
          lambda: _layer(tables_trained_by="tpu")),
+    ours("keras.TPUEmbedding", "sharding_plan", "row_wise", TypeError,
+         lambda: _layer(sharding_plan="row_wise")),
     kept("keras.TPUEmbedding", "dtype", lambda: _layer(dtype="float64"), ValueError,
          "dtype policy 'float64'", "tables and slots are float32"),
     # Keras 3's message names `name`; tf_keras raises TypeError "Expected `name` argument ...".

@@ -6,7 +6,8 @@ It uses the library (`tf_embedding`) as any user would; nothing in the library i
   `options`: the subcommands' options, as the dataclasses the command line is built from.
 * `training`: `train`'s steps, checkpoints, resume and evaluation; `model`: the DLRM-style
   ranking model; `embedding_apis`: the `--embedding-api` adapters; `keras_rs_training`:
-  `--embedding-api keras-rs`, keras-rs's layer in the model that `model.fit` trains.
+  `--embedding-api keras-rs`, keras-rs's layer in the model that `model.fit` trains;
+  `sharding`: `--sharding`, the plan the sharded API's tables get.
 * `evaluation`: held-out ROC AUC and log loss; `progress`: the custom loop's progress display;
   `interrupts`: Ctrl-C as a stop at the next step boundary.
 * `export`: the SavedModel export (stock TF ops only); `predict`: `tf-embedding predict`, which

@@ -10,12 +10,12 @@ baseline the others are measured against).
 """
 
 import abc
-from typing import Any, Sequence
+from typing import Any
 
 import tensorflow as tf
 
 import tf_embedding
-from tf_embedding.sharded import parameter_server
+from tf_embedding.job import sharding
 from tf_embedding.job.data.spec import DataSpec
 from tf_embedding.job.options import TrainOptions
 
@@ -53,45 +53,19 @@ class EmbeddingTraining(abc.ABC):
         """{checkpoint key: object}; the tables are under "embedding", with stock TF's keys."""
 
 
-def whole_tables(tables: Sequence[Any], devices: Sequence[str]) -> dict[str, list[str]]:
-    """{table name: [device]}: each table whole on one device, the largest (rows x dim) first
-    on the device with the fewest floats so far (the first of them on a tie)."""
-    load = [0] * len(devices)
-    placed = {}
-    for table in sorted(tables, key=lambda t: -t.vocabulary_size * t.dim):
-        device = load.index(min(load))
-        load[device] += table.vocabulary_size * table.dim
-        placed[table.name] = [devices[device]]
-    return placed
-
-
-def tables_of(feature_config: dict[str, Any]) -> list[Any]:
-    """The TableConfigs of `feature_config`'s features, each once, in order of first use."""
-    return list({id(f.table): f.table for f in feature_config.values()}.values())
-
-
-def table_placement(feature_config: dict[str, Any], ps_placement: str) -> dict[str, Any]:
-    """TPUEmbedding's `table_devices` for --ps-placement, as keyword arguments."""
-    if ps_placement == "split":
-        return {}
-    strategy = tf.distribute.get_strategy()
-    if not parameter_server.is_parameter_server_strategy(strategy):
-        raise ValueError(f"--ps-placement {ps_placement} places tables on ps tasks, and this run "
-                         "has none: use it on a parameter-server cluster (tf-embedding cluster, "
-                         "or train with a TF_CONFIG that names ps tasks).")
-    return {"table_devices": whole_tables(tables_of(feature_config),
-                                          parameter_server.ps_devices(strategy))}
-
-
 class ShardedTraining(EmbeddingTraining):
     """`TPUEmbedding`: the lookup is enqueue then dequeue, the loss is differentiated against
     the activations, and `apply_gradients` runs the fused Adagrad on the looked-up rows only,
     in place. Tables and accumulators are both in the embedding object."""
 
-    def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
+    def __init__(self, feature_config: dict[str, Any], options: TrainOptions,
+                 sharding_plan: Any = None):
+        """`sharding_plan`: `--sharding`'s plan (`job/sharding.py`; None: row-wise)."""
+        if sharding_plan is not None:
+            print(f"sharding plan (--sharding {options.sharding}):\n{sharding_plan.describe()}",
+                  flush=True)
         self.embedding = EMBEDDING_API.TPUEmbedding(
-            feature_config, embedding_optimizer(options),
-            **table_placement(feature_config, options.ps_placement))
+            feature_config, embedding_optimizer(options), sharding_plan=sharding_plan)
         # Batches have no static size (malformed records are dropped from them), so the output
         # shapes come from the batch size, and `dequeue(partial=True)` takes smaller batches.
         # Each of a multi-worker cluster's N replicas takes at most ceil(B / N) of a batch.
@@ -232,6 +206,17 @@ class KerasTraining(EmbeddingTraining):
 EMBEDDING_APIS: dict[str, type[EmbeddingTraining]] = {
     "sharded": ShardedTraining, "replicated": ReplicatedTraining, "keras": KerasTraining,
     "stock": StockTraining}
+
+
+def build(embedding_class: type[EmbeddingTraining], spec: DataSpec,
+          options: TrainOptions) -> EmbeddingTraining:
+    """The `--embedding-api` adapter over `spec`'s feature config, with `--sharding`'s plan for
+    the sharded API (TrainOptions refuses --sharding for the others)."""
+    features = feature_config(spec, options.embedding_dim, options.seed)
+    plan = sharding.plan_for(options.sharding, features, spec, options.batch_size)
+    if plan is None:
+        return embedding_class(features, options)
+    return embedding_class(features, options, sharding_plan=plan)
 
 
 def embedding_optimizer(options: TrainOptions) -> Any:

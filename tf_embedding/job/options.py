@@ -6,6 +6,7 @@ never imports TensorFlow.
 """
 
 import dataclasses
+import warnings
 import os
 from typing import Any
 
@@ -86,17 +87,27 @@ class TrainOptions(DataOptions):
     collective_timeout: float = option(600.0, "on a multi-worker cluster: seconds an exchange "
                                               "waits for the other workers before the run "
                                               "stops, naming the lost one (0: forever)")
-    ps_placement: str = option("split", "on a parameter-server cluster (sharded API): split "
-                                        "every table over every ps task, or put each table "
-                                        "whole on one task, the largest first on the least "
-                                        "loaded, so that each task gets only its tables' ids",
-                               ("split", "whole"))
+    sharding: str = option("row", "how the sharded API's tables are split (docs/"
+                                  "sharding_plans.md): row, every table over every device; "
+                                  "table, each table whole on one device, the largest first "
+                                  "on the least loaded; auto, the planner's plan on a "
+                                  "multi-worker cluster (row elsewhere); or a JSON file of a "
+                                  "ShardingPlan")
+    ps_placement: str = option("split", "deprecated: --sharding table is what whole did "
+                                        "(split: --sharding row)", ("split", "whole"))
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.ps_placement != "split" and self.embedding_api != "sharded":
-            raise ValueError(f"--ps-placement {self.ps_placement} places the sharded API's "
-                             f"tables; --embedding-api {self.embedding_api} has its own. Use "
+        if self.ps_placement == "whole":
+            if self.sharding != "row":
+                raise ValueError("--ps-placement whole is --sharding table; give --sharding "
+                                 "alone.")
+            warnings.warn("--ps-placement whole is deprecated: use --sharding table.",
+                          DeprecationWarning, stacklevel=2)
+            self.sharding = "table"
+        if self.sharding != "row" and self.embedding_api != "sharded":
+            raise ValueError(f"--sharding {self.sharding} splits the sharded API's tables; "
+                             f"--embedding-api {self.embedding_api} has its own. Use "
                              "--embedding-api sharded.")
         _at_least(self, steps=1, embedding_dim=1, checkpoint_every=1, keep_checkpoints=1,
                   eval_examples=0, stop_at_step=0, collective_timeout=0)

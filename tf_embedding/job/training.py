@@ -28,10 +28,11 @@ from tf_embedding.job.data import common, sources
 from tf_embedding.job.data.spec import DataSpec
 from tf_embedding.job.options import TrainOptions, checkpoint_dir, mlp_sizes
 
-# Options that steer a run without changing what it computes: a resumed run may change them.
+# Options that steer a run without changing what it computes: a resumed run may change them
+# (a checkpoint restores under any sharding plan).
 _RUN_CONTROL = ("resume", "stop_at_step", "steps", "progress", "checkpoint_every",
                 "keep_checkpoints", "export_dir", "eval_examples", "eval_input", "config",
-                "jit_compile")
+                "jit_compile", "sharding", "ps_placement")
 
 class Execution:
     """Where the custom loop's steps and the evaluation run: in this process, under the default
@@ -205,8 +206,7 @@ def _build_run(options: TrainOptions, spec: DataSpec, checkpoints: str,
                execution: Execution) -> _Run:
     embedding_class = _embedding_class(options.embedding_api)
     keras.utils.set_random_seed(options.seed)
-    embedding = embedding_class(
-        embedding_apis.feature_config(spec, options.embedding_dim, options.seed), options)
+    embedding = embedding_apis.build(embedding_class, spec, options)
     model = build_model(options, spec)
     optimizer = keras.optimizers.Adam(options.learning_rate)
     with execution.local_state():

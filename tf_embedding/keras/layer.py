@@ -37,6 +37,7 @@ from tf_embedding.optimizers import keras_translation
 from tf_embedding.replicated import TPUEmbeddingV0
 from tf_embedding.sharded.front_end import FrontEnd
 from tf_embedding.sharded.tpu_embedding import TPUEmbedding as ShardedTPUEmbedding
+from tf_embedding import sharding_plan as plans
 
 _DUMMY_NAME = "tpu_embedding_helper_dummy"
 _OWNER = "keras.TPUEmbedding"  # the class argument messages name
@@ -78,7 +79,7 @@ def _clone_and_prepare_features(feature_config: Any) -> tuple[Any, list[tuple[An
 
 
 def _check_arguments(feature_config: Any, optimizer: Any, pipelined: Any, batch_size: Any,
-                     tables_trained_by: Any) -> None:
+                     tables_trained_by: Any, sharding_plan: Any) -> None:
     """The layer's own arguments (argument_checks), after Keras' (`name`, `dtype`)."""
     if tables_trained_by not in _TRAINING_MODES:
         checks.refuse(_OWNER, "tables_trained_by", tables_trained_by,
@@ -89,6 +90,9 @@ def _check_arguments(feature_config: Any, optimizer: Any, pipelined: Any, batch_
             "ordinary variables by the model's optimizer) needs tf_keras: Keras 3 layers "
             "cannot expose tf.Variables as weights. Set TF_USE_LEGACY_KERAS=1 before "
             "importing TensorFlow, or use the default 'embedding_optimizer'.")
+    if sharding_plan is not None and tables_trained_by == "model_optimizer":
+        checks.refuse(_OWNER, "sharding_plan", sharding_plan, "None",
+                      why="tables_trained_by='model_optimizer' keeps every table whole")
     checks.check_flag(_OWNER, "pipeline_execution_with_tensor_core", pipelined)
     checks.check_integer(_OWNER, "batch_size", batch_size, low=1, optional=True)
     config_lib.check_embedding_arguments(_OWNER, feature_config, optimizer, allow_empty=False)
@@ -111,7 +115,8 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
     def __init__(self, feature_config: Any, optimizer: Any,
                  pipeline_execution_with_tensor_core: bool = False,
                  batch_size: int | None = None, *,
-                 tables_trained_by: str = "embedding_optimizer", **kwargs: Any):
+                 tables_trained_by: str = "embedding_optimizer",
+                 sharding_plan: Any = None, **kwargs: Any):
         """Creates the layer; the tables are made by `build()`.
 
         Args:
@@ -126,6 +131,9 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
           batch_size: accepted for TFRS compatibility (TFRS uses it only on a TPU).
           tables_trained_by: "embedding_optimizer" (TPU semantics) or "model_optimizer"
             (TFRS's CPU behaviour, tf_keras only).
+          sharding_plan: (not in TFRS) a `tf_embedding.sharding_plan.ShardingPlan` or its
+            config dict, how each table is split over the strategy's devices
+            (docs/sharding_plans.md); saved in the layer's config. Not with "model_optimizer".
           **kwargs: the Keras layer's (`name`, `trainable`, `dtype`: 'float32' or
             'mixed_bfloat16', whose activations are bfloat16, ...).
 
@@ -141,10 +149,12 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
         super().__init__(**kwargs, autocast=False)
         layer_config.check_dtype_policy(self, given="dtype" in kwargs)
         _check_arguments(feature_config, optimizer, pipeline_execution_with_tensor_core,
-                         batch_size, tables_trained_by)
+                         batch_size, tables_trained_by, sharding_plan)
         self._tables_trained_by = tables_trained_by
         self.batch_size = batch_size
         self._pipeline_execution_with_tensor_core = pipeline_execution_with_tensor_core
+        self._sharding_plan = self._no_dependency(
+            None if sharding_plan is None else plans.ShardingPlan.of(sharding_plan, _OWNER))
         self._given = self._no_dependency(
             layer_config.GivenArguments(feature_config, optimizer))
         feature_config, table_config_map = _clone_and_prepare_features(feature_config)
@@ -156,13 +166,19 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
         # Which flat features the last call gave as sparse or ragged tensors, for Keras 3's
         # default serving signature (`export.stock_lookup`).
         self._composite_features = self._no_dependency(frozenset())
-        engine_class = (ShardedTPUEmbedding if tables_trained_by == "embedding_optimizer"
-                        else TPUEmbeddingV0)
         # Tracked under TFRS's attribute name, so checkpoints hold `_tpu_embedding/<table>`.
-        self._tpu_embedding = engine_class(feature_config, self._optimizer)
+        self._tpu_embedding = self._engine_for(feature_config)
         self._front_end = self._no_dependency(
             FrontEnd(self._tpu_embedding) if tables_trained_by == "embedding_optimizer"
             else None)
+
+    def _engine_for(self, feature_config: Any) -> Any:
+        """The engine of the cloned `feature_config`: sharded (with the layer's plan), or
+        replicated for tables trained by the model's optimizer."""
+        if self._tables_trained_by != "embedding_optimizer":
+            return TPUEmbeddingV0(feature_config, self._optimizer)
+        return ShardedTPUEmbedding(feature_config, self._optimizer,
+                                   sharding_plan=self._sharding_plan)
 
     def get_config(self) -> dict[str, Any]:
         """Keras' config: the arguments as given (`keras.layer_config`).
@@ -172,7 +188,9 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
         """
         return {**super().get_config(), **layer_config.get_config(self._given, {
             "pipeline_execution_with_tensor_core": self._pipeline_execution_with_tensor_core,
-            "batch_size": self.batch_size, "tables_trained_by": self._tables_trained_by})}
+            "batch_size": self.batch_size, "tables_trained_by": self._tables_trained_by,
+            "sharding_plan": (None if self._sharding_plan is None
+                              else self._sharding_plan.to_config())})}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "TPUEmbedding":

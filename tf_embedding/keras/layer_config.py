@@ -15,7 +15,8 @@ from typing import Any
 from tf_embedding import serialization
 
 # The layer's own arguments besides the feature configs and the optimizer.
-_OPTIONS = ("pipeline_execution_with_tensor_core", "batch_size", "tables_trained_by")
+_OPTIONS = ("pipeline_execution_with_tensor_core", "batch_size", "tables_trained_by",
+            "sharding_plan")
 
 
 @dataclasses.dataclass(frozen=True)

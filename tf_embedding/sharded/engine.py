@@ -152,9 +152,9 @@ class Engine:
         return Batch(batches, rows, training)
 
     def _gather_rows(self, batches: Sequence[TableBatch]) -> list[tf.Tensor]:
-        """Each table's rows of its batch's unique ids, from the blocks that own them."""
-        return self._transport.gather_rows(self.shardings,
-                                           [batch.unique_ids for batch in batches])
+        """What each table's sharding fetches for its batch at a pipelined enqueue (the rows of
+        its unique ids; a multi-worker table-wise table's pooled activations)."""
+        return self._transport.gather_rows(self.shardings, batches)
 
     @library_code
     def lookup_batches(self, batches: Sequence[TableBatch],
@@ -163,8 +163,8 @@ class Engine:
         batch's unique rows, if it was looked up at enqueue time)."""
         if rows is None:
             return self._transport.lookup(self.shardings, batches)
-        return [sharding.combine_rows(batch, table_rows)
-                for sharding, batch, table_rows in zip(self.shardings, batches, rows)]
+        return [sharding.combine_fetched(batch, fetched)
+                for sharding, batch, fetched in zip(self.shardings, batches, rows)]
 
     @library_code
     def batch_outputs(self, batch: Batch, partial: bool) -> list[tf.Tensor]:

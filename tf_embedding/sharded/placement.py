@@ -5,7 +5,6 @@
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-from tf_embedding import argument_checks as checks
 from tf_embedding import sharding_plan as plans
 from tf_embedding.sharded import engine_options
 
@@ -44,11 +43,7 @@ def from_plan(plan: Any, default: Sequence[str | None], table_configs: Sequence[
         exist, or a kind the strategy cannot run (pooled lookups under
         MultiWorkerMirroredStrategy, whose lookups travel as rows to keep one process's bits).
     """
-    if not isinstance(plan, plans.ShardingPlan):
-        if not isinstance(plan, Mapping):
-            checks.refuse(OWNER, "sharding_plan", plan,
-                          "a tf_embedding.ShardingPlan or its config dict", TypeError)
-        plan = plans.ShardingPlan(plan)
+    plan = plans.ShardingPlan.of(plan, OWNER)
     names = [table.name for table in table_configs]
     plan.check_tables(names, len(default), OWNER)
     devices, partitions, traffic = {}, {}, {}

@@ -16,6 +16,7 @@ from tf_embedding.sharded.sharding.row_wise import RowWise
 from tf_embedding.sharded.sharding.row_wise_pooled import RowWisePooled
 from tf_embedding.sharded.sharding.table_wise import TableWise
 from tf_embedding.sharded.sharding.worker_row_wise import WorkerRowWise
+from tf_embedding.sharded.sharding.worker_table_wise import WorkerTableWise
 from tf_embedding.sharded.table_state import TableState
 from tf_embedding.sharded.transports.in_place import InPlace
 from tf_embedding.sharded.transports.task_packets import TaskPackets
@@ -102,7 +103,8 @@ def test_worker_row_wise_sends_each_owner_its_ids_and_lookups():
     # Unique ids 0, 1, 4, 5, 9 by owner (block-local), and nothing for a fourth rank.
     assert [ids.numpy().tolist() for ids in sharding.ids_by_owner(batch.unique_ids, 4)] == [
         [0, 1], [0, 1], [1], []]
-    # The whole table on rank 2 of 3 (table-wise): every id and lookup goes there.
+    # The whole table on rank 2 of 3 with its rows back (a quantized table-wise table): every
+    # id and lookup goes there.
     whole = WorkerRowWise(_state(["/cpu:2"])[0], owners=[2])
     whole_batch = whole.distribute(ops.CsrBatch(
         tf.constant(ROW_SPLITS, tf.int64), tf.constant(IDS, tf.int64), tf.constant(GAINS),
@@ -126,7 +128,7 @@ def test_worker_row_wise_sends_each_owner_its_ids_and_lookups():
     (["/cpu:0", "/cpu:1"], False, None, RowWise),
     (["/cpu:0", "/cpu:1"], True, None, RowWisePooled),
     (["/cpu:0", "/cpu:1"], False, (0, 1), WorkerRowWise),
-    (["/cpu:1"], False, (1,), WorkerRowWise),
+    (["/cpu:1"], False, (1,), WorkerTableWise),
 ])
 def test_choice_gives_each_table_its_kind(devices, pooled, owners, kind):
     state, _ = _state(devices)
@@ -139,3 +141,19 @@ def test_only_a_table_wise_table_compiles():
     with pytest.raises(ValueError, match="Table video is split over the workers"):
         WorkerRowWise(_state(["/cpu:0", "/cpu:1"])[0], owners=[0, 1]).check_compilable()
     TableWise(_state(["/cpu:0"])[0]).check_compilable()
+
+
+def test_worker_table_wise_sends_its_owner_the_lookups_and_asks_a_row_per_sample():
+    pooled = WorkerTableWise(_state(["/cpu:1"])[0], owners=[1])
+    batch = pooled.distribute(ops.CsrBatch(
+        tf.constant(ROW_SPLITS, tf.int64), tf.constant(IDS, tf.int64), tf.constant(GAINS),
+        tf.constant([len(ROW_SPLITS) - 1], tf.int64)))
+    assert not pooled.deduplicated and batch.inverse is None
+    requests = pooled.requests(batch, 3)
+    assert [int(rows) for _, rows in requests] == [0, len(ROW_SPLITS) - 1, 0]
+    ids, packed = tf.split(requests[1][0], 2)
+    assert ids.numpy().tolist() == IDS
+    assert tf.bitcast(packed, tf.int32)[:, 0].numpy().tolist() == [0, 0, 2, 2, 2, 2]
+    assert [int(tf.size(request)) for request, _ in (requests[0], requests[2])] == [0, 0]
+    parts = [tf.zeros([0, DIM]), tf.ones([3, DIM]), tf.zeros([0, DIM])]
+    assert pooled.assemble(parts) is parts[1]

@@ -16,5 +16,7 @@ gradients' way to the owners, the update), run over a transport (`sharded/transp
 * `worker_row_wise`: `WorkerRowWise`, one block per worker of a MultiWorkerMirroredStrategy
   cluster: rows back to the requester, lookups and activation gradients to the owners, so
   every row keeps one process's bits.
+* `worker_table_wise`: `WorkerTableWise`, a whole table on one worker, which pools each
+  worker's samples and sends one row per sample back.
 * `choice`: which kind each table gets when the engine is built.
 """

@@ -76,6 +76,11 @@ class Sharding(abc.ABC):
         return ops.embedding_lookup_dense(rows, batch.row_splits, batch.inverse_or_identity(),
                                           batch.gains, table_name=self.name)
 
+    def combine_fetched(self, batch: TableBatch, fetched: tf.Tensor) -> tf.Tensor:
+        """The [R, dim] activations from what the transport fetched for the batch
+        (`gather_rows`, also at a pipelined enqueue): by default the rows of its unique ids."""
+        return self.combine_rows(batch, fetched)
+
 
 def deduplicated(table: TableState, batch: ops.CsrBatch) -> TableBatch:
     """A CSR batch with its ids deduplicated once, in the layout's order (ascending for 'div',

@@ -48,13 +48,31 @@ class WorkerRowWise(Sharding):
         workers has fewer blocks)."""
         return self.table.variables["parameters"].block is not None
 
+    def requests(self, batch: TableBatch,
+                 group_size: int) -> list[tuple[tf.Tensor, tf.Tensor]]:
+        """The features' distribution: per rank, (the block-local ids of the batch's unique
+        ids in its block, how many rows the answer has: as many), empty for the ranks that own
+        no block of the table."""
+        return [(ids, tf.size(ids, out_type=tf.int64))
+                for ids in self.ids_by_owner(batch.unique_ids, group_size)]
+
     def ids_by_owner(self, unique_ids: tf.Tensor, group_size: int) -> list[tf.Tensor]:
-        """The features' distribution: the block-local ids of `unique_ids` (distinct, in layout
-        order) per rank, empty for the ranks that own no block of the table."""
+        """The block-local ids of `unique_ids` (distinct, in layout order) per rank."""
         by_rank = [tf.zeros([0], tf.int64)] * group_size
         for rank, (local_ids, _) in zip(self._owners, self.table.layout.split(unique_ids)):
             by_rank[rank] = local_ids
         return by_rank
+
+    def answer(self, requests: Sequence[tf.Tensor],
+               answer_rows: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+        """The owner's lookup: each requester's rows, read in one fused lookup for all."""
+        rows = self.owner_rows(tf.concat(list(requests), axis=0))
+        return tf.split(rows, tf.stack(list(answer_rows)), num=len(requests))
+
+    def assemble(self, parts_by_rank: Sequence[tf.Tensor]) -> tf.Tensor:
+        """The outputs' way back: the rows of the batch's unique ids, the blocks' in block
+        order (the unique ids' order)."""
+        return tf.concat([parts_by_rank[rank] for rank in self._owners], axis=0)
 
     def owner_rows(self, local_ids: tf.Tensor) -> tf.Tensor:
         """The owner's lookup: the rows `local_ids` of this worker's block ([0, dim] without
@@ -70,18 +88,18 @@ class WorkerRowWise(Sharding):
                          group_size: int) -> list[tuple[tf.Tensor, tf.Tensor]]:
         """The gradients' distribution: per rank, (block-local ids int64 [n], (row, gain) pairs
         packed as int64 [n]) of this worker's lookups in that rank's block, in CSR order."""
-        ids = tf.gather(batch.unique_ids, batch.inverse)
+        ids = (batch.unique_ids if batch.inverse is None
+               else tf.gather(batch.unique_ids, batch.inverse))
         blocks, local_ids = self.table.layout.block_and_local_ids(ids)
-        if self._owners != tuple(range(len(self._owners))):
-            blocks = tf.gather(tf.constant(self._owners, tf.int32), blocks)
+        owners = (blocks if self._owners == tuple(range(len(self._owners)))
+                  else tf.gather(tf.constant(self._owners, tf.int32), blocks))
         num_rows = tf.size(batch.row_splits, out_type=tf.int64) - 1
         rows = tf.repeat(tf.range(num_rows, dtype=tf.int32),
                          batch.row_splits[1:] - batch.row_splits[:-1])
         packed = tf.bitcast(tf.stack([rows, tf.bitcast(batch.gains, tf.int32)], axis=1),
                             tf.int64)
-        # `blocks` now holds each lookup's owner rank.
-        return list(zip(tf.dynamic_partition(local_ids, blocks, group_size),
-                        tf.dynamic_partition(packed, blocks, group_size)))
+        return list(zip(tf.dynamic_partition(local_ids, owners, group_size),
+                        tf.dynamic_partition(packed, owners, group_size)))
 
     def apply_owner(self, ordered: Sequence[Any], learning_rate: tf.Tensor) -> None:
         """The update: the fused optimizer on this worker's block with every worker's

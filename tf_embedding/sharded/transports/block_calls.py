@@ -33,10 +33,11 @@ class BlockCalls(abc.ABC):
         remembers what it sent (a tensor sent twice would travel twice)."""
 
     def gather_rows(self, shardings: Sequence[Any],
-                    unique_ids: Sequence[tf.Tensor]) -> list[tf.Tensor]:
-        """Each table's rows of its batch's `unique_ids`, read on each block's device (a
+                    batches: Sequence[TableBatch]) -> list[tf.Tensor]:
+        """Each table's rows of its batch's unique ids, read on each block's device (a
         pipelined enqueue)."""
-        return [sharding.table.gather(ids) for sharding, ids in zip(shardings, unique_ids)]
+        return [sharding.table.gather(batch.unique_ids)
+                for sharding, batch in zip(shardings, batches)]
 
     def lookup(self, shardings: Sequence[Any],
                batches: Sequence[TableBatch]) -> list[tf.Tensor]:

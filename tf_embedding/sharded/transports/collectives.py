@@ -21,17 +21,16 @@ class WorkerCollectives:
         self.group = group
 
     def gather_rows(self, shardings: Sequence[Any],
-                    unique_ids: Sequence[tf.Tensor]) -> list[tf.Tensor]:
-        """Each table's rows of its batch's `unique_ids`, from the workers that own them."""
-        return collective_rows.gather_rows(self.group, shardings, unique_ids)
+                    batches: Sequence[TableBatch]) -> list[tf.Tensor]:
+        """What each table's sharding fetches for its batch from the workers that own it: the
+        rows of its unique ids, or its pooled activations (`collective_rows.fetch`)."""
+        return collective_rows.fetch(self.group, shardings, batches)
 
     def lookup(self, shardings: Sequence[Any],
                batches: Sequence[TableBatch]) -> list[tf.Tensor]:
-        """Each table's [R, dim] activations: its unique rows gathered, combined here in this
-        worker's input order (one process's bits)."""
-        rows = self.gather_rows(shardings, [batch.unique_ids for batch in batches])
-        return [sharding.combine_rows(batch, table_rows)
-                for sharding, batch, table_rows in zip(shardings, batches, rows)]
+        """Each table's [R, dim] activations, with one process's bits."""
+        return [sharding.combine_fetched(batch, fetched) for sharding, batch, fetched
+                in zip(shardings, batches, self.gather_rows(shardings, batches))]
 
     def apply(self, shardings: Sequence[Any], batches: Sequence[TableBatch],
               activation_gradients: Sequence[tf.Tensor], num_replicas: int) -> None:
