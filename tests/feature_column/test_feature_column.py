@@ -246,7 +246,8 @@ def test_mid_level_configs_train_the_mid_level_api_identically():
     assert efc.mid_level_options(spec) == {"partition_strategy": "mod",
                                            "profile_data_directory": None}
     # private: needs a public accessor (the options a layer gave its engine).
-    assert layer._tpu_embedding._partition_strategy == "mod"
+    assert {state.layout.partition_strategy
+            for state in layer._tpu_embedding.engine.tables} == {"mod"}
     config = efc.mid_level_configs(spec)
     assert sorted(config) == ["left", "query", "right", "watched"]
     assert config["left"].table is config["right"].table
