@@ -247,6 +247,8 @@ KERAS_RS_CASES = [
          "Unknown optimizer type <class 'int'>"),
     ours("DistributedEmbedding", "pipeline_execution_with_tensor_core", "no", TypeError,
          lambda: _keras_rs(pipeline_execution_with_tensor_core="no")),
+    ours("DistributedEmbedding", "sharding_plan", "row_wise", TypeError,
+         lambda: _keras_rs(sharding_plan="row_wise")),
 ]
 
 

@@ -36,6 +36,7 @@ from tf_embedding.keras_rs import inputs as rs_inputs
 from tf_embedding.keras_rs import saving
 from tf_embedding.keras_rs import translation
 from tf_embedding.sharded.front_end import FrontEnd
+from tf_embedding import sharding_plan as plans
 from tf_embedding.sharded.tpu_embedding import TPUEmbedding
 
 # keras-rs's TPU layer's name for the helper, which its `_trackable_children` leaves out.
@@ -73,12 +74,15 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
     _HELPER_NAME = _HELPER_NAME
 
     def __init__(self, feature_configs: Any, *, table_stacking: Any = "auto",
-                 **kwargs: Any) -> None:
+                 sharding_plan: Any = None, **kwargs: Any) -> None:
         """Creates the layer; the tables are made by `build()`.
 
         Args:
           feature_configs: a nested structure of `keras_rs.layers.FeatureConfig`s.
           table_stacking: "auto" or None (equal off a TPU: stacking is a SparseCore layout).
+          sharding_plan: (not in keras-rs) a `tf_embedding.sharding_plan.ShardingPlan` or its
+            config dict, keyed by keras-rs's table names: how each table is split over the
+            strategy's devices (docs/sharding_plans.md); saved in the layer's config.
           **kwargs: keras-rs's: `update_stats` (False only, as in keras-rs's TensorFlow
             backend), `optimizer` (for tables whose optimizer is None, as on a TPU),
             `pipeline_execution_with_tensor_core` (no pipeline off a TPU: ignored), and the
@@ -99,6 +103,9 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
             "keras_rs.layers.FeatureConfig", allow_empty=False, name="feature_configs")
         checks.check_flag("DistributedEmbedding", "pipeline_execution_with_tensor_core",
                           kwargs.get("pipeline_execution_with_tensor_core", False))
+        # Read by `_default_device_init`, which keras-rs's constructor calls.
+        self._sharding_plan = (None if sharding_plan is None
+                               else plans.ShardingPlan.of(sharding_plan, "DistributedEmbedding"))
         super().__init__(feature_configs, table_stacking=table_stacking, **kwargs)
         self._table_stacking = table_stacking  # saved by keras-rs's get_config
         # Keras 3's jit_compile="auto" must not compile the step: this front end's lookups
@@ -107,7 +114,7 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
 
     def get_config(self) -> dict[str, Any]:
         """keras-rs's config, plus the layer's `optimizer` (for tables without their own),
-        which keras-rs's leaves out.
+        which keras-rs's leaves out, and its `sharding_plan`.
 
         Raises:
           ValueError: an initializer or optimizer Keras cannot serialize, naming the table and
@@ -115,7 +122,9 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
         """
         saving.check_tables(self._feature_configs, self._optimizer)
         return {**super().get_config(),
-                "optimizer": keras.saving.serialize_keras_object(self._optimizer)}
+                "optimizer": keras.saving.serialize_keras_object(self._optimizer),
+                "sharding_plan": (None if self._sharding_plan is None
+                                  else self._sharding_plan.to_config())}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "DistributedEmbedding":
@@ -144,7 +153,8 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
         self._strategy = self._no_dependency(tf.distribute.get_strategy())
         # keras-rs's TPU layer's attribute: checkpoints hold `_tpu_embedding/<table>`.
         self._tpu_embedding = TPUEmbedding(engine_features,
-                                           translation.table_optimizer(self._optimizer))
+                                           translation.table_optimizer(self._optimizer),
+                                           sharding_plan=self._sharding_plan)
         self._front_end = self._no_dependency(FrontEnd(self._tpu_embedding))
 
     def _default_device_build(self, input_shapes: dict[str, Any]) -> None:
