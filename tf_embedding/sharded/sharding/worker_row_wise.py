@@ -17,8 +17,10 @@ import tensorflow as tf
 
 from tf_embedding import ops
 from tf_embedding.sharded.batch_types import TableBatch
+from tf_embedding.sharded.layout import ShardLayout
 from tf_embedding.sharded.sharding.kind import Sharding, deduplicated
 from tf_embedding.sharded.table_state import TableState
+from tf_embedding.sharded.transports import lookup_packets
 
 
 class WorkerRowWise(Sharding):
@@ -79,15 +81,14 @@ class WorkerRowWise(Sharding):
         one), by the fused lookup, which reads the block in place and checks every id."""
         if not self.owns_block:
             return tf.zeros([0, self.table.config.dim], tf.float32)
-        block = self.table.variables["parameters"].block
-        count = tf.size(local_ids, out_type=tf.int64)
-        return ops.embedding_lookup(block, tf.range(count + 1), local_ids,
-                                    tf.ones([count], tf.float32), table_name=self.name)
+        return ShardLayout.gather_block(self.table.variables["parameters"].block, local_ids,
+                                        self.name)
 
     def lookups_by_owner(self, batch: TableBatch,
                          group_size: int) -> list[tuple[tf.Tensor, tf.Tensor]]:
         """The gradients' distribution: per rank, (block-local ids int64 [n], (row, gain) pairs
-        packed as int64 [n]) of this worker's lookups in that rank's block, in CSR order."""
+        int64 [n], `lookup_packets`) of this worker's lookups in that rank's block, in CSR
+        order."""
         ids = (batch.unique_ids if batch.inverse is None
                else tf.gather(batch.unique_ids, batch.inverse))
         blocks, local_ids = self.table.layout.block_and_local_ids(ids)
@@ -96,8 +97,7 @@ class WorkerRowWise(Sharding):
         num_rows = tf.size(batch.row_splits, out_type=tf.int64) - 1
         rows = tf.repeat(tf.range(num_rows, dtype=tf.int32),
                          batch.row_splits[1:] - batch.row_splits[:-1])
-        packed = tf.bitcast(tf.stack([rows, tf.bitcast(batch.gains, tf.int32)], axis=1),
-                            tf.int64)
+        packed = lookup_packets.pack(rows, batch.gains)
         return list(zip(tf.dynamic_partition(local_ids, owners, group_size),
                         tf.dynamic_partition(packed, owners, group_size)))
 

@@ -16,6 +16,7 @@ import tensorflow as tf
 from tf_embedding import ops
 from tf_embedding.sharded.batch_types import TableBatch
 from tf_embedding.sharded.sharding.worker_row_wise import WorkerRowWise
+from tf_embedding.sharded.transports import lookup_packets
 
 
 class WorkerTableWise(WorkerRowWise):
@@ -47,13 +48,10 @@ class WorkerTableWise(WorkerRowWise):
         block = self.table.variables["parameters"].block
         pooled = []
         for request, num_rows in zip(requests, answer_rows):
-            ids, packed = tf.split(request, 2)
-            pairs = tf.bitcast(packed, tf.int32)
-            rows = tf.cast(pairs[:, 0], tf.int64)
+            ids, rows, gains = lookup_packets.unpack(request)
             row_splits = tf.searchsorted(rows, tf.range(num_rows + 1), side="left",
                                          out_type=tf.int64)
-            pooled.append(ops.embedding_lookup(block, row_splits, ids,
-                                               tf.bitcast(pairs[:, 1], tf.float32),
+            pooled.append(ops.embedding_lookup(block, row_splits, ids, gains,
                                                table_name=self.name))
         return pooled
 

@@ -12,5 +12,6 @@
   travel in one packet each way.
 * `collectives`: `WorkerCollectives`, the workers of a MultiWorkerMirroredStrategy cluster:
   every table's ids, rows and gradients in a few collectives per step (`collective_rows`, the
-  forward; `collective_gradients`, the backward).
+  forward; `collective_gradients`, the backward); `lookup_packets`: how a lookup travels
+  there (id, output row and gain in 16 bytes).
 """

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from tf_embedding.sharded.batch_types import TableBatch
 from tf_embedding.sharded.multi_worker.group import WorkerGroup
+from tf_embedding.sharded.transports import lookup_packets
 from tf_embedding.sharded.transports.collective_rows import split_sizes
 
 
@@ -92,8 +93,8 @@ def apply_gradients(group: WorkerGroup, shardings: Sequence[Any],
 def _looked_up_rows(packed: tf.Tensor) -> tf.Tensor:
     """The distinct output rows (int64, ascending) of lookups packed as (row, gain) pairs in CSR
     order."""
-    rows = tf.cast(tf.bitcast(packed, tf.int32)[:, 0], tf.int64)
-    return tf.unique(rows).y
+    return tf.unique(lookup_packets.rows_of(packed)).y
+
 
 def _parse_headers(headers: tf.Tensor, tables: Sequence, size: int
                    ) -> tuple[tf.Tensor, tf.Tensor, list[list[tf.Tensor]]]:
@@ -118,10 +119,7 @@ def _feature_batches(lookups: tf.Tensor, gradients: tf.Tensor, feature_rows: tf.
     gradients of its looked-up rows (`_looked_up_rows`, [n, dim]), cut into one
     `ops.GradientBatch` per feature over the feature's looked-up rows (rows without a lookup
     here add no gradient term, so leaving them out keeps every row's sum)."""
-    ids, packed = tf.split(lookups, 2)
-    pairs = tf.bitcast(packed, tf.int32)
-    rows = tf.cast(pairs[:, 0], tf.int64)
-    gains = tf.bitcast(pairs[:, 1], tf.float32)
+    ids, rows, gains = lookup_packets.unpack(lookups)
     looked_up = tf.unique(rows).y
     positions = tf.searchsorted(looked_up, rows, side="left", out_type=tf.int64)
     bounds = tf.concat([[0], tf.cumsum(feature_rows)], axis=0)
