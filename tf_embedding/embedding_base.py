@@ -132,7 +132,7 @@ class EmbeddingBase(autotrackable.AutoTrackable):
             del shape
             _check_checkpoint_shape(table.name, name, initializer, variable_shape)
             if not isinstance(initializer, trackable_base.CheckpointInitialValueCallable):
-                initializer = _shape_checked(table.name, name, initializer)
+                initializer = ShapeCheckedInitializer(table.name, name, initializer)
             return self._create_variable(table, name, variable_shape, dtype, initializer,
                                          trainable)
 
@@ -212,23 +212,29 @@ def feature_indices_by_table(flat_features: Sequence[Any]) -> dict[str, list[int
     return indices
 
 
-def _shape_checked(table_name: str, variable_name: str,
-                   initializer: Initializer) -> Initializer:
+class ShapeCheckedInitializer:
     """`initializer`, raising ValueError when its value's shape is not the one asked for (a
-    sharded table takes its blocks' rows from the value, and would keep a wrong one's slices)."""
+    sharded table takes its blocks' rows from the value, and would keep a wrong one's slices).
 
-    def checked(shape: Any, dtype: tf.DType | None = None, **kwargs: Any) -> Any:
-        value = initializer(shape, dtype=dtype, **kwargs)
+    `initializer` stays readable, so a block can be initialised from its own rows
+    (`sharded.initial_rows`), which the check would refuse as a wrong shape.
+    """
+
+    def __init__(self, table_name: str, variable_name: str, initializer: Initializer):
+        self.table_name = table_name
+        self.variable_name = variable_name
+        self.initializer = initializer
+
+    def __call__(self, shape: Any, dtype: tf.DType | None = None, **kwargs: Any) -> Any:
+        value = self.initializer(shape, dtype=dtype, **kwargs)
         value_shape = tuple(value.shape if hasattr(value, "shape")
                             else tf.convert_to_tensor(value).shape)
         if None not in value_shape and value_shape != tuple(shape):
             raise ValueError(
-                f"Table '{table_name}': the initializer of variable '{variable_name}' gave a "
-                f"value of shape {value_shape}, not the variable's {tuple(shape)} "
+                f"Table '{self.table_name}': the initializer of variable '{self.variable_name}' "
+                f"gave a value of shape {value_shape}, not the variable's {tuple(shape)} "
                 "(vocabulary_size, dim).")
         return value
-
-    return checked
 
 
 def _check_checkpoint_fits(path: str, variables: dict[str, dict[str, Any]]) -> None:

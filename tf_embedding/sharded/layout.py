@@ -27,9 +27,13 @@ from tensorflow.python.ops import resource_variable_ops
 from tensorflow.python.trackable import base as trackable_base
 
 from tf_embedding import ops
+from tf_embedding.embedding_base import ShapeCheckedInitializer
+from tf_embedding.sharded import initial_rows
 from tf_embedding.sharded.strided_variable import StridedShardedVariable
 
 PARTITION_STRATEGIES = ("div", "mod")
+# A 'mod' block computed alone reads the table's initial value in windows of about this size.
+_INITIAL_WINDOW_BYTES = 16 << 20
 
 
 def block_rows(vocabulary_size: int, num_devices: int) -> tuple[int, ...]:
@@ -101,21 +105,30 @@ class ShardLayout:
                         trainable: bool) -> sharded_variable.ShardedVariable:
         """One variable per block, initialised with its rows of `initializer(shape, dtype)`.
 
-        The full initial value is computed once and sliced, so the initial table depends on
-        neither the block count nor the partition strategy. A pending checkpoint restore instead
-        reads each contiguous block's slice from the checkpoint ('mod': the whole table, once).
+        Contiguous blocks compute only their own rows where the initializer allows it
+        (`initial_rows`); otherwise, and for 'mod', the full value is computed once and sliced.
+        Either way the initial table depends on neither the block count nor the partition
+        strategy. A pending checkpoint restore instead reads each contiguous block's slice from
+        the checkpoint ('mod': the whole table, once).
         """
         restoring = isinstance(initializer, trackable_base.CheckpointInitialValueCallable)
-        full_value = self._full_initial_value(initializer, shape, dtype)
+        first_rows = full_value = None
+        if not (restoring or self.strided):
+            with tf.device(self.devices[0]):
+                first_rows = self._own_rows(initializer, shape, dtype, 0)
+        if first_rows is None:
+            full_value = self._full_initial_value(initializer, shape, dtype)
         blocks = []
         for index, device in enumerate(self.devices):
             with tf.device(device):
+                initial_value = (first_rows if index == 0 and first_rows is not None else
+                                 self._block_initial_value(initializer, shape, dtype, index,
+                                                           full_value))
                 # ResourceVariable directly, not tf.Variable: a strategy's variable creator (e.g.
                 # MirroredStrategy's, when built under its scope) must not mirror the blocks.
                 blocks.append(resource_variable_ops.ResourceVariable(
-                    initial_value=self._block_initial_value(initializer, shape, dtype, index,
-                                                            full_value),
-                    name=f"{name}_{index}", dtype=dtype, trainable=trainable))
+                    initial_value=initial_value, name=f"{name}_{index}", dtype=dtype,
+                    trainable=trainable))
         container = (StridedShardedVariable if self.strided
                      else sharded_variable.ShardedVariable)
         variable = container(blocks, name=name)
@@ -139,18 +152,48 @@ class ShardLayout:
         # (Restoring: unwraps the CheckpointInitialValue.)
         return tf.convert_to_tensor(full_value) if restoring else full_value
 
+    def _own_rows(self, initializer: Callable[..., Any], shape: tuple[int, int],
+                  dtype: tf.DType, block: int) -> tf.Tensor | None:
+        """Block `block`'s rows of the initial value computed alone (`initial_rows`), or None
+        where the initializer does not allow it."""
+        source = (initializer.initializer
+                  if isinstance(initializer, ShapeCheckedInitializer) else initializer)
+        if self.strided:
+            # Windows of about _INITIAL_WINDOW_BYTES of the table, each strided to the block.
+            row_bytes = int(shape[1]) * tf.as_dtype(dtype).size
+            return initial_rows.strided_initial_rows(
+                source, shape, dtype, block, len(self.rows),
+                max(1, _INITIAL_WINDOW_BYTES // row_bytes))
+        return initial_rows.initial_rows(source, shape, dtype, self.offsets[block],
+                                         self.offsets[block + 1])
+
     def _block_initial_value(self, initializer: Callable[..., Any], shape: tuple[int, int],
                              dtype: tf.DType, block: int, full_value: Any) -> Any:
-        """Block `block`'s initial rows: of `full_value`, or read from the checkpoint."""
+        """Block `block`'s initial rows: of `full_value`, read from the checkpoint, or computed
+        alone (no `full_value`, not restoring)."""
         if full_value is not None:
             return self.block_value(full_value, block)
-        return initializer(shape, dtype=dtype, shard_info=trackable_base.ShardInfo(
-            shape=(self.rows[block], shape[1]), offset=(self.offsets[block], 0)))
+        if isinstance(initializer, trackable_base.CheckpointInitialValueCallable):
+            return initializer(shape, dtype=dtype, shard_info=trackable_base.ShardInfo(
+                shape=(self.rows[block], shape[1]), offset=(self.offsets[block], 0)))
+        return self._own_rows(initializer, shape, dtype, block)
 
     def initial_block_value(self, initializer: Callable[..., Any], shape: tuple[int, int],
                             dtype: tf.DType, block: int) -> Any:
-        """Block `block`'s initial rows alone, as `create_variable` gives them (a restore reads
-        its slice, or the whole table for 'mod'): for a process that holds that block only."""
+        """Block `block`'s initial rows alone, for a process that holds that block only: its
+        rows computed alone (`initial_rows`, strided windows for 'mod'); for an initializer that
+        cannot, a fresh draw of the block's shape where the distribution does not depend on the
+        shape (`independent_rows`: TF's unseeded initializers), else rows of the full value. A
+        restore reads the block's slice ('mod': the whole table)."""
+        if not isinstance(initializer, trackable_base.CheckpointInitialValueCallable):
+            own = self._own_rows(initializer, shape, dtype, block)
+            if own is None:
+                source = (initializer.initializer
+                          if isinstance(initializer, ShapeCheckedInitializer) else initializer)
+                own = initial_rows.independent_rows(source, dtype, self.rows[block],
+                                                    int(shape[1]))
+            if own is not None:
+                return own
         return self._block_initial_value(initializer, shape, dtype, block,
                                          self._full_initial_value(initializer, shape, dtype))
 
