@@ -1,6 +1,6 @@
 """Checkpoints of a multi-worker TPUEmbedding: written as TF documents for MWMS (every worker
 writes, rank 0 to the real path, the others to temporary ones), rank 0's holds every table and
-slot whole under stock TF's keys, while the others hold only their own blocks; it restores into
+slot whole under stock TF's keys, each worker having written only its own blocks; it restores into
 one process, into stock TF's TPUEmbeddingForServing, and onto another worker count (before or
 after build), and a one-process checkpoint restores onto the workers, all bit for bit."""
 

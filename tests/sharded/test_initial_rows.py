@@ -86,3 +86,20 @@ def test_layout_blocks_hold_the_whole_values_rows(partition_strategy, blocks):
         np.testing.assert_array_equal(
             layout.initial_block_value(initializer, SHAPE, tf.float32, index).numpy(),
             layout.block_value(whole, index))
+
+
+@pytest.mark.parametrize("partition_strategy", ["div", "mod"])
+def test_table_blocks_name_their_rows(partition_strategy):
+    table = tf_embedding.TableConfig(vocabulary_size=11, dim=3, name="t",
+                                     initializer=tf_embedding.RowIdInitializer())
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        embedding = tf_embedding.TPUEmbedding(
+            {"f": tf_embedding.FeatureConfig(table)}, tf_embedding.Adagrad(0.1),
+            table_devices=["/cpu:0"] * 3, partition_strategy=partition_strategy)
+    blocks = embedding.table_blocks()["t"]
+    assert sorted(blocks) == ["accumulators", "parameters"]
+    rows = [row for block in blocks["parameters"] for row in block.rows]
+    assert sorted(rows) == list(range(11))
+    for block in blocks["parameters"]:
+        np.testing.assert_array_equal(block.variable.numpy()[:, 0], list(block.rows))

@@ -64,23 +64,18 @@ def initial_rows(initializer: Callable[..., Any], shape: tuple[int, int], dtype:
     """Rows `[start, stop)` of `initializer(shape, dtype)` without computing the others, or
     None where that is not possible (the module docstring)."""
     rows, dim = stop - start, int(shape[1])
+    if not has_row_values(initializer):
+        return None
     if isinstance(initializer, RowIdInitializer):
         return RowIdInitializer(initializer.offset + start)((rows, dim), dtype)
-    family = _family(initializer)
-    if family == "constant":
-        if np.ndim(getattr(initializer, "value", 0)) != 0:
-            return None
+    if _family(initializer) == "constant":
         return initializer((rows, dim), dtype=dtype)
-    if family in ("distribution", "scaling") and _draws_statelessly(initializer):
-        if not tf.executing_eagerly():
-            return None
-        with _counter_window(tuple(int(size) for size in shape), start * dim, rows * dim):
-            value = initializer(shape, dtype=dtype)
-        if tuple(value.shape) != (rows, dim):
-            raise AssertionError(f"initial_rows: {type(initializer).__name__} gave shape "
-                                 f"{tuple(value.shape)} for rows [{start}, {stop}) of {shape}")
-        return value
-    return None
+    with _counter_window(tuple(int(size) for size in shape), start * dim, rows * dim):
+        value = initializer(shape, dtype=dtype)
+    if tuple(value.shape) != (rows, dim):
+        raise AssertionError(f"initial_rows: {type(initializer).__name__} gave shape "
+                             f"{tuple(value.shape)} for rows [{start}, {stop}) of {shape}")
+    return value
 
 
 def independent_rows(initializer: Callable[..., Any], dtype: tf.DType, rows: int,
@@ -96,18 +91,43 @@ def strided_initial_rows(initializer: Callable[..., Any], shape: tuple[int, int]
                          dtype: tf.DType, first: int, stride: int,
                          chunk_rows: int) -> tf.Tensor | None:
     """Rows `first, first + stride, ...` of `initializer(shape, dtype)` (a 'mod' block), made
-    from windows of `chunk_rows` contiguous rows at a time, or None (as `initial_rows`)."""
-    parts = []
-    chunk_rows = max(chunk_rows - chunk_rows % stride, stride)
-    for window_start in range(0, int(shape[0]), chunk_rows):
-        window_stop = min(window_start + chunk_rows, int(shape[0]))
-        window = initial_rows(initializer, shape, dtype, window_start, window_stop)
-        if window is None:
-            return None
-        # Row `first` sits at `first - window_start` of the first window, and the windows are
-        # multiples of `stride` long, so every window starts its block rows at the same place.
-        parts.append(window[first:][::stride])
-    return tf.concat(parts, axis=0)
+    from windows of about `chunk_rows` contiguous rows at a time, or None (as `initial_rows`)."""
+    if not has_row_values(initializer):
+        return None
+    return tf.concat(list(row_windows(initializer, shape, dtype,
+                                      range(first, int(shape[0]), stride), chunk_rows)),
+                     axis=0)
+
+
+def has_row_values(initializer: Callable[..., Any]) -> bool:
+    """Whether `initial_rows` gives `initializer`'s rows (else it gives None)."""
+    family = _family(initializer)
+    return (isinstance(initializer, RowIdInitializer)
+            or (family == "constant" and np.ndim(getattr(initializer, "value", 0)) == 0)
+            or (family in ("distribution", "scaling") and _draws_statelessly(initializer)
+                and tf.executing_eagerly()))
+
+
+def row_windows(initializer: Callable[..., Any], shape: tuple[int, int], dtype: tf.DType,
+                rows: range, window_rows: int) -> Iterator[tf.Tensor]:
+    """The initial values of table rows `rows` (contiguous, or strided as a 'mod' block's),
+    consecutive windows of about `window_rows` rows each, in `rows`' order: exact rows of the
+    whole value (`has_row_values`), else fresh draws of each window's shape (`independent_rows`
+    initializers only). A window spans at most `window_rows * rows.step` table rows."""
+    exact = has_row_values(initializer)
+    if not exact and _family(initializer) != "distribution":
+        raise ValueError(f"row_windows: {initializer!r} has neither row values nor a "
+                         "shape-free distribution")
+    window_rows = max(1, window_rows)
+    for window in range(0, len(rows), window_rows):
+        part = rows[window:window + window_rows]
+        if not exact:
+            yield independent_rows(initializer, dtype, len(part), int(shape[1]))
+        elif rows.step == 1:
+            yield initial_rows(initializer, shape, dtype, part.start, part.stop)
+        else:
+            table_rows = initial_rows(initializer, shape, dtype, part.start, part[-1] + 1)
+            yield table_rows[::rows.step]
 
 
 def _family(initializer: Any) -> str | None:

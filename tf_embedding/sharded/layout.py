@@ -19,7 +19,7 @@ for 'div', and what `ops.dedup(ids, num_shards=dedup_shards)` returns for both.
 """
 
 import itertools
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import tensorflow as tf
 from tensorflow.python.distribute import sharded_variable
@@ -50,6 +50,12 @@ def check_partition_strategy(partition_strategy: str, owner: str = "ShardLayout"
         raise ValueError(f"{owner}: Invalid partition_strategy {partition_strategy!r}: must be "
                          "'div' (contiguous row blocks) or 'mod' (row r in block r % blocks).")
     return partition_strategy
+
+
+class TableBlock(NamedTuple):
+    """A row block of a table: the table rows it holds (in its local order) and its variable."""
+    rows: range
+    variable: tf.Variable
 
 
 class ShardLayout:
@@ -93,6 +99,12 @@ class ShardLayout:
         if self.strided:
             return ids // len(self.rows)
         return ids - self.offsets[block]
+
+    def row_range(self, block: int) -> range:
+        """The table rows block `block` holds, in its local order."""
+        if self.strided:
+            return range(block, self.offsets[-1], len(self.rows))
+        return range(self.offsets[block], self.offsets[block + 1])
 
     def block_value(self, value: Any, block: int) -> Any:
         """Block `block`'s rows of a whole-table `value` (a tensor or array)."""
@@ -177,6 +189,24 @@ class ShardLayout:
             return initializer(shape, dtype=dtype, shard_info=trackable_base.ShardInfo(
                 shape=(self.rows[block], shape[1]), offset=(self.offsets[block], 0)))
         return self._own_rows(initializer, shape, dtype, block)
+
+    def initial_block_windows(self, initializer: Callable[..., Any], shape: tuple[int, int],
+                              dtype: tf.DType, block: int) -> Iterator[tf.Tensor] | None:
+        """Block `block`'s initial rows as consecutive windows of about
+        _INITIAL_WINDOW_BYTES (`initial_rows.row_windows`: exact rows of the whole value, else
+        fresh draws of a shape-free distribution, TF's unseeded initializers), so a block is
+        initialised without temporaries of its size; None when restoring or for an initializer
+        that has neither (`initial_block_value` then)."""
+        if isinstance(initializer, trackable_base.CheckpointInitialValueCallable):
+            return None
+        source = (initializer.initializer
+                  if isinstance(initializer, ShapeCheckedInitializer) else initializer)
+        if not initial_rows.has_row_values(source) and (
+                initial_rows.independent_rows(source, dtype, 0, int(shape[1])) is None):
+            return None
+        row_bytes = int(shape[1]) * tf.as_dtype(dtype).size
+        return initial_rows.row_windows(source, shape, dtype, self.row_range(block),
+                                        max(1, _INITIAL_WINDOW_BYTES // row_bytes))
 
     def initial_block_value(self, initializer: Callable[..., Any], shape: tuple[int, int],
                             dtype: tf.DType, block: int) -> Any:

@@ -186,6 +186,23 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         return {table: self._variables[table.name]["parameters"]
                 for table in self._table_config}
 
+    def table_blocks(self) -> dict[str, dict[str, list[layout_lib.TableBlock]]]:
+        """(Not in TF.) {table name: {"parameters" or slot name: [TableBlock(rows, variable)]}}:
+        the row blocks of each table and slot this process holds, each with the table rows it
+        holds (a `range`, in the block's order). Under MultiWorkerMirroredStrategy that is this
+        worker's own blocks, no collective: the way to read a table too large to gather
+        (`WorkerBlockVariable.full_value` refuses those); elsewhere every block. Builds if
+        needed."""
+        self._maybe_build()
+        blocks = {}
+        for table in self._table_config:
+            layout = self._layout(table)
+            blocks[table.name] = {
+                name: [layout_lib.TableBlock(layout.row_range(index), block)
+                       for index, block in _held_blocks(variable)]
+                for name, variable in self._variables[table.name].items()}
+        return blocks
+
     def _retrieve_variables(self) -> None:
         """TF's hook that copies the tables from TPU memory into their host variables (TPU
         programs call it before reading or saving them). Here the variables are the tables, and
@@ -466,3 +483,10 @@ def _check_slot_layouts(tables: list[TableState]) -> None:
                     f"Slot '{slot}' of table {state.name} is not sharded like the table "
                     f"(row blocks {list(state.layout.rows)}). TPUEmbedding "
                     "creates slots itself; a slot_variable_creation_fn is not supported.")
+
+
+def _held_blocks(variable: Any) -> list[tuple[int, tf.Variable]]:
+    """(block index, block variable) of each block of `variable` this process holds."""
+    if isinstance(variable, WorkerBlockVariable):
+        return [] if variable.block is None else [(variable.block_index, variable.block)]
+    return list(enumerate(variable))

@@ -3,17 +3,17 @@ worker holds only its own row block.
 
 The table is laid out as one block per worker, by rank (`layout.ShardLayout` over the group's
 devices, 'div' or 'mod'), or as one block on one worker (a table-wise `ShardingPlan` entry); a
-block lives in exactly one process and nothing of the table is mirrored. What the rest of TensorFlow sees of the whole table is its checkpoint:
+block lives in exactly one process and nothing of the table is mirrored. What the rest of
+TensorFlow sees of the whole table is its checkpoint:
 
-* **Saving.** MWMS's rule is that every worker saves, the chief (rank 0) to the real path and
-  the others to temporary ones. Every worker's save therefore gathers the blocks (one collective
-  gather, `WorkerGroup.all_gather`); rank 0 writes the whole table under TF's key, as one
-  tensor, in the format of an unsharded stock variable, and the other ranks write only their own
-  block ('div': as a slice of the full shape; 'mod', whose block is no slice: the whole table).
-  The tensors are produced lazily (`SaveSpec` callables), only when a save runs.
-* **Restoring.** Each worker reads only what its block needs: its slice ('div'), or the whole
-  table, strided ('mod'). A checkpoint of any block count, strategy or process count restores, and
-  a multi-worker checkpoint restores into one process, `TPUEmbeddingForServing` and stock TF.
+* **Building.** Each worker computes only its block's initial rows where the initializer allows
+  it (`ShardLayout.initial_block_value`).
+* **Saving.** Each worker writes only its block, as a slice of the full shape, into the chief's
+  checkpoint (`block_saver`); a 'mod' table, whose blocks are no slices, is gathered and written
+  whole by the chief.
+* **Restoring.** Each worker reads only its block's slice ('mod': the whole table, strided). A
+  checkpoint of any block count, strategy or process count restores, and a multi-worker
+  checkpoint restores into one process, `TPUEmbeddingForServing` and stock TF.
 """
 
 from typing import Any, Callable
@@ -24,8 +24,11 @@ from tensorflow.python.trackable import base as trackable_base
 from tensorflow.python.training.saving import saveable_object
 
 from tf_embedding.sharded.layout import ShardLayout
+from tf_embedding.sharded.multi_worker import block_saver
 from tf_embedding.sharded.multi_worker.group import WorkerGroup
 from tf_embedding.sharded.strided_variable import interleave
+
+block_saver.register()
 
 
 class WorkerBlockVariable(trackable_base.Trackable):
@@ -58,11 +61,17 @@ class WorkerBlockVariable(trackable_base.Trackable):
                     initial_value=layout.initial_block_value(initializer, shape, dtype,
                                                              self._index),
                     name=f"{name}_{group.rank}", dtype=dtype, trainable=trainable)
+        self._track_trackable(block_saver.BlockWriter(self), name=block_saver.WRITER_NAME)
         if restoring:
             # The block already holds the checkpoint's value: keep the pending restore from
             # reading it a second time (as ShardLayout.create_variable does).
             self._maybe_initialize_trackable()
             self._update_uid = initializer.restore_uid
+
+    @property
+    def block_index(self) -> int | None:
+        """This rank's block among the table's (None: it owns none)."""
+        return self._index
 
     @property
     def owns_block(self) -> bool:
@@ -79,7 +88,22 @@ class WorkerBlockVariable(trackable_base.Trackable):
 
     def full_value(self) -> tf.Tensor:
         """The whole table, gathered from every worker (a collective: call it on every worker,
-        in the same order)."""
+        in the same order).
+
+        Raises:
+          ValueError: the whole table is larger than the memory a worker had available when
+            the cluster formed (the same answer on every worker); read a table that large a
+            block at a time (`TPUEmbedding.table_blocks`).
+        """
+        table_bytes = self.shape.num_elements() * self.dtype.size
+        if table_bytes > self.group.least_available_bytes:
+            raise ValueError(
+                f"Table variable '{self.name}' is {table_bytes / 2**30:.2f} GiB whole "
+                f"({self.shape[0]} x {self.shape[1]} {self.dtype.name}), more than the "
+                f"{self.group.least_available_bytes / 2**30:.2f} GiB a worker had available "
+                "when the cluster formed, so it cannot be gathered onto every worker: read it "
+                "a block at a time (TPUEmbedding.table_blocks(), each worker its own rows), or "
+                "save a checkpoint (each worker writes its own blocks).")
         keys = self.group.exchange_keys()
         padded_rows = max(self.layout.rows)
         with tf.device(self.group.device):
@@ -97,20 +121,37 @@ class WorkerBlockVariable(trackable_base.Trackable):
             return tf.no_op()
         return self.block.assign(self.layout.block_value(value, self._index))
 
-    def _serialize_to_tensors(self) -> dict[str, Any]:
-        key = trackable_base.VARIABLE_VALUE_KEY
-        spec = _slice_spec(self.shape, self.layout, self.group.rank, self._index)
-        if spec is None:
-            return {key: saveable_object.SaveSpec(self.full_value, "", key, dtype=self.dtype,
-                                                  device=self.group.device)}
-
-        def own_block() -> tf.Tensor:
-            # Every rank joins the gather the chief's save waits for, and keeps its block.
+    def saved_block(self) -> tuple[str, tf.Tensor | None]:
+        """(slice spec, value) this worker writes into a checkpoint (`block_saver`): its
+        block as a slice of the full shape, nothing without a block; a 'mod' table is gathered
+        (a collective: every worker calls it, in the same order) and the chief writes it whole.
+        """
+        if self.layout.strided:
             full = self.full_value()
-            return self.layout.block_value(full, self._index)
+            return "", (full if self.group.rank == 0 else None)
+        if self.block is None:
+            return "", None
+        return _slice_spec(self.shape, self.layout, self._index), tf.convert_to_tensor(self.block)
 
-        return {key: {spec: saveable_object.SaveSpec(own_block, spec, key, dtype=self.dtype,
+    def writing_ranks(self) -> tuple[int, ...]:
+        """The ranks whose `saved_block` holds a value: the owners, or the chief for 'mod'."""
+        return (0,) if self.layout.strided else self.owners
+
+    def _serialize_to_tensors(self) -> dict[str, Any]:
+        # What a restore reads: this block's slice ('mod': the whole table; no block: the first
+        # row, ignored). A save writes nothing here: `block_saver` writes the blocks.
+        key = trackable_base.VARIABLE_VALUE_KEY
+        spec = self._restore_spec()
+        return {key: {spec: saveable_object.SaveSpec(lambda: None, spec, key, dtype=self.dtype,
                                                      device=self.group.device)}}
+
+    def _restore_spec(self) -> str:
+        if self.layout.strided:
+            return ""
+        if self.block is None:
+            rows, dim = int(self.shape[0]), int(self.shape[1])
+            return f"{rows} {dim} 0,1:0,{dim}"
+        return _slice_spec(self.shape, self.layout, self._index)
 
     def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> Any:
         if self.block is None:
@@ -118,18 +159,14 @@ class WorkerBlockVariable(trackable_base.Trackable):
         value = restored_tensors[trackable_base.VARIABLE_VALUE_KEY]
         if isinstance(value, dict):
             (value,) = value.values()
-        if _slice_spec(self.shape, self.layout, self.group.rank, self._index) is None:
-            # The whole table was read (the spec `_serialize_to_tensors` gave).
+        if self.layout.strided:
+            # The whole table was read.
             return self.assign(value)
         return self.block.assign(value)
 
 
-def _slice_spec(shape: tf.TensorShape, layout: ShardLayout, rank: int,
-                index: int | None) -> str | None:
-    """The slice spec (TF's "full shape offset,length:offset,length") of `rank`'s block (the
-    table's block `index`), for a rank other than 0 with a contiguous block; None where the
-    whole table is saved."""
-    if rank == 0 or layout.strided or index is None:
-        return None
+def _slice_spec(shape: tf.TensorShape, layout: ShardLayout, index: int) -> str:
+    """The slice spec (TF's "full shape offset,length:offset,length") of the table's contiguous
+    block `index`."""
     rows, dim = int(shape[0]), int(shape[1])
     return f"{rows} {dim} {layout.offsets[index]},{layout.rows[index]}:0,{dim}"

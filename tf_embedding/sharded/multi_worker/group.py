@@ -27,6 +27,8 @@ from typing import Sequence
 import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops
 
+from tf_embedding.sharded.multi_worker import memory
+
 GROUP_KEY = 0x7E5D0001
 KEYS_PER_EXCHANGE = 16
 DEFAULT_TIMEOUT_SECONDS = 600.0
@@ -71,6 +73,8 @@ class WorkerGroup:
       devices: every member's CPU device, by rank.
       device: this worker's CPU device.
       timeout_seconds: how long a collective waits for its peers (0: forever).
+      least_available_bytes: the least memory a member had available when the group formed
+        (`memory.available_bytes`), what a table read whole on every worker must fit.
     """
 
     def __init__(self, strategy: tf.distribute.Strategy):
@@ -98,12 +102,15 @@ class WorkerGroup:
                              for job, task in self.tasks)
 
     def _gather_tasks(self) -> list[tuple[str, int]]:
-        """Every member's (job, task index), by rank: one gather, eagerly, at start-up."""
+        """Every member's (job, task index), by rank, and the least memory any member has
+        available (`least_available_bytes`): one gather, eagerly, at start-up."""
         spec = tf.DeviceSpec.from_string(self.device)
-        code = tf.constant([_JOB_CODES[spec.job] * 2 ** 32 + spec.task], tf.int64)
-        codes = self.all_gather(code, self.exchange_keys()[0])
+        code = tf.constant([[_JOB_CODES[spec.job] * 2 ** 32 + spec.task,
+                             memory.available_bytes()]], tf.int64)
+        codes = self.all_gather(code, self.exchange_keys()[0]).numpy()
+        self.least_available_bytes = int(codes[:, 1].min())
         names = {code: name for name, code in _JOB_CODES.items()}
-        return [(names[int(value) >> 32], int(value) & 0xFFFFFFFF) for value in codes.numpy()]
+        return [(names[int(value) >> 32], int(value) & 0xFFFFFFFF) for value in codes[:, 0]]
 
     def ranks_of(self, devices: Sequence[str]) -> tuple[int, ...]:
         """The rank of each of `devices` (members' devices, as `devices` names them)."""
