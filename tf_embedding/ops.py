@@ -70,6 +70,14 @@ def embedding_lookup(table_variable, row_splits, ids, gains, table_name: str | N
         table_name=_table_name(table_variable, table_name))
 
 
+def assign_rows(table_variable, first_row, rows, table_name: str | None = None):
+    """table[first_row + i] = rows[i], written in place (no copy of the table, and the variable
+    stays out of copy-on-read mode, unlike a sliced `assign`)."""
+    return _loader.load_ops().tfe_assign_rows(
+        table=table_variable.handle, first_row=first_row, rows=rows,
+        table_name=_table_name(table_variable, table_name))
+
+
 def embedding_lookup_dense(table, row_splits, ids, gains, table_name: str = "table"):
     """embedding_lookup on a float [V, dim] tensor; its gradient is IndexedSlices too."""
     return _loader.load_ops().tfe_embedding_lookup_dense(

@@ -23,6 +23,7 @@ from tensorflow.python.ops import resource_variable_ops
 from tensorflow.python.trackable import base as trackable_base
 from tensorflow.python.training.saving import saveable_object
 
+from tf_embedding import ops
 from tf_embedding.sharded.layout import ShardLayout
 from tf_embedding.sharded.multi_worker import block_saver
 from tf_embedding.sharded.multi_worker.group import WorkerGroup
@@ -57,16 +58,36 @@ class WorkerBlockVariable(trackable_base.Trackable):
         restoring = isinstance(initializer, trackable_base.CheckpointInitialValueCallable)
         if self._index is not None:
             with tf.device(group.device):
-                self.block = resource_variable_ops.ResourceVariable(
-                    initial_value=layout.initial_block_value(initializer, shape, dtype,
-                                                             self._index),
-                    name=f"{name}_{group.rank}", dtype=dtype, trainable=trainable)
+                self.block = self._initialised_block(initializer, dtype, trainable)
         self._track_trackable(block_saver.BlockWriter(self), name=block_saver.WRITER_NAME)
         if restoring:
             # The block already holds the checkpoint's value: keep the pending restore from
             # reading it a second time (as ShardLayout.create_variable does).
             self._maybe_initialize_trackable()
             self._update_uid = initializer.restore_uid
+
+    def _initialised_block(self, initializer: Callable[..., Any], dtype: tf.DType,
+                           trainable: bool) -> tf.Variable:
+        """This rank's block variable holding its initial rows, written a window at a time
+        where the initializer allows it (`ShardLayout.initial_block_windows`), so no temporary
+        of the block's size is made."""
+        shape = (int(self.shape[0]), int(self.shape[1]))
+        windows = self.layout.initial_block_windows(initializer, shape, dtype, self._index)
+        name = f"{self.name}_{self.group.rank}"
+        if windows is None:
+            return resource_variable_ops.ResourceVariable(
+                initial_value=self.layout.initial_block_value(initializer, shape, dtype,
+                                                              self._index),
+                name=name, dtype=dtype, trainable=trainable)
+        block = resource_variable_ops.ResourceVariable(
+            initial_value=tf.zeros([self.layout.rows[self._index], shape[1]], dtype),
+            name=name, dtype=dtype, trainable=trainable)
+        first_row = 0
+        for window in windows:
+            ops.assign_rows(block, tf.constant(first_row, tf.int64), window,
+                            table_name=self.name)
+            first_row += int(window.shape[0])
+        return block
 
     @property
     def block_index(self) -> int | None:

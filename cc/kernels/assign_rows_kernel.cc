@@ -1,0 +1,64 @@
+// TfeAssignRows: validate the window against the table, then copy it into the rows in place.
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "cc/core/errors.h"
+#include "cc/kernels/variable_access.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+
+namespace tf_embedding {
+namespace {
+
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+
+class AssignRowsOp : public OpKernel {
+ public:
+  explicit AssignRowsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("table_name", &table_name_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const std::string context = TableContext(table_name_);
+    const Tensor& first_row_tensor = ctx->input(1);
+    const Tensor& rows = ctx->input(2);
+    OP_REQUIRES(ctx, tensorflow::TensorShapeUtils::IsScalar(first_row_tensor.shape()),
+                absl::InvalidArgumentError(absl::StrCat(
+                    context, "first_row must be a scalar, got shape ",
+                    first_row_tensor.shape().DebugString())));
+    OP_REQUIRES(ctx, tensorflow::TensorShapeUtils::IsMatrix(rows.shape()),
+                absl::InvalidArgumentError(absl::StrCat(
+                    context, "rows must be a matrix [n, dim], got shape ",
+                    rows.shape().DebugString())));
+    const int64_t first_row = first_row_tensor.scalar<int64_t>()();
+
+    tensorflow::core::RefCountPtr<tensorflow::Var> var;
+    OP_REQUIRES_OK(ctx, LookupVariable(ctx, 0, &var));
+    tensorflow::mutex_lock lock(*var->mu());
+    OP_REQUIRES_OK(ctx, CheckFloatMatrixVariable(var.get(), context + "table"));
+    const int64_t vocabulary_size = var->tensor()->dim_size(0);
+    const int64_t dim = var->tensor()->dim_size(1);
+    OP_REQUIRES(ctx, rows.dim_size(1) == dim,
+                absl::InvalidArgumentError(absl::StrCat(
+                    context, "rows have ", rows.dim_size(1), " columns, the table ", dim)));
+    OP_REQUIRES(ctx, first_row >= 0 && first_row <= vocabulary_size - rows.dim_size(0),
+                absl::InvalidArgumentError(absl::StrCat(
+                    context, "rows [", first_row, ", ", first_row + rows.dim_size(0),
+                    ") are not all within the table's ", vocabulary_size, " rows")));
+    OP_REQUIRES_OK(ctx, EnsureUnsharedBuffer(ctx, var.get()));
+    std::memcpy(var->tensor()->flat<float>().data() + first_row * dim,
+                rows.flat<float>().data(), rows.NumElements() * sizeof(float));
+  }
+
+ private:
+  std::string table_name_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("TfeAssignRows").Device(tensorflow::DEVICE_CPU), AssignRowsOp);
+
+}  // namespace
+}  // namespace tf_embedding
