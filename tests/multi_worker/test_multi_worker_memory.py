@@ -1,7 +1,6 @@
 """Memory of a multi-worker TPUEmbedding: on 2 workers, each worker's peak resident memory
 during build, a training step, a save and a restore stays at its own blocks (table and slot,
-half the table's bytes) plus a few windows of 16 MB, except that a restore copies each block's
-value once into its variable (TF's assignment of a restored value), never near the whole table
+half the table's bytes) plus a few windows of 16 MB or a few MB, never near the whole table
 (`mw_memory.py` measures each phase)."""
 
 import pytest
@@ -27,8 +26,7 @@ def test_each_worker_holds_only_its_blocks(tmp_path):
         assert peaks["build"] < block_bytes + SMALL_BYTES, (rank, peaks)
         assert peaks["step"] < SMALL_BYTES, (rank, peaks)
         assert peaks["save"] < SMALL_BYTES, (rank, peaks)
-        # Blocks, and the read value of one of them (table or slot: half the blocks) while it
-        # is copied into its variable.
-        assert peaks["restore"] < block_bytes * 1.5 + SMALL_BYTES, (rank, peaks)
+        # Restored as the blocks are made (the checkpoint's nodes are "simple" variables).
+        assert peaks["restore"] < block_bytes + SMALL_BYTES, (rank, peaks)
         assert "refused Table variable 'big' is 0.24 GiB whole (1000000 x 64 float32)" in (
             result.stdout), result.stdout[-2000:]

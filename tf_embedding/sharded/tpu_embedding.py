@@ -40,6 +40,7 @@ from tf_embedding.sharded import placement
 from tf_embedding.sharded import queues
 from tf_embedding.sharded.batch_types import BatchCarrier, TableSpec
 from tf_embedding.sharded import layout as layout_lib
+from tf_embedding.sharded.multi_worker import block_saver
 from tf_embedding.sharded.multi_worker.block_variable import WorkerBlockVariable
 from tf_embedding.sharded.profile_sampling import LookupProfiler
 from tf_embedding.sharded.sharding import choice
@@ -403,8 +404,12 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
 
     def _create_variables_and_slots(self) -> dict[str, dict[str, Any]]:
         # As on a TPU, tables are not trainable variables: only apply_gradients updates them.
-        return {table.name: self._create_variables(table, trainable=False)
-                for table in self._table_config}
+        variables = {table.name: self._create_variables(table, trainable=False)
+                     for table in self._table_config}
+        if self._workers is not None:
+            # Saves each worker's blocks into the chief's checkpoint (block_saver).
+            self._track_trackable(block_saver.BlockWriter(self), name=block_saver.WRITER_NAME)
+        return variables
 
     def _create_variable(self, table: Any, name: str, shape: tuple[int, int], dtype: tf.DType,
                          initializer: embedding_base.Initializer,

@@ -2,13 +2,14 @@
 own blocks, with no gather of a table.
 
 MWMS's rule is that every worker saves, the chief (rank 0) to the real path and the others to
-temporary ones, and what the chief writes is the checkpoint. Each `WorkerBlockVariable` has a
-`BlockWriter` child, saved by a registered checkpoint saver (`save_blocks`), which TF runs on
-every worker before the ordinary tensors of a save:
+temporary ones, and what the chief writes is the checkpoint. A multi-worker `TPUEmbedding` has a
+`BlockWriter` child (`WRITER_NAME`), saved by a registered checkpoint saver (`save_blocks`),
+which TF runs on every worker before the ordinary tensors of a save:
 
 1. The workers learn the chief's file prefix (one gather of its bytes).
 2. Each worker writes its contiguous blocks as slices of the full shape, under the tables' own
-   checkpoint keys (`<table path>/.ATTRIBUTES/VARIABLE_VALUE`, from the writer's object path),
+   checkpoint keys (`<engine path>/<variable name>/.ATTRIBUTES/VARIABLE_VALUE`: the writer's
+   object path is `<engine path>/WRITER_NAME`),
    to `<chief's prefix>_temp/worker-<rank>` (a shared filesystem, which restoring needs too).
 3. After a second gather (every worker has written), the chief returns those prefixes, and
    TF's own merge (`MergeV2Checkpoints`, as for a sharded save) makes them part of its
@@ -17,8 +18,10 @@ every worker before the ordinary tensors of a save:
 The result is one checkpoint in the format of a stock `ShardedVariable`'s: each key one
 full-shape tensor written as slices, which stock TF, one process and any worker count restore.
 A 'mod' block is no slice: its table is gathered and written whole by the chief (the exception,
-in docs/multi_worker.md). The writers' nodes carry no tensors: a process that restores without
-them (one process, stock TF) ignores them.
+in docs/multi_worker.md). The writer's node carries no tensors: a process that restores without
+it (one process, stock TF) ignores it. (It is the engine's child, not the variables': a variable
+node with a child is no "simple" variable to TF, which would then not restore it as it is
+created but initialise it and assign it afterwards, twice the memory.)
 """
 
 from typing import Any, Mapping
@@ -36,15 +39,25 @@ WRITER_NAME = "worker_blocks"
 
 
 class BlockWriter(trackable_base.Trackable):
-    """The checkpoint writer of one `WorkerBlockVariable`'s block (see the module docstring)."""
+    """The checkpoint writer of one multi-worker `TPUEmbedding`'s blocks (module docstring)."""
 
-    def __init__(self, variable: Any):
-        self.variable = variable
+    def __init__(self, engine: trackable_base.Trackable):
+        self.engine = engine
+
+    def block_variables(self) -> list[tuple[str, Any]]:
+        """(name among the engine's children, variable) of each of the engine's
+        `WorkerBlockVariable`s, by name."""
+        children = self.engine._trackable_children()  # pylint: disable=protected-access
+        return sorted((name, child) for name, child in children.items()
+                      if hasattr(child, "saved_block"))
 
 
-def _table_key(writer_path: str) -> str:
-    """The checkpoint key of the variable whose writer's object path is `writer_path`."""
-    variable_path = writer_path[:-len(WRITER_NAME) - 1]
+def _variable_key(writer_path: str, name: str) -> str:
+    """The checkpoint key of the engine's child `name`, the engine's writer being at
+    `writer_path`."""
+    engine_path = writer_path[:-len(WRITER_NAME)].rstrip("/")
+    local_name = trackable_utils.escape_local_name(name)
+    variable_path = f"{engine_path}/{local_name}" if engine_path else local_name
     return trackable_utils.checkpoint_key(variable_path, trackable_base.VARIABLE_VALUE_KEY)
 
 
@@ -52,15 +65,18 @@ def save_blocks(trackables: Mapping[str, BlockWriter],
                 file_prefix: tf.Tensor) -> list[tf.Tensor]:
     """The registered save function: writes this worker's blocks (module docstring)."""
     paths = sorted(trackables)
-    group = trackables[paths[0]].variable.group
+    variables = [(path, name, variable) for path in paths
+                 for name, variable in trackables[path].block_variables()]
+    if not variables:
+        return []
+    group = variables[0][2].group
     with tf.device(group.device):
         chief_prefix = _chief_string(group, file_prefix)
         names, slices, tensors = [], [], []
-        for path in paths:
-            variable = trackables[path].variable
+        for path, name, variable in variables:
             spec, value = variable.saved_block()
             if value is not None:
-                names.append(_table_key(path))
+                names.append(_variable_key(path, name))
                 slices.append(spec)
                 tensors.append(value)
         own_prefix = tf.strings.join([chief_prefix, f"_temp/worker-{group.rank}"])
@@ -73,8 +89,8 @@ def save_blocks(trackables: Mapping[str, BlockWriter],
     if group.rank != 0:
         return []
     # Who writes is known everywhere: the owners of the contiguous blocks, the chief for 'mod'.
-    writers = sorted({rank for path in paths
-                      for rank in trackables[path].variable.writing_ranks()})
+    writers = sorted({rank for _, _, variable in variables
+                      for rank in variable.writing_ranks()})
     return [tf.strings.join([chief_prefix, f"_temp/worker-{rank}"]) for rank in writers]
 
 
@@ -99,10 +115,10 @@ def _chief_string(group: Any, value: tf.Tensor) -> tf.Tensor:
     return tf.strings.reduce_join(tf.gather(byte_strings, chief_bytes[:chief_length]))
 
 
-def register() -> None:
-    """Registers the saver once (at import of the multi-worker package)."""
-    registration.register_checkpoint_saver(
-        package="tf_embedding", name="WorkerBlocks",
-        predicate=lambda trackable: isinstance(trackable, BlockWriter),
-        save_fn=save_blocks, restore_fn=restore_nothing, strict_predicate_restore=False)
+# TF looks registered savers up by the writer's class when it saves, so registering once, at
+# import, covers every engine.
+registration.register_checkpoint_saver(
+    package="tf_embedding", name="WorkerBlocks",
+    predicate=lambda trackable: isinstance(trackable, BlockWriter),
+    save_fn=save_blocks, restore_fn=restore_nothing, strict_predicate_restore=False)
 

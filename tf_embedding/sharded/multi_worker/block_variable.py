@@ -25,11 +25,8 @@ from tensorflow.python.training.saving import saveable_object
 
 from tf_embedding import ops
 from tf_embedding.sharded.layout import ShardLayout
-from tf_embedding.sharded.multi_worker import block_saver
 from tf_embedding.sharded.multi_worker.group import WorkerGroup
 from tf_embedding.sharded.strided_variable import interleave
-
-block_saver.register()
 
 
 class WorkerBlockVariable(trackable_base.Trackable):
@@ -59,7 +56,6 @@ class WorkerBlockVariable(trackable_base.Trackable):
         if self._index is not None:
             with tf.device(group.device):
                 self.block = self._initialised_block(initializer, dtype, trainable)
-        self._track_trackable(block_saver.BlockWriter(self), name=block_saver.WRITER_NAME)
         if restoring:
             # The block already holds the checkpoint's value: keep the pending restore from
             # reading it a second time (as ShardLayout.create_variable does).
