@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from tf_embedding.job.data import common, criteo, tfrecord
 from tf_embedding.job.data.spec import DataSpec
+from tf_embedding.sharded.multi_worker import memory
 
 SPEC_FILE = os.path.join("assets.extra", "data_spec.json")
 
@@ -59,6 +60,25 @@ def _signature(method: Any, name: str) -> Any:
                        autograph=False).get_concrete_function()
 
 
+def check_tables_fit(feature_config: dict[str, Any], available_bytes: int) -> None:
+    """Raises ValueError naming the table with which the tables outgrow `available_bytes`: a
+    SavedModel holds every table whole, for one serving machine, and the exporting process
+    reads them whole first (tables split over several serving machines are not exported yet)."""
+    tables = {id(feature.table): feature.table for feature in feature_config.values()}
+    total = 0
+    for table in tables.values():
+        table_bytes = table.vocabulary_size * table.dim * 4
+        total += table_bytes
+        if total > available_bytes:
+            raise ValueError(
+                f"Table '{table.name}' is {table_bytes / 2**30:.2f} GiB "
+                f"({table.vocabulary_size} x {table.dim} float32), which brings the exported "
+                f"tables to {total / 2**30:.2f} GiB, more than the "
+                f"{available_bytes / 2**30:.2f} GiB this machine has available: a SavedModel "
+                "holds each table whole, for one serving machine, so none is exported. The "
+                "trained tables are in the checkpoint.")
+
+
 def export(path: str, model: Any, checkpoint: str, feature_config: dict[str, Any],
            spec: DataSpec, api: ModuleType, tables_at: str = "embedding") -> None:
     """Writes the SavedModel with the tables of `checkpoint`; `api` provides
@@ -69,6 +89,7 @@ def export(path: str, model: Any, checkpoint: str, feature_config: dict[str, Any
     layer saved as "embedding" (TFRS's layout). `feature_config`'s tables must have no
     optimizer, so that the export holds no slots.
     """
+    check_tables_fit(feature_config, memory.available_bytes())
     serving = api.TPUEmbeddingForServing(feature_config, None)
     root = serving
     for name in reversed(tables_at.split("/")):

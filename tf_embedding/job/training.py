@@ -487,11 +487,14 @@ def _evaluate_and_export(run: _Run, options: TrainOptions, spec: DataSpec,
     result["export_dir"] = export_dir
     if not execution.is_chief:
         return result
-    # A fresh config: training wrote its optimizer into the TableConfigs, and the serving
-    # tables must come without optimizer slots.
-    export.export(export_dir, run.model, run.manager.latest_checkpoint,
-                  embedding_apis.feature_config(spec, options.embedding_dim, options.seed), spec,
-                  embedding_apis.EMBEDDING_API, tables_at=run.embedding.tables_at)
-    with open(os.path.join(options.model_dir, "metrics.json"), "w") as f:
-        json.dump(result, f, indent=2)
+    try:
+        # A fresh config: training wrote its optimizer into the TableConfigs, and the serving
+        # tables must come without optimizer slots.
+        export.export(export_dir, run.model, run.manager.latest_checkpoint,
+                      embedding_apis.feature_config(spec, options.embedding_dim, options.seed),
+                      spec, embedding_apis.EMBEDDING_API, tables_at=run.embedding.tables_at)
+    finally:
+        # The metrics of a run whose tables are too large to export are kept all the same.
+        with open(os.path.join(options.model_dir, "metrics.json"), "w") as f:
+            json.dump(result, f, indent=2)
     return result
