@@ -18,7 +18,7 @@ which TF runs on every worker before the ordinary tensors of a save:
 The result is one checkpoint in the format of a stock `ShardedVariable`'s: each key one
 full-shape tensor written as slices, which stock TF, one process and any worker count restore.
 A 'mod' block is no slice: its table is gathered and written whole by the chief (the exception,
-in docs/multi_worker.md). The writer's node carries no tensors: a process that restores without
+in docs/large_tables.md). The writer's node carries no tensors: a process that restores without
 it (one process, stock TF) ignores it. (It is the engine's child, not the variables': a variable
 node with a child is no "simple" variable to TF, which would then not restore it as it is
 created but initialise it and assign it afterwards, twice the memory.)
