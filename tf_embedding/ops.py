@@ -78,6 +78,14 @@ def assign_rows(table_variable, first_row, rows, table_name: str | None = None):
         table_name=_table_name(table_variable, table_name))
 
 
+def restore_rows(prefix, tensor_name, first_row, num_rows, table_name: str = "table"):
+    """Rows [first_row, first_row + num_rows) of the float32 matrix `tensor_name` in the
+    checkpoint `prefix`, reading only those rows (TF's reader reads whole stored slices)."""
+    return _loader.load_ops().tfe_restore_rows(
+        prefix=prefix, tensor_name=tensor_name, first_row=first_row, num_rows=num_rows,
+        table_name=table_name)
+
+
 def embedding_lookup_dense(table, row_splits, ids, gains, table_name: str = "table"):
     """embedding_lookup on a float [V, dim] tensor; its gradient is IndexedSlices too."""
     return _loader.load_ops().tfe_embedding_lookup_dense(

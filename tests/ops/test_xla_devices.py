@@ -18,10 +18,10 @@ pytestmark = pytest.mark.integration
 # TfeSyntheticFeature's on the lengths it draws and TfeDecodeTsv's on the lines it reads (both
 # run in the job's tf.data pipeline); TfeCheckQueueSizes checks the engine's queues, which
 # compiled functions do not use; TfeFeaturesCheck runs only in a MultiWorkerMirroredStrategy
-# step, whose collectives XLA cannot compile either; TfeAssignRows initialises a block when it is
-# made, outside any step.
+# step, whose collectives XLA cannot compile either; TfeAssignRows and TfeRestoreRows make a block
+# when it is created, outside any step.
 WITHOUT_XLA_KERNEL = {"TfeCsrDedup", "TfeCheckQueueSizes", "TfeSyntheticFeature", "TfeDecodeTsv",
-                      "TfeFeaturesCheck", "TfeAssignRows"}
+                      "TfeFeaturesCheck", "TfeAssignRows", "TfeRestoreRows"}
 
 # Prints, per tf_embedding op, the devices of its kernels, after loading the op library (an
 # eager lookup) and compiling a function, in the order ORDER (defined before it) gives.

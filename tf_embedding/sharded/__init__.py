@@ -26,6 +26,7 @@
 * `layout`: how a table's rows split into blocks over devices ('div' contiguous, 'mod' strided).
 * `strided_variable`: the variable of a 'mod' table, saved and read as the whole table.
 * `initial_rows`: rows of a table's initial value computed without the rest of the table.
+* `checkpoint_rows`: a block's rows read from the checkpoint being restored, and no others.
 * `profile_sampling`, `profile_files`: `profile_data_directory`'s sampling and its files.
 * `queues`: the carrier across functions: per-replica queues from enqueue to dequeue to apply.
 

@@ -28,6 +28,7 @@ from tensorflow.python.trackable import base as trackable_base
 
 from tf_embedding import ops
 from tf_embedding.embedding_base import ShapeCheckedInitializer
+from tf_embedding.sharded import checkpoint_rows
 from tf_embedding.sharded import initial_rows
 from tf_embedding.sharded.strided_variable import StridedShardedVariable
 
@@ -186,6 +187,11 @@ class ShardLayout:
         if full_value is not None:
             return self.block_value(full_value, block)
         if isinstance(initializer, trackable_base.CheckpointInitialValueCallable):
+            pending = checkpoint_rows.pending_value(initializer)
+            if pending is not None:
+                # The block's rows alone (TF's reader would read the whole stored table).
+                return checkpoint_rows.read_rows(pending, self.offsets[block], self.rows[block],
+                                                 pending.key)
             return initializer(shape, dtype=dtype, shard_info=trackable_base.ShardInfo(
                 shape=(self.rows[block], shape[1]), offset=(self.offsets[block], 0)))
         return self._own_rows(initializer, shape, dtype, block)
@@ -194,19 +200,28 @@ class ShardLayout:
                               dtype: tf.DType, block: int) -> Iterator[tf.Tensor] | None:
         """Block `block`'s initial rows as consecutive windows of about
         _INITIAL_WINDOW_BYTES (`initial_rows.row_windows`: exact rows of the whole value, else
-        fresh draws of a shape-free distribution, TF's unseeded initializers), so a block is
-        initialised without temporaries of its size; None when restoring or for an initializer
-        that has neither (`initial_block_value` then)."""
+        fresh draws of a shape-free distribution, TF's unseeded initializers; restoring a 'mod'
+        block, its rows of the checkpoint), so a block is initialised without temporaries of
+        its size; None for a contiguous block being restored or an initializer that has
+        neither (`initial_block_value` then)."""
+        row_bytes = int(shape[1]) * tf.as_dtype(dtype).size
+        window_rows = max(1, _INITIAL_WINDOW_BYTES // row_bytes)
         if isinstance(initializer, trackable_base.CheckpointInitialValueCallable):
-            return None
+            # A contiguous block is read at once (`initial_block_value`); a 'mod' block's rows
+            # are no slice, read a window of the table at a time.
+            pending = checkpoint_rows.pending_value(initializer)
+            if pending is None or not self.strided:
+                return None
+            return checkpoint_rows.strided_windows(
+                pending, self.row_range(block), max(1, window_rows // len(self.rows)),
+                pending.key)
         source = (initializer.initializer
                   if isinstance(initializer, ShapeCheckedInitializer) else initializer)
         if not initial_rows.has_row_values(source) and (
                 initial_rows.independent_rows(source, dtype, 0, int(shape[1])) is None):
             return None
-        row_bytes = int(shape[1]) * tf.as_dtype(dtype).size
         return initial_rows.row_windows(source, shape, dtype, self.row_range(block),
-                                        max(1, _INITIAL_WINDOW_BYTES // row_bytes))
+                                        window_rows)
 
     def initial_block_value(self, initializer: Callable[..., Any], shape: tuple[int, int],
                             dtype: tf.DType, block: int) -> Any:
