@@ -1,8 +1,10 @@
 """A worker of the multi-worker checkpoint tests' loopback cluster (TF_CONFIG set):
 
-    python mw_checkpoint.py save DIR CASE       trains CASE, then saves as TF documents for MWMS:
+    python mw_checkpoint.py save DIR CASE [WINDOW_BYTES]
+                                                trains CASE, then saves as TF documents for MWMS:
                                                 rank 0 to DIR/ckpt, the others to
-                                                DIR/temporary<rank>/ckpt
+                                                DIR/temporary<rank>/ckpt ('mod' tables in
+                                                windows of WINDOW_BYTES of each block)
     python mw_checkpoint.py restore CKPT DIR CASE WHEN
                                                 builds CASE's TPUEmbedding and restores CKPT
                                                 into it (WHEN: "before" or "after" build); rank
@@ -15,6 +17,7 @@ import sys
 
 import tensorflow as tf
 
+from tf_embedding.sharded.multi_worker import strided_windows
 from tf_embedding.sharded.multi_worker.group import group_of
 
 from helpers.multi_worker_training import GLOBAL_BATCH, embedding_for, save_whole_tables, train
@@ -24,7 +27,11 @@ def main(mode: str, *args: str) -> None:
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     workers = group_of(strategy)
     if mode == "save":
-        directory, case = args
+        directory, case, *window_bytes = args
+        if window_bytes:
+            # Small windows: a 'mod' table of a few rows is saved in many exchanges.
+            # pylint: disable-next=protected-access
+            strided_windows._WINDOW_BLOCK_BYTES = int(window_bytes[0])
         embedding, _ = train(strategy, case, workers.rank, workers.size)
         path = (directory if workers.rank == 0
                 else os.path.join(directory, f"temporary{workers.rank}"))

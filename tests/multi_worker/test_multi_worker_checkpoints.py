@@ -36,10 +36,13 @@ def assert_tables_equal(actual: dict[str, np.ndarray], expected: dict[str, np.nd
         np.testing.assert_array_equal(actual[key], value, err_msg=key)
 
 
-@pytest.mark.parametrize("case", [CASE, STRIDED_CASE])
-def test_workers_checkpoint_restores_in_one_process_serving_and_three_workers(case, tmp_path):
+@pytest.mark.parametrize("case, window_bytes", [
+    (CASE, None), (STRIDED_CASE, None), (STRIDED_CASE, 8)],
+    ids=["div", "mod", "mod-windows-of-one-row"])
+def test_workers_checkpoint_restores_in_one_process_serving_and_three_workers(
+        case, window_bytes, tmp_path):
     expected = one_process_tables(case)
-    worker_run(2, "save", tmp_path, case)
+    worker_run(2, "save", tmp_path, case, *([window_bytes] if window_bytes else []))
     path = str(tmp_path / "ckpt")
 
     # Rank 0's file: every table and slot whole, under the keys one process writes.
@@ -55,8 +58,9 @@ def test_workers_checkpoint_restores_in_one_process_serving_and_three_workers(ca
         name = table if slot == "parameters" else f"{table}.S{slot}"
         stored = reader.get_tensor(f"embedding/{name}/.ATTRIBUTES/VARIABLE_VALUE")
         np.testing.assert_array_equal(stored, value, err_msg=key)
-    # The other rank's temporary file holds its block only ('div'), or the whole table ('mod').
-    assert tf.train.list_variables(str(tmp_path / "temporary1" / "ckpt"))
+    # The other rank wrote its blocks into rank 0's checkpoint: its temporary one holds none.
+    assert not any(key.startswith("embedding/") for key, _ in
+                   tf.train.list_variables(str(tmp_path / "temporary1" / "ckpt")))
 
     # One process.
     restored = embedding_for(tf.distribute.get_strategy(), case)

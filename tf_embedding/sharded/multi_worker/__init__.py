@@ -8,6 +8,7 @@ sharding there is `sharding/worker_row_wise.py`, its collectives `transports/col
 * `block_variable`: `WorkerBlockVariable`, a table (or slot) of which this worker holds only its
   own row block.
 * `block_saver`: each worker writes only its blocks into the chief's checkpoint.
+* `strided_windows`: a 'mod' table saved as windows of rows its workers exchange.
 * `memory`: the memory a worker has left, what a table gathered whole must fit.
 * `id_check`: an out-of-range id on one worker fails the step on every worker.
 """

@@ -17,8 +17,8 @@ which TF runs on every worker before the ordinary tensors of a save:
 
 The result is one checkpoint in the format of a stock `ShardedVariable`'s: each key one
 full-shape tensor written as slices, which stock TF, one process and any worker count restore.
-A 'mod' block is no slice: its table is gathered and written whole by the chief (the exception,
-in docs/large_tables.md). The writer's node carries no tensors: a process that restores without
+A 'mod' block is no slice: its workers exchange rows and write windows of the table
+(`strided_windows`). The writer's node carries no tensors: a process that restores without
 it (one process, stock TF) ignores it. (It is the engine's child, not the variables': a variable
 node with a child is no "simple" variable to TF, which would then not restore it as it is
 created but initialise it and assign it afterwards, twice the memory.)
@@ -49,7 +49,7 @@ class BlockWriter(trackable_base.Trackable):
         `WorkerBlockVariable`s, by name."""
         children = self.engine._trackable_children()  # pylint: disable=protected-access
         return sorted((name, child) for name, child in children.items()
-                      if hasattr(child, "saved_block"))
+                      if hasattr(child, "saved_slices"))
 
 
 def _variable_key(writer_path: str, name: str) -> str:
@@ -74,8 +74,7 @@ def save_blocks(trackables: Mapping[str, BlockWriter],
         chief_prefix = _chief_string(group, file_prefix)
         names, slices, tensors = [], [], []
         for path, name, variable in variables:
-            spec, value = variable.saved_block()
-            if value is not None:
+            for spec, value in variable.saved_slices():
                 names.append(_variable_key(path, name))
                 slices.append(spec)
                 tensors.append(value)
@@ -88,7 +87,7 @@ def save_blocks(trackables: Mapping[str, BlockWriter],
             group.all_gather(tf.ones([1], tf.int32), group.exchange_keys()[0])
     if group.rank != 0:
         return []
-    # Who writes is known everywhere: the owners of the contiguous blocks, the chief for 'mod'.
+    # Who writes is known everywhere (`writing_ranks`).
     writers = sorted({rank for _, _, variable in variables
                       for rank in variable.writing_ranks()})
     return [tf.strings.join([chief_prefix, f"_temp/worker-{rank}"]) for rank in writers]

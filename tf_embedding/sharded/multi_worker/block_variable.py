@@ -9,9 +9,10 @@ TensorFlow sees of the whole table is its checkpoint:
 * **Building.** Each worker computes only its block's initial rows where the initializer allows
   it (`ShardLayout.initial_block_value`).
 * **Saving.** Each worker writes only its block, as a slice of the full shape, into the chief's
-  checkpoint (`block_saver`); a 'mod' table, whose blocks are no slices, is gathered and written
-  whole by the chief.
-* **Restoring.** Each worker reads only its block's slice ('mod': the whole table, strided). A
+  checkpoint (`block_saver`); a 'mod' table, whose blocks are no slices, as windows of rows the
+  workers exchange (`strided_windows`).
+* **Restoring.** Each worker reads only its block's rows ('mod': a window of the table at a
+  time, before `build`). A
   checkpoint of any block count, strategy or process count restores, and a multi-worker
   checkpoint restores into one process, `TPUEmbeddingForServing` and stock TF.
 """
@@ -25,6 +26,7 @@ from tensorflow.python.training.saving import saveable_object
 
 from tf_embedding import ops
 from tf_embedding.sharded.layout import ShardLayout
+from tf_embedding.sharded.multi_worker import strided_windows
 from tf_embedding.sharded.multi_worker.group import WorkerGroup
 from tf_embedding.sharded.strided_variable import interleave
 
@@ -138,21 +140,31 @@ class WorkerBlockVariable(trackable_base.Trackable):
             return tf.no_op()
         return self.block.assign(self.layout.block_value(value, self._index))
 
-    def saved_block(self) -> tuple[str, tf.Tensor | None]:
-        """(slice spec, value) this worker writes into a checkpoint (`block_saver`): its
-        block as a slice of the full shape, nothing without a block; a 'mod' table is gathered
-        (a collective: every worker calls it, in the same order) and the chief writes it whole.
-        """
+    def saved_slices(self) -> list[tuple[str, tf.Tensor]]:
+        """(slice spec, value) of each slice of the full shape this worker writes into a
+        checkpoint (`block_saver`): its block; for a 'mod' table, windows of rows that its
+        workers exchange (`strided_windows`); a 'mod' table with fewer rows than workers is
+        gathered and the chief writes it whole. A collective for 'mod': every worker calls it,
+        in the same order."""
         if self.layout.strided:
+            if len(self.owners) == self.group.size:
+                return strided_windows.saved_windows(self)
             full = self.full_value()
-            return "", (full if self.group.rank == 0 else None)
+            return [("", full)] if self.group.rank == 0 else []
         if self.block is None:
-            return "", None
-        return _slice_spec(self.shape, self.layout, self._index), tf.convert_to_tensor(self.block)
+            return []
+        return [(_slice_spec(self.shape, self.layout, self._index),
+                 tf.convert_to_tensor(self.block))]
 
     def writing_ranks(self) -> tuple[int, ...]:
-        """The ranks whose `saved_block` holds a value: the owners, or the chief for 'mod'."""
-        return (0,) if self.layout.strided else self.owners
+        """The ranks whose `saved_slices` are not empty."""
+        if self.layout.strided and len(self.owners) < self.group.size:
+            return (0,)
+        if self.layout.strided:
+            windows = -(-int(self.shape[0]) // strided_windows.window_rows(self))
+            return tuple(sorted({self.owners[window % len(self.owners)]
+                                 for window in range(min(windows, len(self.owners)))}))
+        return self.owners
 
     def _serialize_to_tensors(self) -> dict[str, Any]:
         # What a restore reads: this block's slice ('mod': the whole table; no block: the first
