@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cc/core/errors.h"
+#include "cc/kernels/shape_checks.h"
 #include "cc/kernels/variable_access.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -26,14 +27,8 @@ class AssignRowsOp : public OpKernel {
     const std::string context = TableContext(table_name_);
     const Tensor& first_row_tensor = ctx->input(1);
     const Tensor& rows = ctx->input(2);
-    OP_REQUIRES(ctx, tensorflow::TensorShapeUtils::IsScalar(first_row_tensor.shape()),
-                absl::InvalidArgumentError(absl::StrCat(
-                    context, "first_row must be a scalar, got shape ",
-                    first_row_tensor.shape().DebugString())));
-    OP_REQUIRES(ctx, tensorflow::TensorShapeUtils::IsMatrix(rows.shape()),
-                absl::InvalidArgumentError(absl::StrCat(
-                    context, "rows must be a matrix [n, dim], got shape ",
-                    rows.shape().DebugString())));
+    OP_REQUIRES_OK(ctx, CheckRank(table_name_, "", "first_row", first_row_tensor.shape(), 0));
+    OP_REQUIRES_OK(ctx, CheckRank(table_name_, "", "rows", rows.shape(), 2));
     const int64_t first_row = first_row_tensor.scalar<int64_t>()();
 
     tensorflow::core::RefCountPtr<tensorflow::Var> var;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "cc/core/errors.h"
+#include "cc/kernels/shape_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/tensor_slice.h"
@@ -100,11 +101,9 @@ class RestoreRowsOp : public OpKernel {
 
   void Compute(OpKernelContext* ctx) override {
     const std::string context = TableContext(table_name_);
+    const char* inputs[] = {"prefix", "tensor_name", "first_row", "num_rows"};
     for (int i = 0; i < 4; ++i) {
-      OP_REQUIRES(ctx, tensorflow::TensorShapeUtils::IsScalar(ctx->input(i).shape()),
-                  absl::InvalidArgumentError(absl::StrCat(
-                      context, "input ", i, " must be a scalar, got shape ",
-                      ctx->input(i).shape().DebugString())));
+      OP_REQUIRES_OK(ctx, CheckRank(table_name_, "", inputs[i], ctx->input(i).shape(), 0));
     }
     const std::string prefix(ctx->input(0).scalar<tensorflow::tstring>()());
     const std::string name(ctx->input(1).scalar<tensorflow::tstring>()());

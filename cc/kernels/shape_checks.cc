@@ -13,9 +13,9 @@ using ::tensorflow::TensorShape;
 absl::Status CheckRank(const std::string& table_name, const std::string& context,
                        const char* what, const TensorShape& shape, int rank) {
   if (shape.dims() == rank) return absl::OkStatus();
-  return ToAbslStatus(TableError(table_name, context, what, " must be a ",
-                                 rank == 1 ? "vector" : "matrix", ", got shape ",
-                                 shape.DebugString()));
+  const char* names[] = {"scalar", "vector", "matrix"};
+  return ToAbslStatus(TableError(table_name, context, what, " must be a ", names[rank],
+                                 ", got shape ", shape.DebugString()));
 }
 
 absl::Status CheckGradientShape(const std::string& table_name, const std::string& context,

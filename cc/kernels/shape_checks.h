@@ -14,7 +14,7 @@
 namespace tf_embedding {
 
 // Checks that `shape`, of input `what` (of batch `context`: "" or "batch <b>: "), has `rank`
-// (1 or 2).
+// (0, 1 or 2).
 absl::Status CheckRank(const std::string& table_name, const std::string& context,
                        const char* what, const tensorflow::TensorShape& shape, int rank);
 
