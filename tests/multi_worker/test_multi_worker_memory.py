@@ -2,19 +2,28 @@
 during build, a training step, a save and a restore stays at its own blocks (table and slot,
 half the table's bytes) plus a few windows of 16 MB or a few MB, never near the whole table
 (`mw_memory.py` measures each phase); and a table whose whole value exceeds each worker's
-memory cgroup limit builds, trains, saves and restores within it."""
+memory cgroup limit builds, trains, saves and restores within it, its trained rows equal to
+numpy's."""
 
+import collections
 import contextlib
 import os
 import uuid
 
+import keras
+import numpy as np
 import pytest
+import tensorflow as tf
+
+from tf_embedding import ops
+from tf_embedding.sharded import initial_rows
 
 from helpers import multi_worker
 
 pytestmark = pytest.mark.cluster
 
 SMALL_BYTES = 64 << 20
+KEY = "embedding/big/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 def run(mode: str, tmp_path, rows: int, dim: int, optimizer: str,
@@ -102,3 +111,17 @@ def test_a_table_larger_than_each_workers_memory_limit(tmp_path):
     for peaks in measured:
         assert peaks["block"] == whole_bytes // 2
         assert peaks["stdout"].count("done") == 2
+    # Rows of the trained checkpoint against numpy: the initial rows (computed alone, as
+    # tests/sharded/test_initial_rows.py checks them against the whole value) less SGD's step,
+    # 0.1 per lookup (mw_memory.py: each of the 2 workers looks up ids (i * 7919) % rows, one a
+    # sample, and the step's activation gradients are ones).
+    lookups = collections.Counter((index * 7919) % rows for index in range(32)
+                                  for _worker in range(2))
+    initializer = keras.initializers.TruncatedNormal(stddev=0.05, seed=7)
+    for row in [*list(lookups)[:4], 1, rows // 2 + 3, rows - 1]:
+        expected = (np.asarray(initial_rows.initial_rows(initializer, (rows, dim), tf.float32,
+                                                         row, row + 1))
+                    - np.float32(0.1) * np.float32(lookups[row]))
+        actual = ops.restore_rows(str(tmp_path / "ckpt"), KEY, tf.constant(row, tf.int64),
+                                  tf.constant(1, tf.int64))
+        np.testing.assert_array_equal(actual.numpy(), expected, err_msg=f"row {row}")
