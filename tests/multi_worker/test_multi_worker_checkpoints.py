@@ -82,11 +82,14 @@ def test_workers_checkpoint_restores_in_one_process_serving_and_three_workers(
     assert_tables_equal(dict(np.load(tmp_path / "restored.npz")), expected)
 
 
-def test_one_process_checkpoint_restores_on_two_workers_after_build(tmp_path):
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_one_process_checkpoint_restores_on_two_workers(when, tmp_path):
+    # Before build each worker reads its rows alone from the unsliced tables (TfeRestoreRows);
+    # after build through TF's reader.
     expected = one_process_tables(CASE)
     embedding, _ = train(tf.distribute.get_strategy(), CASE)
     path = tf.train.Checkpoint(embedding=embedding).write(str(tmp_path / "one" / "ckpt"))
-    worker_run(2, "restore", path, tmp_path, CASE, "after")
+    worker_run(2, "restore", path, tmp_path, CASE, when)
     assert_tables_equal(dict(np.load(tmp_path / "restored.npz")), expected)
 
 
