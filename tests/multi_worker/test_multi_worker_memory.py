@@ -8,6 +8,7 @@ numpy's."""
 import collections
 import contextlib
 import os
+import subprocess
 import uuid
 
 import keras
@@ -69,7 +70,7 @@ def test_each_worker_holds_only_its_blocks(tmp_path):
 def memory_cgroups(limit_bytes: int, count: int):
     """A fresh cgroup directory with `count` subgroups `worker<i>`, each limited to
     `limit_bytes` (cgroup v1's memory controller or v2); skips the test where this process may
-    not make them. Removed at the end."""
+    not make them, limit them or move a process into them. Removed at the end."""
     with open("/proc/self/cgroup") as cgroups:
         lines = [line.strip().split(":", 2) for line in cgroups]
     v1 = [path for _, controllers, path in lines if "memory" in controllers.split(",")]
@@ -78,23 +79,35 @@ def memory_cgroups(limit_bytes: int, count: int):
     else:
         parent, limit_file = f"/sys/fs/cgroup{lines[0][2]}", "memory.max"
     root = os.path.join(parent, f"tf_embedding_test_{uuid.uuid4().hex[:8]}")
-    try:
-        os.mkdir(root)
-    except OSError as error:
-        pytest.skip(f"cannot make a memory cgroup under {parent}: {error}")
     made = []
     try:
-        for index in range(count):
-            group = os.path.join(root, f"worker{index}")
-            os.mkdir(group)
-            made.append(group)
-            with open(os.path.join(group, limit_file), "w") as limit:
-                limit.write(str(limit_bytes))
+        try:
+            os.mkdir(root)
+            made.append(root)
+            for index in range(count):
+                group = os.path.join(root, f"worker{index}")
+                os.mkdir(group)
+                made.append(group)
+                with open(os.path.join(group, limit_file), "w") as limit:
+                    limit.write(str(limit_bytes))
+            _check_joinable(os.path.join(root, "worker0"))
+        except OSError as error:
+            pytest.skip(f"cannot make and join memory cgroups under {parent}: {error}")
         yield root
     finally:
         for group in reversed(made):
             os.rmdir(group)
-        os.rmdir(root)
+
+
+def _check_joinable(group: str) -> None:
+    """Raises OSError where a process cannot be moved into `group` (cgroup v2's rules)."""
+    probe = subprocess.Popen(["sleep", "30"])
+    try:
+        with open(os.path.join(group, "cgroup.procs"), "w") as procs:
+            procs.write(str(probe.pid))
+    finally:
+        probe.kill()
+        probe.wait()
 
 
 def test_a_table_larger_than_each_workers_memory_limit(tmp_path):
