@@ -48,11 +48,12 @@ def test_rows_are_the_whole_values_rows(name, dtype):
         rows = initial_rows.initial_rows(initializer, SHAPE, dtype, start, stop)
         np.testing.assert_array_equal(np.asarray(rows), whole[start:stop],
                                       err_msg=f"rows [{start}, {stop})")
-    for first, stride, window in [(0, 2, 100), (2, 3, 100), (3, 4, 1), (1, 3, 5000)]:
-        rows = initial_rows.strided_initial_rows(initializer, SHAPE, dtype, first, stride,
-                                                 window)
-        np.testing.assert_array_equal(np.asarray(rows), whole[first::stride],
-                                      err_msg=f"rows {first}::{stride}")
+    for first, stride, window in [(0, 1, 100), (0, 2, 100), (2, 3, 100), (3, 4, 1),
+                                  (1, 3, 5000)]:
+        windows = initial_rows.row_windows(initializer, SHAPE, dtype,
+                                           range(first, SHAPE[0], stride), window)
+        np.testing.assert_array_equal(np.concatenate([np.asarray(part) for part in windows]),
+                                      whole[first::stride], err_msg=f"rows {first}::{stride}")
 
 
 @pytest.mark.parametrize("initializer", [
@@ -73,6 +74,12 @@ def test_independent_rows_only_for_shape_free_distributions():
                                          7, 6)
     assert rows.shape == (7, 6) and np.all(np.abs(rows) <= 0.2)
     assert initial_rows.independent_rows(init_ops_v2.GlorotUniform(), tf.float32, 7, 6) is None
+    windows = list(initial_rows.row_windows(init_ops_v2.TruncatedNormal(stddev=0.1), SHAPE,
+                                            tf.float32, range(2, 1003, 3), 100))
+    assert [part.shape[0] for part in windows] == [100, 100, 100, 34]
+    with pytest.raises(ValueError, match="neither row values nor a shape-free distribution"):
+        list(initial_rows.row_windows(init_ops_v2.GlorotUniform(), SHAPE, tf.float32,
+                                      range(0, 1003), 100))
 
 
 @pytest.mark.parametrize("partition_strategy, blocks", [("div", 1), ("div", 3), ("mod", 3)])
@@ -83,9 +90,9 @@ def test_layout_blocks_hold_the_whole_values_rows(partition_strategy, blocks):
     variable = layout.create_variable("table", SHAPE, tf.float32, initializer, trainable=False)
     for index, block in enumerate(variable.variables):
         np.testing.assert_array_equal(block.numpy(), layout.block_value(whole, index))
-        np.testing.assert_array_equal(
-            layout.initial_block_value(initializer, SHAPE, tf.float32, index).numpy(),
-            layout.block_value(whole, index))
+        windows = layout.initial_block_windows(initializer, SHAPE, tf.float32, index)
+        np.testing.assert_array_equal(np.concatenate([np.asarray(part) for part in windows]),
+                                      layout.block_value(whole, index))
 
 
 @pytest.mark.parametrize("partition_strategy", ["div", "mod"])

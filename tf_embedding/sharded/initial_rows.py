@@ -87,18 +87,6 @@ def independent_rows(initializer: Callable[..., Any], dtype: tf.DType, rows: int
     return initializer((rows, dim), dtype=dtype)
 
 
-def strided_initial_rows(initializer: Callable[..., Any], shape: tuple[int, int],
-                         dtype: tf.DType, first: int, stride: int,
-                         chunk_rows: int) -> tf.Tensor | None:
-    """Rows `first, first + stride, ...` of `initializer(shape, dtype)` (a 'mod' block), made
-    from windows of about `chunk_rows` contiguous rows at a time, or None (as `initial_rows`)."""
-    if not has_row_values(initializer):
-        return None
-    return tf.concat(list(row_windows(initializer, shape, dtype,
-                                      range(first, int(shape[0]), stride), chunk_rows)),
-                     axis=0)
-
-
 def has_row_values(initializer: Callable[..., Any]) -> bool:
     """Whether `initial_rows` gives `initializer`'s rows (else it gives None)."""
     family = _family(initializer)

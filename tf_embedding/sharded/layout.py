@@ -167,18 +167,10 @@ class ShardLayout:
 
     def _own_rows(self, initializer: Callable[..., Any], shape: tuple[int, int],
                   dtype: tf.DType, block: int) -> tf.Tensor | None:
-        """Block `block`'s rows of the initial value computed alone (`initial_rows`), or None
-        where the initializer does not allow it."""
-        source = (initializer.initializer
-                  if isinstance(initializer, ShapeCheckedInitializer) else initializer)
-        if self.strided:
-            # Windows of about _INITIAL_WINDOW_BYTES of the table, each strided to the block.
-            row_bytes = int(shape[1]) * tf.as_dtype(dtype).size
-            return initial_rows.strided_initial_rows(
-                source, shape, dtype, block, len(self.rows),
-                max(1, _INITIAL_WINDOW_BYTES // row_bytes))
-        return initial_rows.initial_rows(source, shape, dtype, self.offsets[block],
-                                         self.offsets[block + 1])
+        """Contiguous block `block`'s rows of the initial value computed alone
+        (`initial_rows`), or None where the initializer does not allow it."""
+        return initial_rows.initial_rows(_unchecked(initializer), shape, dtype,
+                                         self.offsets[block], self.offsets[block + 1])
 
     def _block_initial_value(self, initializer: Callable[..., Any], shape: tuple[int, int],
                              dtype: tf.DType, block: int, full_value: Any) -> Any:
@@ -215,8 +207,7 @@ class ShardLayout:
             return checkpoint_rows.strided_windows(
                 pending, self.row_range(block), max(1, window_rows // len(self.rows)),
                 pending.key)
-        source = (initializer.initializer
-                  if isinstance(initializer, ShapeCheckedInitializer) else initializer)
+        source = _unchecked(initializer)
         if not initial_rows.has_row_values(source) and (
                 initial_rows.independent_rows(source, dtype, 0, int(shape[1])) is None):
             return None
@@ -225,20 +216,10 @@ class ShardLayout:
 
     def initial_block_value(self, initializer: Callable[..., Any], shape: tuple[int, int],
                             dtype: tf.DType, block: int) -> Any:
-        """Block `block`'s initial rows alone, for a process that holds that block only: its
-        rows computed alone (`initial_rows`, strided windows for 'mod'); for an initializer that
-        cannot, a fresh draw of the block's shape where the distribution does not depend on the
-        shape (`independent_rows`: TF's unseeded initializers), else rows of the full value. A
-        restore reads the block's slice ('mod': the whole table)."""
-        if not isinstance(initializer, trackable_base.CheckpointInitialValueCallable):
-            own = self._own_rows(initializer, shape, dtype, block)
-            if own is None:
-                source = (initializer.initializer
-                          if isinstance(initializer, ShapeCheckedInitializer) else initializer)
-                own = initial_rows.independent_rows(source, dtype, self.rows[block],
-                                                    int(shape[1]))
-            if own is not None:
-                return own
+        """Block `block`'s initial rows, for a process that holds that block only, where
+        `initial_block_windows` gives none: a contiguous block's rows read from the checkpoint
+        being restored, else rows of the full value (an initializer without row values, or a
+        'mod' block restored from a checkpoint TF's reader must read whole)."""
         return self._block_initial_value(initializer, shape, dtype, block,
                                          self._full_initial_value(initializer, shape, dtype))
 
@@ -325,3 +306,11 @@ class ShardLayout:
         count = tf.size(local_ids, out_type=tf.int64)
         return ops.embedding_lookup(block, tf.range(count + 1), local_ids,
                                     tf.ones([count], tf.float32), table_name=table_name)
+
+
+def _unchecked(initializer: Callable[..., Any]) -> Callable[..., Any]:
+    """`initializer` without the engine's shape check (`ShapeCheckedInitializer`), whose rows
+    `initial_rows` computes: the check would refuse them as a wrong shape."""
+    if isinstance(initializer, ShapeCheckedInitializer):
+        return initializer.initializer
+    return initializer
