@@ -48,10 +48,13 @@ def test_rows_are_the_whole_values_rows(name, dtype):
         rows = initial_rows.initial_rows(initializer, SHAPE, dtype, start, stop)
         np.testing.assert_array_equal(np.asarray(rows), whole[start:stop],
                                       err_msg=f"rows [{start}, {stop})")
+    row_bytes = SHAPE[1] * dtype.size
     for first, stride, window in [(0, 1, 100), (0, 2, 100), (2, 3, 100), (3, 4, 1),
                                   (1, 3, 5000)]:
-        windows = initial_rows.row_windows(initializer, SHAPE, dtype,
-                                           range(first, SHAPE[0], stride), window)
+        # Block `first` of `stride` blocks ('mod'), read `window` of its rows at a time.
+        layout = ShardLayout(SHAPE[0], [None] * stride, "mod" if stride > 1 else "div")
+        windows = layout.initial_block_windows(initializer, SHAPE, dtype, first,
+                                               window_bytes=window * stride * row_bytes)
         np.testing.assert_array_equal(np.concatenate([np.asarray(part) for part in windows]),
                                       whole[first::stride], err_msg=f"rows {first}::{stride}")
 
@@ -74,12 +77,14 @@ def test_independent_rows_only_for_shape_free_distributions():
                                          7, 6)
     assert rows.shape == (7, 6) and np.all(np.abs(rows) <= 0.2)
     assert initial_rows.independent_rows(init_ops_v2.GlorotUniform(), tf.float32, 7, 6) is None
-    windows = list(initial_rows.row_windows(init_ops_v2.TruncatedNormal(stddev=0.1), SHAPE,
-                                            tf.float32, range(2, 1003, 3), 100))
+    layout = ShardLayout(SHAPE[0], [None] * 3, "mod")
+    window_bytes = 100 * 3 * SHAPE[1] * 4
+    windows = list(layout.initial_block_windows(init_ops_v2.TruncatedNormal(stddev=0.1), SHAPE,
+                                                tf.float32, 2, window_bytes=window_bytes))
     assert [part.shape[0] for part in windows] == [100, 100, 100, 34]
-    with pytest.raises(ValueError, match="neither row values nor a shape-free distribution"):
-        list(initial_rows.row_windows(init_ops_v2.GlorotUniform(), SHAPE, tf.float32,
-                                      range(0, 1003), 100))
+    # Neither row values nor a shape-free distribution: no windows (the whole value instead).
+    assert layout.initial_block_windows(init_ops_v2.GlorotUniform(), SHAPE, tf.float32, 2,
+                                        window_bytes=window_bytes) is None
 
 
 @pytest.mark.parametrize("partition_strategy, blocks", [("div", 1), ("div", 3), ("mod", 3)])

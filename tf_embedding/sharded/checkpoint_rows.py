@@ -7,7 +7,7 @@ every block of a large table would cost the whole table. `read_rows` reads the r
 straight from the checkpoint's data files (`ops.restore_rows`).
 """
 
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 from tensorflow.python.trackable import base as trackable_base
@@ -41,11 +41,3 @@ def read_rows(value: CheckpointTensor, first_row: int, num_rows: int,
     return ops.restore_rows(value.prefix, value.key, tf.constant(first_row, tf.int64),
                             tf.constant(num_rows, tf.int64), table_name=table_name)
 
-
-def strided_windows(value: CheckpointTensor, rows: range, window_rows: int,
-                    table_name: str) -> Iterator[tf.Tensor]:
-    """The rows `rows` of `value` (a 'mod' block's: every `rows.step`-th), consecutive windows
-    of `window_rows` of them, each read as the contiguous table rows it spans."""
-    for window in range(0, len(rows), window_rows):
-        part = rows[window:window + window_rows]
-        yield read_rows(value, part.start, part[-1] + 1 - part.start, table_name)[::rows.step]

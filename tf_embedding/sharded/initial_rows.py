@@ -81,10 +81,16 @@ def initial_rows(initializer: Callable[..., Any], shape: tuple[int, int], dtype:
 def independent_rows(initializer: Callable[..., Any], dtype: tf.DType, rows: int,
                      dim: int) -> tf.Tensor | None:
     """A fresh draw of `rows` rows for an initializer whose distribution does not depend on the
-    table's shape (uniform, normal, truncated normal), or None."""
-    if _family(initializer) != "distribution":
+    table's shape (`has_shape_free_distribution`), or None."""
+    if not has_shape_free_distribution(initializer):
         return None
     return initializer((rows, dim), dtype=dtype)
+
+
+def has_shape_free_distribution(initializer: Callable[..., Any]) -> bool:
+    """Whether `initializer` draws from a distribution that does not depend on the table's
+    shape (uniform, normal, truncated normal), so a block may draw its rows alone."""
+    return _family(initializer) == "distribution"
 
 
 def has_row_values(initializer: Callable[..., Any]) -> bool:
@@ -94,28 +100,6 @@ def has_row_values(initializer: Callable[..., Any]) -> bool:
             or (family == "constant" and np.ndim(getattr(initializer, "value", 0)) == 0)
             or (family in ("distribution", "scaling") and _draws_statelessly(initializer)
                 and tf.executing_eagerly()))
-
-
-def row_windows(initializer: Callable[..., Any], shape: tuple[int, int], dtype: tf.DType,
-                rows: range, window_rows: int) -> Iterator[tf.Tensor]:
-    """The initial values of table rows `rows` (contiguous, or strided as a 'mod' block's),
-    consecutive windows of about `window_rows` rows each, in `rows`' order: exact rows of the
-    whole value (`has_row_values`), else fresh draws of each window's shape (`independent_rows`
-    initializers only). A window spans at most `window_rows * rows.step` table rows."""
-    exact = has_row_values(initializer)
-    if not exact and _family(initializer) != "distribution":
-        raise ValueError(f"row_windows: {initializer!r} has neither row values nor a "
-                         "shape-free distribution")
-    window_rows = max(1, window_rows)
-    for window in range(0, len(rows), window_rows):
-        part = rows[window:window + window_rows]
-        if not exact:
-            yield independent_rows(initializer, dtype, len(part), int(shape[1]))
-        elif rows.step == 1:
-            yield initial_rows(initializer, shape, dtype, part.start, part.stop)
-        else:
-            table_rows = initial_rows(initializer, shape, dtype, part.start, part[-1] + 1)
-            yield table_rows[::rows.step]
 
 
 def _family(initializer: Any) -> str | None:

@@ -33,8 +33,8 @@ from tf_embedding.sharded import initial_rows
 from tf_embedding.sharded.strided_variable import StridedShardedVariable
 
 PARTITION_STRATEGIES = ("div", "mod")
-# A 'mod' block computed alone reads the table's initial value in windows of about this size.
-_INITIAL_WINDOW_BYTES = 16 << 20
+# A block made a window at a time reads about this many bytes of the table's rows a window.
+_INITIAL_WINDOW_BYTES = 4 << 20
 
 
 def block_rows(vocabulary_size: int, num_devices: int) -> tuple[int, ...]:
@@ -189,30 +189,43 @@ class ShardLayout:
         return self._own_rows(initializer, shape, dtype, block)
 
     def initial_block_windows(self, initializer: Callable[..., Any], shape: tuple[int, int],
-                              dtype: tf.DType, block: int) -> Iterator[tf.Tensor] | None:
-        """Block `block`'s initial rows as consecutive windows of about
-        _INITIAL_WINDOW_BYTES (`initial_rows.row_windows`: exact rows of the whole value, else
-        fresh draws of a shape-free distribution, TF's unseeded initializers; restoring a 'mod'
-        block, its rows of the checkpoint), so a block is initialised without temporaries of
-        its size; None for a contiguous block being restored or an initializer that has
-        neither (`initial_block_value` then)."""
+                              dtype: tf.DType, block: int,
+                              window_bytes: int = _INITIAL_WINDOW_BYTES
+                              ) -> Iterator[tf.Tensor] | None:
+        """Block `block`'s initial rows as consecutive windows, each read from about
+        `window_bytes` of consecutive table rows (a 'mod' block's rows are every n-th of them),
+        so a block is initialised without temporaries of its size: exact rows of the whole
+        value (`initial_rows`), rows of the checkpoint being restored for a 'mod' block, or
+        fresh draws of a shape-free distribution (TF's unseeded initializers). None for a
+        contiguous block being restored (read at once) or an initializer that has neither
+        (`initial_block_value` then)."""
+        rows = self.row_range(block)
         row_bytes = int(shape[1]) * tf.as_dtype(dtype).size
-        window_rows = max(1, _INITIAL_WINDOW_BYTES // row_bytes)
+        block_rows_per_window = max(1, window_bytes // row_bytes // rows.step)
+        windows = [rows[start:start + block_rows_per_window]
+                   for start in range(0, len(rows), block_rows_per_window)]
         if isinstance(initializer, trackable_base.CheckpointInitialValueCallable):
-            # A contiguous block is read at once (`initial_block_value`); a 'mod' block's rows
-            # are no slice, read a window of the table at a time.
             pending = checkpoint_rows.pending_value(initializer)
             if pending is None or not self.strided:
                 return None
-            return checkpoint_rows.strided_windows(
-                pending, self.row_range(block), max(1, window_rows // len(self.rows)),
-                pending.key)
-        source = _unchecked(initializer)
-        if not initial_rows.has_row_values(source) and (
-                initial_rows.independent_rows(source, dtype, 0, int(shape[1])) is None):
-            return None
-        return initial_rows.row_windows(source, shape, dtype, self.row_range(block),
-                                        window_rows)
+
+            def read(start: int, stop: int) -> tf.Tensor:
+                return checkpoint_rows.read_rows(pending, start, stop - start, pending.key)
+        else:
+            source = _unchecked(initializer)
+            if initial_rows.has_row_values(source):
+
+                def read(start: int, stop: int) -> tf.Tensor:
+                    return initial_rows.initial_rows(source, shape, dtype, start, stop)
+            elif initial_rows.has_shape_free_distribution(source):
+                return (initial_rows.independent_rows(source, dtype, len(window), int(shape[1]))
+                        for window in windows)
+            else:
+                return None
+        if rows.step == 1:
+            return (read(window.start, window.stop) for window in windows)
+        # Each window's consecutive table rows, strided to the block's.
+        return (read(window.start, window[-1] + 1)[::rows.step] for window in windows)
 
     def initial_block_value(self, initializer: Callable[..., Any], shape: tuple[int, int],
                             dtype: tf.DType, block: int) -> Any:

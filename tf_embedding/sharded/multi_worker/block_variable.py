@@ -7,14 +7,14 @@ block lives in exactly one process and nothing of the table is mirrored. What th
 TensorFlow sees of the whole table is its checkpoint:
 
 * **Building.** Each worker computes only its block's initial rows where the initializer allows
-  it (`ShardLayout.initial_block_value`).
+  it, a window at a time (`ShardLayout.initial_block_windows`).
 * **Saving.** Each worker writes only its block, as a slice of the full shape, into the chief's
   checkpoint (`block_saver`); a 'mod' table, whose blocks are no slices, as windows of rows the
   workers exchange (`strided_windows`).
 * **Restoring.** Each worker reads only its block's rows ('mod': a window of the table at a
-  time, before `build`). A
-  checkpoint of any block count, strategy or process count restores, and a multi-worker
-  checkpoint restores into one process, `TPUEmbeddingForServing` and stock TF.
+  time, before `build`). A checkpoint of any block count, strategy or process count restores,
+  and a multi-worker checkpoint restores into one process, `TPUEmbeddingForServing` and stock
+  TF.
 """
 
 from typing import Any, Callable
@@ -161,9 +161,7 @@ class WorkerBlockVariable(trackable_base.Trackable):
         if self.layout.strided and len(self.owners) < self.group.size:
             return (0,)
         if self.layout.strided:
-            windows = -(-int(self.shape[0]) // strided_windows.window_rows(self))
-            return tuple(sorted({self.owners[window % len(self.owners)]
-                                 for window in range(min(windows, len(self.owners)))}))
+            return strided_windows.writing_ranks(self)
         return self.owners
 
     def _serialize_to_tensors(self) -> dict[str, Any]:

@@ -8,7 +8,7 @@ owner of block k % n: n windows at a time, every worker sends each window's writ
 `w` rows of its block that the window holds (one all-to-all of equal parts, as TF's CPU
 collective needs), and the writer interleaves them into the window's rows. The checkpoint
 then holds the table as row slices, one per window, which any layout restores (a 'mod' block
-reads them a window at a time: `checkpoint_rows.strided_windows`). A worker holds its windows
+reads them a window at a time: `ShardLayout.initial_block_windows`). A worker holds its windows
 until it writes them: about one block more than its blocks during a save.
 """
 
@@ -24,6 +24,14 @@ def window_rows(variable: Any) -> int:
     """The table rows of one window of `variable`'s table."""
     dim = int(variable.shape[1])
     return len(variable.layout.rows) * max(1, _WINDOW_BLOCK_BYTES // (dim * variable.dtype.size))
+
+
+def writing_ranks(variable: Any) -> tuple[int, ...]:
+    """The ranks that write windows of `variable`'s table: window k's is block k % n's owner."""
+    windows = -(-int(variable.shape[0]) // window_rows(variable))
+    owners = variable.owners
+    return tuple(sorted({owners[window % len(owners)]
+                         for window in range(min(windows, len(owners)))}))
 
 
 def saved_windows(variable: Any) -> list[tuple[str, tf.Tensor]]:
