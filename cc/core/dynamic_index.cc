@@ -1,0 +1,467 @@
+#include "cc/core/dynamic_index.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <utility>
+
+#include "cc/core/errors.h"
+
+namespace tf_embedding {
+namespace {
+
+constexpr int64_t kMaxCount = std::numeric_limits<uint32_t>::max();
+constexpr int64_t kMaxBlockEntries = std::numeric_limits<int32_t>::max();
+
+int64_t CandidatesPerBlock(const DynamicIndexOptions& options) {
+  const int64_t blocks = static_cast<int64_t>(options.block_rows.size());
+  return (options.candidate_capacity + blocks - 1) / blocks;
+}
+
+// A fixed number of entries holding keys with their count and last step: an open-addressing
+// map from key to entry (linear probing, backward-shift deletion, so no tombstones), a recency
+// list of the entries (front: most recent), and the free entries, lowest first. 40-48 bytes an
+// entry.
+class KeySet {
+ public:
+  explicit KeySet(int64_t capacity)
+      : keys_(capacity, -1), counts_(capacity, 0), last_seen_(capacity, 0),
+        prev_(capacity, -1), next_(capacity, -1) {
+    int64_t buckets = 2;
+    while (buckets < 2 * capacity) buckets *= 2;
+    buckets_.assign(buckets, -1);
+    mask_ = static_cast<uint64_t>(buckets - 1);
+    std::vector<int32_t> free(capacity);
+    for (int64_t e = 0; e < capacity; ++e) free[e] = static_cast<int32_t>(e);
+    free_ = FreeEntries(std::greater<int32_t>(), std::move(free));
+  }
+
+  int64_t capacity() const { return static_cast<int64_t>(keys_.size()); }
+  int64_t size() const { return capacity() - static_cast<int64_t>(free_.size()); }
+  bool full() const { return free_.empty(); }
+  int64_t key(int64_t e) const { return keys_[e]; }
+  int64_t count(int64_t e) const { return counts_[e]; }
+  int64_t last_seen(int64_t e) const { return last_seen_[e]; }
+  int64_t tail() const { return tail_; }  // the least recent linked entry, -1 if none
+
+  // The entry of `key`, -1 if absent.
+  int64_t Find(int64_t key) const {
+    for (uint64_t b = Home(key);; b = (b + 1) & mask_) {
+      const int32_t e = buckets_[b];
+      if (e < 0) return -1;
+      if (keys_[e] == key) return e;
+    }
+  }
+
+  // Puts absent `key` in the lowest free entry, linked at the front. REQUIRES: !full().
+  int64_t Insert(int64_t key, int64_t count, int64_t step) {
+    const int32_t e = free_.top();
+    free_.pop();
+    keys_[e] = key;
+    Set(e, count, step);
+    uint64_t b = Home(key);
+    while (buckets_[b] >= 0) b = (b + 1) & mask_;
+    buckets_[b] = e;
+    PushFront(e);
+    return e;
+  }
+
+  // Frees entry `e` (linked or not).
+  void Remove(int64_t e) {
+    if (prev_[e] >= 0 || next_[e] >= 0 || head_ == e) Unlink(e);
+    uint64_t b = Home(keys_[e]);
+    while (buckets_[b] != e) b = (b + 1) & mask_;
+    EraseBucket(b);
+    keys_[e] = -1;
+    counts_[e] = 0;
+    last_seen_[e] = 0;
+    free_.push(static_cast<int32_t>(e));
+  }
+
+  void Set(int64_t e, int64_t count, int64_t step) {
+    counts_[e] = static_cast<uint32_t>(std::min(count, kMaxCount));
+    last_seen_[e] = step;
+  }
+
+  void Unlink(int64_t e) {
+    const int32_t p = prev_[e], n = next_[e];
+    (p >= 0 ? next_[p] : head_) = n;
+    (n >= 0 ? prev_[n] : tail_) = p;
+    prev_[e] = next_[e] = -1;
+  }
+
+  // Links an unlinked entry at the front.
+  void PushFront(int64_t e) {
+    next_[e] = head_;
+    prev_[e] = -1;
+    (head_ >= 0 ? prev_[head_] : tail_) = static_cast<int32_t>(e);
+    head_ = static_cast<int32_t>(e);
+  }
+
+ private:
+  using FreeEntries =
+      std::priority_queue<int32_t, std::vector<int32_t>, std::greater<int32_t>>;
+
+  uint64_t Home(int64_t key) const { return MixKey(static_cast<uint64_t>(key)) & mask_; }
+
+  // Empties bucket `hole`, moving later entries of its probe run back so every entry stays
+  // reachable from its home bucket.
+  void EraseBucket(uint64_t hole) {
+    for (uint64_t b = (hole + 1) & mask_; buckets_[b] >= 0; b = (b + 1) & mask_) {
+      const uint64_t home = Home(keys_[buckets_[b]]);
+      // The entry may move to `hole` unless its home lies cyclically in (hole, b].
+      const bool stays = hole <= b ? (hole < home && home <= b) : (hole < home || home <= b);
+      if (!stays) {
+        buckets_[hole] = buckets_[b];
+        hole = b;
+      }
+    }
+    buckets_[hole] = -1;
+  }
+
+  std::vector<int64_t> keys_;
+  std::vector<uint32_t> counts_;
+  std::vector<int64_t> last_seen_;
+  std::vector<int32_t> prev_, next_;
+  int32_t head_ = -1, tail_ = -1;
+  std::vector<int32_t> buckets_;
+  uint64_t mask_ = 0;
+  FreeEntries free_;
+};
+
+}  // namespace
+
+struct KeyCounts {
+  std::vector<int64_t> keys;
+  std::vector<int64_t> counts;
+};
+
+// One block: its admitted keys (an entry is a slot) and its candidates.
+class DynamicIndex::Block {
+ public:
+  Block(int64_t slots, int64_t candidates) : admitted(slots), candidates(candidates) {}
+
+  KeySet admitted;
+  KeySet candidates;
+};
+
+Status CheckDynamicIndexOptions(const std::string& table, const DynamicIndexOptions& options) {
+  if (options.block_rows.empty()) return TableError(table, "a dynamic table needs a block");
+  for (int64_t rows : options.block_rows) {
+    if (rows < 1 || rows > kMaxBlockEntries) {
+      return TableError(table, "each block of a dynamic table holds 1 to ", kMaxBlockEntries,
+                        " keys, got ", rows);
+    }
+  }
+  if (options.admit_after < 1) {
+    return TableError(table, "admit_after must be >= 1, got ", options.admit_after);
+  }
+  if (options.evict_after_steps < 0) {
+    return TableError(table, "evict_after_steps must be >= 1 (or 0: never), got ",
+                      options.evict_after_steps);
+  }
+  if (options.evict_every_steps < 1) {
+    return TableError(table, "evict_every_steps must be >= 1, got ", options.evict_every_steps);
+  }
+  if (options.candidate_capacity < 0 ||
+      CandidatesPerBlock(options) > kMaxBlockEntries) {
+    return TableError(table, "candidate_capacity must be in [0, ", kMaxBlockEntries,
+                      "] a block, got ", options.candidate_capacity);
+  }
+  if (options.pool_rows < 1) {
+    return TableError(table, "pool_rows must be >= 1, got ", options.pool_rows);
+  }
+  return Status();
+}
+
+DynamicIndex::DynamicIndex(DynamicIndexOptions options) : options_(std::move(options)) {
+  for (int64_t rows : options_.block_rows) {
+    blocks_.push_back(std::make_unique<Block>(rows, CandidatesPerBlock(options_)));
+  }
+}
+
+DynamicIndex::~DynamicIndex() = default;
+
+int64_t DynamicIndex::capacity() const {
+  int64_t rows = 0;
+  for (int64_t block_rows : options_.block_rows) rows += block_rows;
+  return rows;
+}
+
+int DynamicIndex::BlockOf(int64_t key) const {
+  return static_cast<int>((MixKey(static_cast<uint64_t>(key)) >> 32) % blocks_.size());
+}
+
+int64_t DynamicIndex::TableRow(int block, int64_t slot) const {
+  if (options_.strided) return slot * static_cast<int64_t>(blocks_.size()) + block;
+  int64_t offset = 0;
+  for (int b = 0; b < block; ++b) offset += options_.block_rows[b];
+  return offset + slot;
+}
+
+namespace {
+
+// The batch's distinct keys of each block, ascending, with their lookup counts.
+std::vector<KeyCounts> CountKeys(const int64_t* keys, int64_t count,
+                                 const std::function<int(int64_t)>& block_of, size_t blocks) {
+  std::vector<int64_t> sorted(keys, keys + count);
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<KeyCounts> counts(blocks);
+  for (int64_t i = 0; i < count;) {
+    int64_t j = i + 1;
+    while (j < count && sorted[j] == sorted[i]) ++j;
+    KeyCounts& block = counts[block_of(sorted[i])];
+    block.keys.push_back(sorted[i]);
+    block.counts.push_back(j - i);
+    i = j;
+  }
+  return counts;
+}
+
+// Drops the entries of `set` last seen `age` or more steps before `step`; returns how many.
+int64_t DropOlder(KeySet& set, int64_t step, int64_t age) {
+  int64_t dropped = 0;
+  while (set.tail() >= 0 && step - set.last_seen(set.tail()) >= age) {
+    set.Remove(set.tail());
+    ++dropped;
+  }
+  return dropped;
+}
+
+}  // namespace
+
+void DynamicIndex::Lookup(const int64_t* keys, int64_t count, bool training, int64_t* rows,
+                          std::vector<int64_t>* admitted_rows,
+                          std::vector<int64_t>* admitted_pool_rows) {
+  if (training) {
+    ++step_;
+    if (options_.evict_after_steps > 0 && step_ % options_.evict_every_steps == 0) {
+      for (auto& block : blocks_) {
+        evicted_ += DropOlder(block->admitted, step_, options_.evict_after_steps);
+        DropOlder(block->candidates, step_, options_.evict_after_steps);
+      }
+    }
+    const std::vector<KeyCounts> counts =
+        CountKeys(keys, count, [this](int64_t key) { return BlockOf(key); }, blocks_.size());
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+      StepBlock(static_cast<int>(b), counts[b], admitted_rows, admitted_pool_rows);
+    }
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const int block = BlockOf(keys[i]);
+    const int64_t e = blocks_[block]->admitted.Find(keys[i]);
+    rows[i] = e < 0 ? -1 : TableRow(block, e);
+  }
+}
+
+void DynamicIndex::StepBlock(int b, const KeyCounts& batch, std::vector<int64_t>* admitted_rows,
+                             std::vector<int64_t>* admitted_pool_rows) {
+  const int64_t step = step_;
+  KeySet& admitted = blocks_[b]->admitted;
+  KeySet& candidates = blocks_[b]->candidates;
+  // The step's admitted keys are unlinked until the end of the step, so the recency list holds
+  // only keys not looked up in it: its tail is the eviction victim.
+  std::vector<int64_t> seen;  // entries, in ascending key order
+  std::vector<size_t> others;  // positions in `batch` of the keys not admitted
+  for (size_t i = 0; i < batch.keys.size(); ++i) {
+    const int64_t e = admitted.Find(batch.keys[i]);
+    if (e < 0) {
+      others.push_back(i);
+      continue;
+    }
+    admitted.Set(e, admitted.count(e) + batch.counts[i], step);
+    admitted.Unlink(e);
+    seen.push_back(e);
+  }
+  std::vector<int64_t> added;  // entries admitted in this step, in ascending key order
+  for (size_t i : others) {
+    const int64_t key = batch.keys[i];
+    const int64_t c = candidates.Find(key);
+    const int64_t total =
+        std::min(kMaxCount, (c >= 0 ? candidates.count(c) : 0) + batch.counts[i]);
+    if (total >= options_.admit_after) {
+      if (admitted.full() && !options_.refuse_when_full && admitted.tail() >= 0) {
+        admitted.Remove(admitted.tail());
+        ++evicted_;
+      }
+      if (!admitted.full()) {
+        if (c >= 0) candidates.Remove(c);
+        const int64_t e = admitted.Insert(key, total, step);
+        admitted.Unlink(e);
+        added.push_back(e);
+        ++admitted_;
+        admitted_rows->push_back(TableRow(b, e));
+        admitted_pool_rows->push_back(static_cast<int64_t>(
+            MixKey(static_cast<uint64_t>(key)) % static_cast<uint64_t>(options_.pool_rows)));
+        continue;
+      }
+      ++refused_;
+    }
+    if (c >= 0) {
+      candidates.Set(c, total, step);
+      candidates.Unlink(c);
+      candidates.PushFront(c);
+    } else if (candidates.capacity() > 0) {
+      if (candidates.full()) candidates.Remove(candidates.tail());
+      candidates.Insert(key, total, step);
+    }
+  }
+  // Relink the step's keys at the front in ascending key order, so the list stays sorted by
+  // (last_seen, key) from its tail.
+  std::vector<int64_t> step_keys(seen.size() + added.size());
+  std::merge(seen.begin(), seen.end(), added.begin(), added.end(), step_keys.begin(),
+             [&admitted](int64_t x, int64_t y) { return admitted.key(x) < admitted.key(y); });
+  for (int64_t e : step_keys) admitted.PushFront(e);
+}
+
+DynamicIndexStats DynamicIndex::Stats() const {
+  DynamicIndexStats stats;
+  stats.step = step_;
+  for (const auto& block : blocks_) {
+    stats.occupied += block->admitted.size();
+    stats.candidates += block->candidates.size();
+  }
+  stats.admitted = admitted_;
+  stats.evicted = evicted_;
+  stats.refused = refused_;
+  return stats;
+}
+
+void DynamicIndex::Export(std::vector<KeyRecord>* rows, std::vector<KeyRecord>* candidates,
+                          DynamicIndexStats* stats) const {
+  rows->assign(capacity(), KeyRecord{-1, 0, 0});
+  candidates->clear();
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    const KeySet& admitted = blocks_[b]->admitted;
+    for (int64_t e = 0; e < admitted.capacity(); ++e) {
+      if (admitted.key(e) >= 0) {
+        (*rows)[TableRow(static_cast<int>(b), e)] =
+            KeyRecord{admitted.key(e), admitted.count(e), admitted.last_seen(e)};
+      }
+    }
+    const KeySet& block_candidates = blocks_[b]->candidates;
+    std::vector<KeyRecord> records;
+    for (int64_t e = 0; e < block_candidates.capacity(); ++e) {
+      if (block_candidates.key(e) >= 0) {
+        records.push_back(KeyRecord{block_candidates.key(e), block_candidates.count(e),
+                                    block_candidates.last_seen(e)});
+      }
+    }
+    std::sort(records.begin(), records.end(), [](const KeyRecord& x, const KeyRecord& y) {
+      return std::make_pair(x.last_seen, x.key) < std::make_pair(y.last_seen, y.key);
+    });
+    candidates->insert(candidates->end(), records.begin(), records.end());
+  }
+  *stats = Stats();
+}
+
+namespace {
+
+// Links a block's entries at the front in ascending (last_seen, key), as Lookup leaves them.
+void LinkByRecency(KeySet& set, std::vector<int64_t> entries) {
+  std::sort(entries.begin(), entries.end(), [&set](int64_t a, int64_t b) {
+    return std::make_pair(set.last_seen(a), set.key(a)) <
+           std::make_pair(set.last_seen(b), set.key(b));
+  });
+  for (int64_t e : entries) {
+    set.Unlink(e);
+    set.PushFront(e);
+  }
+}
+
+Status CheckRecord(const std::string& table, const char* what, const KeyRecord& record,
+                   int64_t step) {
+  if (record.key < 0 || record.count < 1 || record.count > kMaxCount || record.last_seen < 1 ||
+      record.last_seen > step) {
+    return TableError(table, "the index's ", what, " record (key ", record.key, ", count ",
+                      record.count, ", last step ", record.last_seen,
+                      ") is not valid at step ", step);
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status DynamicIndex::ImportRows(const std::string& table, int b,
+                                const std::vector<KeyRecord>& rows, int64_t step,
+                                Block* block) const {
+  KeySet& admitted = block->admitted;
+  std::vector<int64_t> entries;
+  for (int64_t slot = 0; slot < options_.block_rows[b]; ++slot) {
+    const int64_t table_row = TableRow(b, slot);
+    const KeyRecord& record = rows[table_row];
+    if (record.key == -1) continue;
+    Status status = CheckRecord(table, "row", record, step);
+    if (!status.ok()) return status;
+    if (BlockOf(record.key) != b) {
+      return TableError(table, "key ", record.key, " of the index being restored is in table "
+                        "row ", table_row, ", of block ", b, " of ", blocks_.size(),
+                        ", but belongs to block ", BlockOf(record.key), ": the checkpoint was "
+                        "written with another block layout (block count or partition "
+                        "strategy), which a dynamic table cannot restore onto yet");
+    }
+    if (admitted.Find(record.key) >= 0) {
+      return TableError(table, "key ", record.key, " is in two rows of the index being "
+                        "restored");
+    }
+    // Entries are taken lowest first, so slot `slot` is taken once the slots below it are:
+    // fill the gaps with placeholders (keys < -1), freed below.
+    while (admitted.size() < slot) admitted.Insert(-2 - admitted.size(), 1, 1);
+    admitted.Insert(record.key, record.count, record.last_seen);
+    entries.push_back(slot);
+  }
+  for (int64_t e = 0; e < admitted.capacity(); ++e) {
+    if (admitted.key(e) < -1) admitted.Remove(e);
+  }
+  LinkByRecency(admitted, entries);
+  return Status();
+}
+
+Status DynamicIndex::Import(const std::string& table, const std::vector<KeyRecord>& rows,
+                            const std::vector<KeyRecord>& candidates,
+                            const DynamicIndexStats& stats) {
+  if (static_cast<int64_t>(rows.size()) != capacity()) {
+    return TableError(table, "the index being restored holds ", rows.size(),
+                      " rows, the table ", capacity(), ": restore a dynamic table into one of "
+                      "the same vocabulary_size");
+  }
+  if (stats.step < 0 || stats.admitted < 0 || stats.evicted < 0 || stats.refused < 0) {
+    return TableError(table, "the index being restored has negative counters");
+  }
+  std::vector<std::unique_ptr<Block>> blocks;
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    blocks.push_back(
+        std::make_unique<Block>(options_.block_rows[b], CandidatesPerBlock(options_)));
+    Status status = ImportRows(table, static_cast<int>(b), rows, stats.step, blocks[b].get());
+    if (!status.ok()) return status;
+  }
+  std::vector<std::vector<int64_t>> candidate_entries(blocks.size());
+  for (const KeyRecord& record : candidates) {
+    Status status = CheckRecord(table, "candidate", record, stats.step);
+    if (!status.ok()) return status;
+    const int b = BlockOf(record.key);
+    Block& block = *blocks[b];
+    if (block.admitted.Find(record.key) >= 0 || block.candidates.Find(record.key) >= 0) {
+      return TableError(table, "key ", record.key, " is twice in the index being restored");
+    }
+    if (block.candidates.full()) {
+      return TableError(table, "the index being restored holds more candidates for block ", b,
+                        " than its ", block.candidates.capacity(), " (candidate_capacity ",
+                        options_.candidate_capacity, " over ", blocks.size(), " blocks)");
+    }
+    candidate_entries[b].push_back(
+        block.candidates.Insert(record.key, record.count, record.last_seen));
+  }
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    LinkByRecency(blocks[b]->candidates, candidate_entries[b]);
+  }
+  blocks_ = std::move(blocks);
+  step_ = stats.step;
+  admitted_ = stats.admitted;
+  evicted_ = stats.evicted;
+  refused_ = stats.refused;
+  return Status();
+}
+
+}  // namespace tf_embedding
