@@ -135,6 +135,7 @@ class KeySet {
 struct KeyCounts {
   std::vector<int64_t> keys;
   std::vector<int64_t> counts;
+  std::vector<int64_t> unique;  // each key's index among the batch's distinct keys
 };
 
 // One block: its admitted keys (an entry is a slot) and its candidates.
@@ -176,7 +177,9 @@ Status CheckDynamicIndexOptions(const std::string& table, const DynamicIndexOpti
 }
 
 DynamicIndex::DynamicIndex(DynamicIndexOptions options) : options_(std::move(options)) {
+  offsets_.push_back(0);
   for (int64_t rows : options_.block_rows) {
+    offsets_.push_back(offsets_.back() + rows);
     blocks_.push_back(std::make_unique<Block>(rows, CandidatesPerBlock(options_)));
   }
 }
@@ -195,26 +198,46 @@ int DynamicIndex::BlockOf(int64_t key) const {
 
 int64_t DynamicIndex::TableRow(int block, int64_t slot) const {
   if (options_.strided) return slot * static_cast<int64_t>(blocks_.size()) + block;
-  int64_t offset = 0;
-  for (int b = 0; b < block; ++b) offset += options_.block_rows[b];
-  return offset + slot;
+  return offsets_[block] + slot;
 }
 
 namespace {
 
-// The batch's distinct keys of each block, ascending, with their lookup counts.
+// The batch's distinct keys of each block, ascending, with their lookup counts; `inverse[i]`:
+// the index of lookup i's key among the distinct keys (numbered in order of first lookup).
+// Deduplicated through a hash map of the batch's size, which stays in cache, so only distinct
+// keys are sorted and looked up in the index.
 std::vector<KeyCounts> CountKeys(const int64_t* keys, int64_t count,
-                                 const std::function<int(int64_t)>& block_of, size_t blocks) {
-  std::vector<int64_t> sorted(keys, keys + count);
-  std::sort(sorted.begin(), sorted.end());
+                                 const std::function<int(int64_t)>& block_of, size_t blocks,
+                                 std::vector<int64_t>* inverse) {
+  uint64_t buckets = 2;
+  while (buckets < 2 * static_cast<uint64_t>(count)) buckets *= 2;
+  const uint64_t mask = buckets - 1;
+  std::vector<int32_t> map(buckets, -1);
+  std::vector<int64_t> distinct, lookups;
+  inverse->resize(count);
+  for (int64_t i = 0; i < count; ++i) {
+    uint64_t b = MixKey(static_cast<uint64_t>(keys[i])) & mask;
+    while (map[b] >= 0 && distinct[map[b]] != keys[i]) b = (b + 1) & mask;
+    if (map[b] < 0) {
+      map[b] = static_cast<int32_t>(distinct.size());
+      distinct.push_back(keys[i]);
+      lookups.push_back(0);
+    }
+    ++lookups[map[b]];
+    (*inverse)[i] = map[b];
+  }
+  std::vector<std::vector<int64_t>> members(blocks);
+  for (size_t u = 0; u < distinct.size(); ++u) members[block_of(distinct[u])].push_back(u);
   std::vector<KeyCounts> counts(blocks);
-  for (int64_t i = 0; i < count;) {
-    int64_t j = i + 1;
-    while (j < count && sorted[j] == sorted[i]) ++j;
-    KeyCounts& block = counts[block_of(sorted[i])];
-    block.keys.push_back(sorted[i]);
-    block.counts.push_back(j - i);
-    i = j;
+  for (size_t b = 0; b < blocks; ++b) {
+    std::sort(members[b].begin(), members[b].end(),
+              [&distinct](int64_t x, int64_t y) { return distinct[x] < distinct[y]; });
+    for (int64_t u : members[b]) {
+      counts[b].keys.push_back(distinct[u]);
+      counts[b].counts.push_back(lookups[u]);
+      counts[b].unique.push_back(u);
+    }
   }
   return counts;
 }
@@ -242,22 +265,28 @@ void DynamicIndex::Lookup(const int64_t* keys, int64_t count, bool training, int
         DropOlder(block->candidates, step_, options_.evict_after_steps);
       }
     }
-    const std::vector<KeyCounts> counts =
-        CountKeys(keys, count, [this](int64_t key) { return BlockOf(key); }, blocks_.size());
-    for (size_t b = 0; b < blocks_.size(); ++b) {
-      StepBlock(static_cast<int>(b), counts[b], admitted_rows, admitted_pool_rows);
+  }
+  std::vector<int64_t> inverse;
+  const std::vector<KeyCounts> counts = CountKeys(
+      keys, count, [this](int64_t key) { return BlockOf(key); }, blocks_.size(), &inverse);
+  std::vector<int64_t> unique_rows(count);
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    if (training) {
+      StepBlock(static_cast<int>(b), counts[b], unique_rows.data(), admitted_rows,
+                admitted_pool_rows);
+      continue;
+    }
+    for (size_t i = 0; i < counts[b].keys.size(); ++i) {
+      const int64_t e = blocks_[b]->admitted.Find(counts[b].keys[i]);
+      unique_rows[counts[b].unique[i]] = e < 0 ? -1 : TableRow(static_cast<int>(b), e);
     }
   }
-  for (int64_t i = 0; i < count; ++i) {
-    const int block = BlockOf(keys[i]);
-    const int64_t e = blocks_[block]->admitted.Find(keys[i]);
-    rows[i] = e < 0 ? -1 : TableRow(block, e);
-  }
+  for (int64_t i = 0; i < count; ++i) rows[i] = unique_rows[inverse[i]];
 }
 
-void DynamicIndex::StepBlock(int b, const KeyCounts& batch, std::vector<int64_t>* admitted_rows,
+void DynamicIndex::StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows,
+                             std::vector<int64_t>* admitted_rows,
                              std::vector<int64_t>* admitted_pool_rows) {
-  const int64_t step = step_;
   KeySet& admitted = blocks_[b]->admitted;
   KeySet& candidates = blocks_[b]->candidates;
   // The step's admitted keys are unlinked until the end of the step, so the recency list holds
@@ -270,9 +299,10 @@ void DynamicIndex::StepBlock(int b, const KeyCounts& batch, std::vector<int64_t>
       others.push_back(i);
       continue;
     }
-    admitted.Set(e, admitted.count(e) + batch.counts[i], step);
+    admitted.Set(e, admitted.count(e) + batch.counts[i], step_);
     admitted.Unlink(e);
     seen.push_back(e);
+    unique_rows[batch.unique[i]] = TableRow(b, e);
   }
   std::vector<int64_t> added;  // entries admitted in this step, in ascending key order
   for (size_t i : others) {
@@ -287,10 +317,11 @@ void DynamicIndex::StepBlock(int b, const KeyCounts& batch, std::vector<int64_t>
       }
       if (!admitted.full()) {
         if (c >= 0) candidates.Remove(c);
-        const int64_t e = admitted.Insert(key, total, step);
+        const int64_t e = admitted.Insert(key, total, step_);
         admitted.Unlink(e);
         added.push_back(e);
         ++admitted_;
+        unique_rows[batch.unique[i]] = TableRow(b, e);
         admitted_rows->push_back(TableRow(b, e));
         admitted_pool_rows->push_back(static_cast<int64_t>(
             MixKey(static_cast<uint64_t>(key)) % static_cast<uint64_t>(options_.pool_rows)));
@@ -298,13 +329,14 @@ void DynamicIndex::StepBlock(int b, const KeyCounts& batch, std::vector<int64_t>
       }
       ++refused_;
     }
+    unique_rows[batch.unique[i]] = -1;
     if (c >= 0) {
-      candidates.Set(c, total, step);
+      candidates.Set(c, total, step_);
       candidates.Unlink(c);
       candidates.PushFront(c);
     } else if (candidates.capacity() > 0) {
       if (candidates.full()) candidates.Remove(candidates.tail());
-      candidates.Insert(key, total, step);
+      candidates.Insert(key, total, step_);
     }
   }
   // Relink the step's keys at the front in ascending key order, so the list stays sorted by

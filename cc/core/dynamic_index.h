@@ -108,8 +108,10 @@ class DynamicIndex {
  private:
   class Block;
   int BlockOf(int64_t key) const;
-  // One training step's rules on block `b` for its keys of the batch.
-  void StepBlock(int b, const KeyCounts& batch, std::vector<int64_t>* admitted_rows,
+  // One training step's rules on block `b` for its keys of the batch; each key's table row (or
+  // -1) into unique_rows[its batch-unique index].
+  void StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows,
+                 std::vector<int64_t>* admitted_rows,
                  std::vector<int64_t>* admitted_pool_rows);
   // Block `b`'s exported rows into a new `block`.
   Status ImportRows(const std::string& table, int b, const std::vector<KeyRecord>& rows,
@@ -117,6 +119,7 @@ class DynamicIndex {
   int64_t TableRow(int block, int64_t slot) const;
 
   DynamicIndexOptions options_;
+  std::vector<int64_t> offsets_;  // each block's first table row ('div')
   std::vector<std::unique_ptr<Block>> blocks_;
   int64_t step_ = 0;
   int64_t admitted_ = 0;

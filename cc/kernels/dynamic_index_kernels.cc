@@ -1,6 +1,8 @@
 // The kernels of cc/ops/dynamic_index_ops.cc: validate, then call cc/core/dynamic_index.h
 // under the index's lock.
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +83,9 @@ class DynamicLookupOp : public OpKernel {
     OP_REQUIRES_OK(ctx, CheckRank(table_name_, "", "keys", keys.shape(), 1));
     OP_REQUIRES_OK(ctx, CheckRank(table_name_, "", "training", training.shape(), 0));
     const auto flat_keys = keys.flat<int64_t>();
+    OP_REQUIRES(ctx, flat_keys.size() <= std::numeric_limits<int32_t>::max(),
+                ToAbslStatus(TableError(table_name_, "a batch of ", flat_keys.size(),
+                                        " keys is more than a dynamic table looks up at once")));
     for (int64_t i = 0; i < flat_keys.size(); ++i) {
       OP_REQUIRES(ctx, flat_keys(i) >= 0,
                   ToAbslStatus(TableError(table_name_, "key ", flat_keys(i), " at lookup ", i,
