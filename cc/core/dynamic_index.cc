@@ -3,132 +3,22 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
-#include <queue>
 #include <utility>
 
 #include "cc/core/errors.h"
+#include "cc/core/key_set.h"
 
 namespace tf_embedding {
 namespace {
 
-constexpr int64_t kMaxCount = std::numeric_limits<uint32_t>::max();
 constexpr int64_t kMaxBlockEntries = std::numeric_limits<int32_t>::max();
+// A block's step is one sharding unit, large enough that each block gets a thread of its own.
+constexpr int64_t kBlockStepCost = int64_t{1} << 24;
 
 int64_t CandidatesPerBlock(const DynamicIndexOptions& options) {
   const int64_t blocks = static_cast<int64_t>(options.block_rows.size());
   return (options.candidate_capacity + blocks - 1) / blocks;
 }
-
-// A fixed number of entries holding keys with their count and last step: an open-addressing
-// map from key to entry (linear probing, backward-shift deletion, so no tombstones), a recency
-// list of the entries (front: most recent), and the free entries, lowest first. 40-48 bytes an
-// entry.
-class KeySet {
- public:
-  explicit KeySet(int64_t capacity)
-      : keys_(capacity, -1), counts_(capacity, 0), last_seen_(capacity, 0),
-        prev_(capacity, -1), next_(capacity, -1) {
-    int64_t buckets = 2;
-    while (buckets < 2 * capacity) buckets *= 2;
-    buckets_.assign(buckets, -1);
-    mask_ = static_cast<uint64_t>(buckets - 1);
-    std::vector<int32_t> free(capacity);
-    for (int64_t e = 0; e < capacity; ++e) free[e] = static_cast<int32_t>(e);
-    free_ = FreeEntries(std::greater<int32_t>(), std::move(free));
-  }
-
-  int64_t capacity() const { return static_cast<int64_t>(keys_.size()); }
-  int64_t size() const { return capacity() - static_cast<int64_t>(free_.size()); }
-  bool full() const { return free_.empty(); }
-  int64_t key(int64_t e) const { return keys_[e]; }
-  int64_t count(int64_t e) const { return counts_[e]; }
-  int64_t last_seen(int64_t e) const { return last_seen_[e]; }
-  int64_t tail() const { return tail_; }  // the least recent linked entry, -1 if none
-
-  // The entry of `key`, -1 if absent.
-  int64_t Find(int64_t key) const {
-    for (uint64_t b = Home(key);; b = (b + 1) & mask_) {
-      const int32_t e = buckets_[b];
-      if (e < 0) return -1;
-      if (keys_[e] == key) return e;
-    }
-  }
-
-  // Puts absent `key` in the lowest free entry, linked at the front. REQUIRES: !full().
-  int64_t Insert(int64_t key, int64_t count, int64_t step) {
-    const int32_t e = free_.top();
-    free_.pop();
-    keys_[e] = key;
-    Set(e, count, step);
-    uint64_t b = Home(key);
-    while (buckets_[b] >= 0) b = (b + 1) & mask_;
-    buckets_[b] = e;
-    PushFront(e);
-    return e;
-  }
-
-  // Frees entry `e` (linked or not).
-  void Remove(int64_t e) {
-    if (prev_[e] >= 0 || next_[e] >= 0 || head_ == e) Unlink(e);
-    uint64_t b = Home(keys_[e]);
-    while (buckets_[b] != e) b = (b + 1) & mask_;
-    EraseBucket(b);
-    keys_[e] = -1;
-    counts_[e] = 0;
-    last_seen_[e] = 0;
-    free_.push(static_cast<int32_t>(e));
-  }
-
-  void Set(int64_t e, int64_t count, int64_t step) {
-    counts_[e] = static_cast<uint32_t>(std::min(count, kMaxCount));
-    last_seen_[e] = step;
-  }
-
-  void Unlink(int64_t e) {
-    const int32_t p = prev_[e], n = next_[e];
-    (p >= 0 ? next_[p] : head_) = n;
-    (n >= 0 ? prev_[n] : tail_) = p;
-    prev_[e] = next_[e] = -1;
-  }
-
-  // Links an unlinked entry at the front.
-  void PushFront(int64_t e) {
-    next_[e] = head_;
-    prev_[e] = -1;
-    (head_ >= 0 ? prev_[head_] : tail_) = static_cast<int32_t>(e);
-    head_ = static_cast<int32_t>(e);
-  }
-
- private:
-  using FreeEntries =
-      std::priority_queue<int32_t, std::vector<int32_t>, std::greater<int32_t>>;
-
-  uint64_t Home(int64_t key) const { return MixKey(static_cast<uint64_t>(key)) & mask_; }
-
-  // Empties bucket `hole`, moving later entries of its probe run back so every entry stays
-  // reachable from its home bucket.
-  void EraseBucket(uint64_t hole) {
-    for (uint64_t b = (hole + 1) & mask_; buckets_[b] >= 0; b = (b + 1) & mask_) {
-      const uint64_t home = Home(keys_[buckets_[b]]);
-      // The entry may move to `hole` unless its home lies cyclically in (hole, b].
-      const bool stays = hole <= b ? (hole < home && home <= b) : (hole < home || home <= b);
-      if (!stays) {
-        buckets_[hole] = buckets_[b];
-        hole = b;
-      }
-    }
-    buckets_[hole] = -1;
-  }
-
-  std::vector<int64_t> keys_;
-  std::vector<uint32_t> counts_;
-  std::vector<int64_t> last_seen_;
-  std::vector<int32_t> prev_, next_;
-  int32_t head_ = -1, tail_ = -1;
-  std::vector<int32_t> buckets_;
-  uint64_t mask_ = 0;
-  FreeEntries free_;
-};
 
 }  // namespace
 
@@ -145,6 +35,9 @@ class DynamicIndex::Block {
 
   KeySet admitted;
   KeySet candidates;
+  // Since the index was made or restored; one step's admitted rows, in ascending key order.
+  int64_t admitted_count = 0, evicted_count = 0, refused_count = 0;
+  std::vector<int64_t> admitted_rows, admitted_pool_rows;
 };
 
 Status CheckDynamicIndexOptions(const std::string& table, const DynamicIndexOptions& options) {
@@ -242,6 +135,19 @@ std::vector<KeyCounts> CountKeys(const int64_t* keys, int64_t count,
   return counts;
 }
 
+// Records a key not admitted as a candidate (entry `c` if it is one), making room by dropping
+// the least recent candidate when the candidates are full.
+void KeepCandidate(KeySet& candidates, int64_t c, int64_t key, int64_t count, int64_t step) {
+  if (c >= 0) {
+    candidates.Set(c, count, step);
+    candidates.Unlink(c);
+    candidates.PushFront(c);
+  } else if (candidates.capacity() > 0) {
+    if (candidates.full()) candidates.Remove(candidates.tail());
+    candidates.Insert(key, count, step);
+  }
+}
+
 // Drops the entries of `set` last seen `age` or more steps before `step`; returns how many.
 int64_t DropOlder(KeySet& set, int64_t step, int64_t age) {
   int64_t dropped = 0;
@@ -254,41 +160,50 @@ int64_t DropOlder(KeySet& set, int64_t step, int64_t age) {
 
 }  // namespace
 
-void DynamicIndex::Lookup(const int64_t* keys, int64_t count, bool training, int64_t* rows,
+void DynamicIndex::Lookup(const int64_t* keys, int64_t count, bool training,
+                          const Sharder& sharder, int64_t* rows,
                           std::vector<int64_t>* admitted_rows,
                           std::vector<int64_t>* admitted_pool_rows) {
-  if (training) {
-    ++step_;
-    if (options_.evict_after_steps > 0 && step_ % options_.evict_every_steps == 0) {
-      for (auto& block : blocks_) {
-        evicted_ += DropOlder(block->admitted, step_, options_.evict_after_steps);
-        DropOlder(block->candidates, step_, options_.evict_after_steps);
-      }
-    }
-  }
+  if (training) ++step_;
   std::vector<int64_t> inverse;
   const std::vector<KeyCounts> counts = CountKeys(
       keys, count, [this](int64_t key) { return BlockOf(key); }, blocks_.size(), &inverse);
   std::vector<int64_t> unique_rows(count);
-  for (size_t b = 0; b < blocks_.size(); ++b) {
-    if (training) {
-      StepBlock(static_cast<int>(b), counts[b], unique_rows.data(), admitted_rows,
-                admitted_pool_rows);
-      continue;
+  // Blocks are independent: each writes only its own state and its keys' unique_rows.
+  const int64_t blocks = static_cast<int64_t>(blocks_.size());
+  sharder(blocks, kBlockStepCost, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const KeyCounts& batch = counts[b];
+      if (training) {
+        StepBlock(static_cast<int>(b), batch, unique_rows.data());
+        continue;
+      }
+      for (size_t i = 0; i < batch.keys.size(); ++i) {
+        const int64_t e = blocks_[b]->admitted.Find(batch.keys[i]);
+        unique_rows[batch.unique[i]] = e < 0 ? -1 : TableRow(static_cast<int>(b), e);
+      }
     }
-    for (size_t i = 0; i < counts[b].keys.size(); ++i) {
-      const int64_t e = blocks_[b]->admitted.Find(counts[b].keys[i]);
-      unique_rows[counts[b].unique[i]] = e < 0 ? -1 : TableRow(static_cast<int>(b), e);
-    }
-  }
+  });
   for (int64_t i = 0; i < count; ++i) rows[i] = unique_rows[inverse[i]];
+  if (!training) return;
+  for (const auto& block : blocks_) {
+    admitted_rows->insert(admitted_rows->end(), block->admitted_rows.begin(),
+                          block->admitted_rows.end());
+    admitted_pool_rows->insert(admitted_pool_rows->end(), block->admitted_pool_rows.begin(),
+                               block->admitted_pool_rows.end());
+  }
 }
 
-void DynamicIndex::StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows,
-                             std::vector<int64_t>* admitted_rows,
-                             std::vector<int64_t>* admitted_pool_rows) {
-  KeySet& admitted = blocks_[b]->admitted;
-  KeySet& candidates = blocks_[b]->candidates;
+void DynamicIndex::StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows) {
+  Block& block = *blocks_[b];
+  KeySet& admitted = block.admitted;
+  KeySet& candidates = block.candidates;
+  block.admitted_rows.clear();
+  block.admitted_pool_rows.clear();
+  if (options_.evict_after_steps > 0 && step_ % options_.evict_every_steps == 0) {
+    block.evicted_count += DropOlder(admitted, step_, options_.evict_after_steps);
+    DropOlder(candidates, step_, options_.evict_after_steps);
+  }
   // The step's admitted keys are unlinked until the end of the step, so the recency list holds
   // only keys not looked up in it: its tail is the eviction victim.
   std::vector<int64_t> seen;  // entries, in ascending key order
@@ -309,35 +224,28 @@ void DynamicIndex::StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows
     const int64_t key = batch.keys[i];
     const int64_t c = candidates.Find(key);
     const int64_t total =
-        std::min(kMaxCount, (c >= 0 ? candidates.count(c) : 0) + batch.counts[i]);
+        std::min(kMaxKeyCount, (c >= 0 ? candidates.count(c) : 0) + batch.counts[i]);
     if (total >= options_.admit_after) {
       if (admitted.full() && !options_.refuse_when_full && admitted.tail() >= 0) {
         admitted.Remove(admitted.tail());
-        ++evicted_;
+        ++block.evicted_count;
       }
       if (!admitted.full()) {
         if (c >= 0) candidates.Remove(c);
         const int64_t e = admitted.Insert(key, total, step_);
         admitted.Unlink(e);
         added.push_back(e);
-        ++admitted_;
+        ++block.admitted_count;
         unique_rows[batch.unique[i]] = TableRow(b, e);
-        admitted_rows->push_back(TableRow(b, e));
-        admitted_pool_rows->push_back(static_cast<int64_t>(
+        block.admitted_rows.push_back(TableRow(b, e));
+        block.admitted_pool_rows.push_back(static_cast<int64_t>(
             MixKey(static_cast<uint64_t>(key)) % static_cast<uint64_t>(options_.pool_rows)));
         continue;
       }
-      ++refused_;
+      ++block.refused_count;
     }
     unique_rows[batch.unique[i]] = -1;
-    if (c >= 0) {
-      candidates.Set(c, total, step_);
-      candidates.Unlink(c);
-      candidates.PushFront(c);
-    } else if (candidates.capacity() > 0) {
-      if (candidates.full()) candidates.Remove(candidates.tail());
-      candidates.Insert(key, total, step_);
-    }
+    KeepCandidate(candidates, c, key, total, step_);
   }
   // Relink the step's keys at the front in ascending key order, so the list stays sorted by
   // (last_seen, key) from its tail.
@@ -357,6 +265,11 @@ DynamicIndexStats DynamicIndex::Stats() const {
   stats.admitted = admitted_;
   stats.evicted = evicted_;
   stats.refused = refused_;
+  for (const auto& block : blocks_) {
+    stats.admitted += block->admitted_count;
+    stats.evicted += block->evicted_count;
+    stats.refused += block->refused_count;
+  }
   return stats;
 }
 
@@ -404,7 +317,7 @@ void LinkByRecency(KeySet& set, std::vector<int64_t> entries) {
 
 Status CheckRecord(const std::string& table, const char* what, const KeyRecord& record,
                    int64_t step) {
-  if (record.key < 0 || record.count < 1 || record.count > kMaxCount || record.last_seen < 1 ||
+  if (record.key < 0 || record.count < 1 || record.count > kMaxKeyCount || record.last_seen < 1 ||
       record.last_seen > step) {
     return TableError(table, "the index's ", what, " record (key ", record.key, ", count ",
                       record.count, ", last step ", record.last_seen,

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "cc/core/parallel_steps.h"
 #include "cc/core/status.h"
 
 namespace tf_embedding {
@@ -89,9 +90,10 @@ class DynamicIndex {
   // One batch's keys (each >= 0; the caller rejects others) -> each key's table row, -1 if it
   // has none. With `training`, first runs the step's rules and appends the table rows of the
   // keys admitted in it to `admitted_rows` (ascending key order per block, blocks in order),
-  // their pool rows to `admitted_pool_rows`.
-  void Lookup(const int64_t* keys, int64_t count, bool training, int64_t* rows,
-              std::vector<int64_t>* admitted_rows, std::vector<int64_t>* admitted_pool_rows);
+  // their pool rows to `admitted_pool_rows`. Blocks run in parallel on `sharder`.
+  void Lookup(const int64_t* keys, int64_t count, bool training, const Sharder& sharder,
+              int64_t* rows, std::vector<int64_t>* admitted_rows,
+              std::vector<int64_t>* admitted_pool_rows);
 
   DynamicIndexStats Stats() const;
 
@@ -109,10 +111,8 @@ class DynamicIndex {
   class Block;
   int BlockOf(int64_t key) const;
   // One training step's rules on block `b` for its keys of the batch; each key's table row (or
-  // -1) into unique_rows[its batch-unique index].
-  void StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows,
-                 std::vector<int64_t>* admitted_rows,
-                 std::vector<int64_t>* admitted_pool_rows);
+  // -1) into unique_rows[its batch-unique index], the admitted keys' rows into the block's.
+  void StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows);
   // Block `b`'s exported rows into a new `block`.
   Status ImportRows(const std::string& table, int b, const std::vector<KeyRecord>& rows,
                     int64_t step, Block* block) const;
@@ -122,6 +122,7 @@ class DynamicIndex {
   std::vector<int64_t> offsets_;  // each block's first table row ('div')
   std::vector<std::unique_ptr<Block>> blocks_;
   int64_t step_ = 0;
+  // The restored stats' totals; the blocks count since.
   int64_t admitted_ = 0;
   int64_t evicted_ = 0;
   int64_t refused_ = 0;

@@ -8,12 +8,16 @@
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "cc/core/testing.h"
 
 namespace tf_embedding {
 namespace {
+
+// Runs every block on the calling thread.
+void Serial(int64_t units, int64_t, const ShardFunction& function) { function(0, units); }
 
 DynamicIndexOptions ChurnOptions() {
   DynamicIndexOptions options;
@@ -53,12 +57,12 @@ TFE_TEST(KeyMapAgreesWithExportThroughChurn) {
       seen.insert(key);
     }
     std::vector<int64_t> rows(keys.size()), admitted, pool;
-    index.Lookup(keys.data(), static_cast<int64_t>(keys.size()), true, rows.data(), &admitted,
-                 &pool);
+    index.Lookup(keys.data(), static_cast<int64_t>(keys.size()), true, Serial, rows.data(),
+                 &admitted, &pool);
     const std::map<int64_t, int64_t> key_rows = ExportedRows(index);
     std::vector<int64_t> all(seen.begin(), seen.end()), all_rows(all.size());
     const DynamicIndexStats before = index.Stats();
-    index.Lookup(all.data(), static_cast<int64_t>(all.size()), false, all_rows.data(),
+    index.Lookup(all.data(), static_cast<int64_t>(all.size()), false, Serial, all_rows.data(),
                  &admitted, &pool);
     for (size_t i = 0; i < all.size(); ++i) {
       const auto found = key_rows.find(all[i]);
@@ -77,7 +81,7 @@ TFE_TEST(ImportRebuildsTheSameIndex) {
   std::vector<int64_t> keys(50), rows_first(50), rows_second(50), admitted, pool;
   for (int step = 0; step < 40; ++step) {
     for (int64_t& key : keys) key = static_cast<int64_t>(random() % 200);
-    first.Lookup(keys.data(), 50, true, rows_first.data(), &admitted, &pool);
+    first.Lookup(keys.data(), 50, true, Serial, rows_first.data(), &admitted, &pool);
   }
   std::vector<KeyRecord> rows, candidates;
   DynamicIndexStats stats;
@@ -85,10 +89,35 @@ TFE_TEST(ImportRebuildsTheSameIndex) {
   TFE_ASSERT_OK(second.Import("t", rows, candidates, stats));
   for (int step = 0; step < 40; ++step) {
     for (int64_t& key : keys) key = static_cast<int64_t>(random() % 200);
-    first.Lookup(keys.data(), 50, true, rows_first.data(), &admitted, &pool);
-    second.Lookup(keys.data(), 50, true, rows_second.data(), &admitted, &pool);
+    first.Lookup(keys.data(), 50, true, Serial, rows_first.data(), &admitted, &pool);
+    second.Lookup(keys.data(), 50, true, Serial, rows_second.data(), &admitted, &pool);
     TFE_EXPECT_EQ(rows_first, rows_second);
   }
+}
+
+// Runs each block on a thread of its own.
+void Threaded(int64_t units, int64_t, const ShardFunction& function) {
+  std::vector<std::thread> threads;
+  for (int64_t unit = 0; unit < units; ++unit) threads.emplace_back(function, unit, unit + 1);
+  for (std::thread& thread : threads) thread.join();
+}
+
+TFE_TEST(BlocksOnThreadsGiveTheSerialResult) {
+  DynamicIndex serial(ChurnOptions()), threaded(ChurnOptions());
+  std::mt19937_64 random(5);
+  std::vector<int64_t> keys(80), rows_serial(80), rows_threaded(80);
+  for (int step = 0; step < 60; ++step) {
+    for (int64_t& key : keys) key = static_cast<int64_t>(random() % 300);
+    std::vector<int64_t> admitted_serial, pool_serial, admitted_threaded, pool_threaded;
+    serial.Lookup(keys.data(), 80, true, Serial, rows_serial.data(), &admitted_serial,
+                  &pool_serial);
+    threaded.Lookup(keys.data(), 80, true, Threaded, rows_threaded.data(), &admitted_threaded,
+                    &pool_threaded);
+    TFE_EXPECT_EQ(rows_threaded, rows_serial);
+    TFE_EXPECT_EQ(admitted_threaded, admitted_serial);
+    TFE_EXPECT_EQ(pool_threaded, pool_serial);
+  }
+  TFE_EXPECT_EQ(threaded.Stats().evicted, serial.Stats().evicted);
 }
 
 TFE_TEST(RejectsBadOptions) {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "cc/core/dynamic_index.h"
 #include "cc/core/errors.h"
+#include "cc/kernels/row_sharding.h"
 #include "cc/kernels/shape_checks.h"
 #include "cc/kernels/tf_status.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -99,7 +100,8 @@ class DynamicLookupOp : public OpKernel {
     {
       absl::MutexLock lock(&index->mu);
       index->index.Lookup(flat_keys.data(), flat_keys.size(), training.scalar<bool>()(),
-                          rows->flat<int64_t>().data(), &admitted_rows, &admitted_pool_rows);
+                          IntraOpSharder(ctx), rows->flat<int64_t>().data(), &admitted_rows,
+                          &admitted_pool_rows);
     }
     OP_REQUIRES_OK(ctx, OutputVector(ctx, 1, admitted_rows));
     OP_REQUIRES_OK(ctx, OutputVector(ctx, 2, admitted_pool_rows));
