@@ -2,7 +2,8 @@
 # Coverage-guided fuzzing of cc/core with libFuzzer, under AddressSanitizer and UBSan: every
 # entry point that reads user data (tools/fuzz_core/*_fuzzer.cc: the CSR conversion with the
 # direct sparse lookup, the lookup, gradient grouping with every optimizer update, the
-# deduplication by shard), each for SECONDS (default 30), or RUNS executions if set.
+# deduplication by shard, the dynamic tables' key index), each for SECONDS (default 30), or
+# RUNS executions if set.
 #
 #   tools/fuzz_core.sh            # about 30 s per target, as CI runs it
 #   RUNS=1000000 tools/fuzz_core.sh
