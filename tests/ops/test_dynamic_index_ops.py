@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from helpers.dynamic_index_model import IndexModel, Options, mix_key
+from helpers.fuzz_settings import fuzz_settings
 from tf_embedding import ops
 
 pytestmark = pytest.mark.unit
@@ -138,7 +139,7 @@ def test_works_inside_tf_function():
         assert step(tf.constant(keys, tf.int64)).numpy().tolist() == model.lookup(keys, True)[0]
 
 
-@hypothesis.settings(max_examples=40, deadline=None)
+@fuzz_settings(40)
 @hypothesis.given(
     block_rows=st.lists(st.integers(1, 5), min_size=1, max_size=3),
     strided=st.booleans(), admit_after=st.integers(1, 3),
