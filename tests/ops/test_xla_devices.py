@@ -19,9 +19,11 @@ pytestmark = pytest.mark.integration
 # run in the job's tf.data pipeline); TfeCheckQueueSizes checks the engine's queues, which
 # compiled functions do not use; TfeFeaturesCheck runs only in a MultiWorkerMirroredStrategy
 # step, whose collectives XLA cannot compile either; TfeAssignRows and TfeRestoreRows make a block
-# when it is created, outside any step.
+# when it is created, outside any step; the dynamic index's ops are stateful resource ops whose
+# outputs' sizes depend on the keys (a dynamic table's step is not compiled).
 WITHOUT_XLA_KERNEL = {"TfeCsrDedup", "TfeCheckQueueSizes", "TfeSyntheticFeature", "TfeDecodeTsv",
-                      "TfeFeaturesCheck", "TfeAssignRows", "TfeRestoreRows"}
+                      "TfeFeaturesCheck", "TfeAssignRows", "TfeRestoreRows", "TfeDynamicIndex",
+                      "TfeDynamicLookup", "TfeDynamicIndexExport", "TfeDynamicIndexImport"}
 
 # Prints, per tf_embedding op, the devices of its kernels, after loading the op library (an
 # eager lookup) and compiling a function, in the order ORDER (defined before it) gives.
