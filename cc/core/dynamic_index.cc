@@ -7,6 +7,7 @@
 
 #include "cc/core/errors.h"
 #include "cc/core/key_set.h"
+#include "cc/core/range_checks.h"
 
 namespace tf_embedding {
 namespace {
@@ -67,6 +68,18 @@ Status CheckDynamicIndexOptions(const std::string& table, const DynamicIndexOpti
     return TableError(table, "pool_rows must be >= 1, got ", options.pool_rows);
   }
   return Status();
+}
+
+Status CheckDynamicKeys(const std::string& table, const int64_t* keys, int64_t count) {
+  if (count > std::numeric_limits<int32_t>::max()) {
+    return TableError(table, count, " keys are too many for one lookup of a dynamic table");
+  }
+  if (AllInRange(keys, count, uint64_t{1} << 63)) return Status();
+  for (int64_t i = 0;; ++i) {
+    if (keys[i] < 0) {
+      return TableError(table, IdOutOfRange(keys[i], LookupName(i), /*vocabulary_size=*/-1));
+    }
+  }
 }
 
 DynamicIndex::DynamicIndex(DynamicIndexOptions options) : options_(std::move(options)) {

@@ -57,6 +57,10 @@ struct DynamicIndexOptions {
 // Validates the options; the message names `table`.
 Status CheckDynamicIndexOptions(const std::string& table, const DynamicIndexOptions& options);
 
+// Fails unless a batch of `count` keys can be looked up: at most 2^31 - 1 of them, none negative
+// (the ids' wording of every op); the message names `table`.
+Status CheckDynamicKeys(const std::string& table, const int64_t* keys, int64_t count);
+
 // Cumulative counts, and the current occupancy.
 struct DynamicIndexStats {
   int64_t step = 0;

@@ -2,7 +2,6 @@
 // under the index's lock.
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,14 +83,8 @@ class DynamicLookupOp : public OpKernel {
     OP_REQUIRES_OK(ctx, CheckRank(table_name_, "", "keys", keys.shape(), 1));
     OP_REQUIRES_OK(ctx, CheckRank(table_name_, "", "training", training.shape(), 0));
     const auto flat_keys = keys.flat<int64_t>();
-    OP_REQUIRES(ctx, flat_keys.size() <= std::numeric_limits<int32_t>::max(),
-                ToAbslStatus(TableError(table_name_, "a batch of ", flat_keys.size(),
-                                        " keys is more than a dynamic table looks up at once")));
-    for (int64_t i = 0; i < flat_keys.size(); ++i) {
-      OP_REQUIRES(ctx, flat_keys(i) >= 0,
-                  ToAbslStatus(TableError(table_name_, "key ", flat_keys(i), " at lookup ", i,
-                                          " is negative: a dynamic table's keys are >= 0")));
-    }
+    OP_REQUIRES_OK(ctx, ToAbslStatus(CheckDynamicKeys(table_name_, flat_keys.data(),
+                                                      flat_keys.size())));
     tensorflow::core::RefCountPtr<DynamicIndexResource> index;
     OP_REQUIRES_OK(ctx, LookupIndex(ctx, &index));
     Tensor* rows = nullptr;

@@ -116,7 +116,7 @@ def test_import_of_another_layout_fails_and_changes_nothing():
 
 def test_bad_keys_and_options_are_named():
     with pytest.raises(tf.errors.InvalidArgumentError,
-                       match="Table 'items': key -3 at lookup 1 is negative"):
+                       match="Table 'items': id -3 at lookup 1 is negative"):
         lookup(make_index(Options([4])), [1, -3], True)
     for options, message in [(Options([4], admit_after=0), "admit_after must be >= 1"),
                              (Options([0]), "each block of a dynamic table holds 1 to"),

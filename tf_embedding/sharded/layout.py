@@ -222,9 +222,8 @@ class ShardLayout:
                         for window in windows)
             else:
                 return None
-        if rows.step == 1:
-            return (read(window.start, window.stop) for window in windows)
-        # Each window's consecutive table rows, strided to the block's.
+        # Each window's consecutive table rows, strided to the block's ('div': all of them; TF
+        # forwards an identity slice without a copy).
         return (read(window.start, window[-1] + 1)[::rows.step] for window in windows)
 
     def initial_block_value(self, initializer: Callable[..., Any], shape: tuple[int, int],
