@@ -158,3 +158,26 @@ def test_property_matches_replay(block_rows, strided, admit_after, evict_after_s
     for keys, training in batches:
         assert lookup(index, keys, training) == model.lookup(keys, training)
     assert_same_state(index, model)
+
+
+def test_invalid_imports_are_named_and_change_nothing():
+    index = make_index(Options([4], candidate_capacity=1))
+    lookup(index, [3], True)
+    good = ops.dynamic_index_export(index)
+    row_of_3 = int(np.flatnonzero(good.row_records.numpy()[:, 0] == 3)[0])
+    twice = good.row_records.numpy().copy()
+    twice[(row_of_3 + 1) % 4] = twice[row_of_3]
+    cases = [
+        (good._replace(stats=tf.zeros([5], tf.int64)), "stats must have shape \\[6\\]"),
+        (good._replace(row_records=tf.zeros([4, 2], tf.int64)), "row_records must have shape"),
+        (good._replace(row_records=tf.constant(twice)), "key 3 is in two rows"),
+        (good._replace(candidate_records=tf.constant([[7, 0, 1]], tf.int64)),
+         "candidate record \\(key 7, count 0, last step 1\\) is not valid at step 1"),
+        (good._replace(candidate_records=tf.constant([[7, 1, 1], [9, 1, 1]], tf.int64)),
+         "more candidates for block 0 than its 1"),
+    ]
+    for state, message in cases:
+        with pytest.raises(tf.errors.InvalidArgumentError, match=f"Table 'items': .*{message}"):
+            ops.dynamic_index_import(index, state, "items")
+        for a, b in zip(good, ops.dynamic_index_export(index)):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
