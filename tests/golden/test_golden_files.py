@@ -98,6 +98,13 @@ def _assert_equal(actual: dict, expected: dict, what: str) -> None:
         np.testing.assert_array_equal(actual[key], value, err_msg=f"{what}: {key}")
 
 
+def _assert_close(actual, expected, what: str) -> None:
+    """Values computed by TF's dense layers: their matmul's bits depend on the machine's vector
+    ISA and oneDNN's kernels (DESIGN.md's determinism promise covers this package's kernels),
+    so a file written on one machine is read on another up to float rounding."""
+    np.testing.assert_allclose(actual, expected, rtol=1e-6, atol=1e-6, err_msg=what)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_golden_checkpoint_holds_what_the_generator_wrote(kind, expected, manifest):
     entry = manifest["checkpoints"][kind]
@@ -155,8 +162,8 @@ def _load_keras_file():
 def test_the_keras_file_loads_with_its_state_and_predictions(expected):
     model = _load_keras_file()
     _assert_equal(fx.keras_state(model), _section(expected, "keras/state/"), "layer state")
-    np.testing.assert_array_equal(model.predict(fx.keras_features(2), verbose=0),
-                                  expected["keras/predict"])
+    _assert_close(model.predict(fx.keras_features(2), verbose=0), expected["keras/predict"],
+                  "predictions")
 
 
 @keras3_only
@@ -166,10 +173,14 @@ def test_the_keras_file_trains_on_as_the_saved_model_did(expected):
     model = _load_keras_file()
     model.fit(fx.keras_features(2), fx.keras_labels(2), batch_size=fx.BATCH, epochs=1,
               verbose=0, shuffle=False)
-    _assert_equal(fx.keras_state(model), _section(expected, "keras/after_step/state/"),
-                  "layer state after a step")
-    np.testing.assert_array_equal(model.predict(fx.keras_features(2), verbose=0),
-                                  expected["keras/after_step/predict"])
+    # The step's gradients pass through the model's dense layers: close, not bit-identical.
+    state = fx.keras_state(model)
+    after_step = _section(expected, "keras/after_step/state/")
+    assert sorted(state) == sorted(after_step)
+    for key, value in after_step.items():
+        _assert_close(state[key], value, f"layer state after a step: {key}")
+    _assert_close(model.predict(fx.keras_features(2), verbose=0),
+                  expected["keras/after_step/predict"], "predictions after a step")
 
 
 @keras3_only
