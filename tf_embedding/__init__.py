@@ -16,6 +16,8 @@ The root holds the public API; each package's `__init__.py` docstring is that pa
   the Keras layers' `get_config` stores); `argument_checks`: the rules, stricter than TF's, of
   the configs' and embedding classes' arguments, each defined once.
 * `optimizers/`: the embedding optimizers, each described once.
+* `dynamic_vocabulary`: (not in TF) `DynamicVocabulary`, a table whose rows go to ids as
+  they arrive (`TableConfig(dynamic=...)`).
 * `sharding_plan`: (not in TF, so not in this namespace, which mirrors TF's) `ShardingPlan`
   and `TableSharding`, how each table of `TPUEmbedding` is split and where it lives;
   `sharded/planning/planner.py`'s `plan_sharding` makes one.
@@ -47,6 +49,7 @@ _PUBLIC_NAMES = {
     "Adagrad": "tf_embedding.optimizers",
     "AdagradMomentum": "tf_embedding.optimizers",
     "Adam": "tf_embedding.optimizers",
+    "DynamicVocabulary": "tf_embedding.dynamic_vocabulary",
     "FTRL": "tf_embedding.optimizers",
     "FeatureConfig": "tf_embedding.config",
     "QuantizationConfig": "tf_embedding.config",
@@ -62,6 +65,7 @@ _PUBLIC_NAMES = {
 __all__ = sorted(_PUBLIC_NAMES)
 
 if TYPE_CHECKING:
+    from tf_embedding.dynamic_vocabulary import DynamicVocabulary
     from tf_embedding.config import FeatureConfig, QuantizationConfig, RowIdInitializer, TableConfig
     from tf_embedding.optimizers import FTRL, SGD, Adagrad, AdagradMomentum, Adam
     from tf_embedding.replicated import TPUEmbeddingV0

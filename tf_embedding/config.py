@@ -17,6 +17,7 @@ from tensorflow.python.ops import init_ops_v2
 
 from tf_embedding import argument_checks as checks
 from tf_embedding.combiners import COMBINERS
+from tf_embedding.dynamic_vocabulary import DynamicVocabulary
 
 
 def _default_initializer(dim: int) -> init_ops_v2.TruncatedNormal:
@@ -154,11 +155,15 @@ class TableConfig:
         quantization_config: Optional[QuantizationConfig] = None,
         layout: Optional[Any] = None,
         dtype: tf.dtypes.DType = tf.float32,
+        dynamic: Optional[DynamicVocabulary] = None,
     ):
         """Validates in TensorFlow's order (its messages), then what TF lets through
         (argument_checks): bools as sizes, an initializer not callable as (shape, dtype=...), an
         optimizer class or number, a name that is no non-empty string, a quantization config
-        or layout of another type."""
+        or layout of another type.
+
+        `dynamic` (not in TF): a `DynamicVocabulary`, which makes `vocabulary_size` the
+        table's capacity and its ids any int64 >= 0 (tf_embedding/dynamic_vocabulary.py)."""
         if not isinstance(vocabulary_size, int) or vocabulary_size < 1:
             raise ValueError(
                 f"Argument `vocabulary_size` must be an int and must be >= 1. "
@@ -188,6 +193,9 @@ class TableConfig:
 
         _check_table_arguments(vocabulary_size, dim, initializer, optimizer, name,
                                quantization_config, layout)
+        if dynamic is not None and not isinstance(dynamic, DynamicVocabulary):
+            checks.refuse("TableConfig", "dynamic", dynamic,
+                          "None or a tf_embedding.DynamicVocabulary(...)", TypeError)
 
         self.vocabulary_size = vocabulary_size
         self.dim = dim
@@ -198,6 +206,7 @@ class TableConfig:
         self.quantization_config = quantization_config
         self.layout = layout
         self.dtype = dtype
+        self.dynamic = dynamic
 
     def __repr__(self) -> str:
         initializer = self.initializer
@@ -206,7 +215,7 @@ class TableConfig:
         return ("TableConfig(vocabulary_size={vocabulary_size!r}, dim={dim!r}, "
                 "initializer={initializer!r}, optimizer={optimizer!r}, "
                 "combiner={combiner!r}, name={name!r}, "
-                "quantization_config={quantization!r})".format(
+                "quantization_config={quantization!r}{dynamic})".format(
                     vocabulary_size=self.vocabulary_size,
                     dim=self.dim,
                     initializer=initializer,
@@ -214,6 +223,7 @@ class TableConfig:
                     combiner=self.combiner,
                     name=self.name,
                     quantization=self.quantization_config,
+                    dynamic="" if self.dynamic is None else f", dynamic={self.dynamic!r}",
                 ))
 
 

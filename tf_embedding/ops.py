@@ -78,6 +78,13 @@ def assign_rows(table_variable, first_row, rows, table_name: str | None = None):
         table_name=_table_name(table_variable, table_name))
 
 
+def reset_rows(table_variable, rows, source, source_rows, table_name: str | None = None):
+    """table[rows[i]] = source[source_rows[i]], written in place as `assign_rows` writes."""
+    return _loader.load_ops().tfe_reset_rows(
+        table=table_variable.handle, rows=rows, source=source, source_rows=source_rows,
+        table_name=_table_name(table_variable, table_name))
+
+
 def restore_rows(prefix, tensor_name, first_row, num_rows, table_name: str = "table"):
     """Rows [first_row, first_row + num_rows) of the float32 matrix `tensor_name` in the
     checkpoint `prefix`, reading only those rows (TF's reader reads whole stored slices)."""
@@ -441,55 +448,3 @@ def check_queue_sizes(queue_refs: Sequence[tf.Tensor], min_size: int, max_size: 
     from `min_size` to `max_size` (`TfeCheckQueueSizes`; it never blocks)."""
     return _loader.load_ops().tfe_check_queue_sizes(
         queues=list(queue_refs), min_size=min_size, max_size=max_size, message=message)
-
-
-class DynamicLookup(NamedTuple):
-    """A dynamic table's index read for one batch (`dynamic_lookup`)."""
-
-    rows: tf.Tensor  # int64 [n]: each key's table row, -1 for a key with none
-    admitted_rows: tf.Tensor  # int64 [a]: rows of the keys admitted in this step
-    admitted_pool_rows: tf.Tensor  # int64 [a]: the pool rows their values start as
-
-
-class DynamicIndexState(NamedTuple):
-    """A dynamic table's index, whole (`dynamic_index_export`): [n, 3] int64 records (key,
-    count, last step) of each table row (key -1: free) and of the candidates, and the stats
-    [step, occupied, candidates, admitted, evicted, refused]."""
-
-    row_records: tf.Tensor
-    candidate_records: tf.Tensor
-    stats: tf.Tensor
-
-
-def dynamic_index(table_name: str, block_rows: Sequence[int], strided: bool, admit_after: int,
-                  evict_after_steps: int, evict_every_steps: int, refuse_when_full: bool,
-                  candidate_capacity: int, pool_rows: int, shared_name: str) -> tf.Tensor:
-    """The resource handle of a dynamic table's key index (`TfeDynamicIndex`), made empty on
-    its first run; `shared_name` must be unique in the process."""
-    return _loader.load_ops().tfe_dynamic_index(
-        block_rows=list(block_rows), strided=strided, admit_after=admit_after,
-        evict_after_steps=evict_after_steps, evict_every_steps=evict_every_steps,
-        refuse_when_full=refuse_when_full, candidate_capacity=candidate_capacity,
-        pool_rows=pool_rows, table_name=table_name, shared_name=shared_name)
-
-
-def dynamic_lookup(index: tf.Tensor, keys: tf.Tensor, training: Any,
-                   table_name: str) -> DynamicLookup:
-    """Each key's table row (-1: none); with `training`, the step's counting, admission and
-    eviction first (`TfeDynamicLookup`)."""
-    return DynamicLookup(*_loader.load_ops().tfe_dynamic_lookup(
-        index=index, keys=keys, training=training, table_name=table_name))
-
-
-def dynamic_index_export(index: tf.Tensor) -> DynamicIndexState:
-    """The index's state (`TfeDynamicIndexExport`)."""
-    return DynamicIndexState(*_loader.load_ops().tfe_dynamic_index_export(index=index))
-
-
-def dynamic_index_import(index: tf.Tensor, state: DynamicIndexState,
-                         table_name: str) -> tf.Operation:
-    """Replaces the index's state with `state`, exported from an index of the same layout
-    (`TfeDynamicIndexImport`); an invalid state fails and changes nothing."""
-    return _loader.load_ops().tfe_dynamic_index_import(
-        index=index, row_records=state.row_records, candidate_records=state.candidate_records,
-        stats=state.stats, table_name=table_name)

@@ -17,6 +17,7 @@ object of another kind) raises a ValueError naming the table and the argument, s
 dropped silently.
 """
 
+import dataclasses
 import importlib
 import json
 from typing import Any, Callable
@@ -27,6 +28,7 @@ from tensorflow.python.ops import init_ops_v2
 from tensorflow.python.tpu import tpu_embedding_v2_utils as stock
 
 from tf_embedding import config as config_lib
+from tf_embedding.dynamic_vocabulary import DynamicVocabulary
 from tf_embedding import optimizers
 from tf_embedding.optimizers import keras_translation
 
@@ -186,6 +188,9 @@ def serialize_table(table: Any) -> dict[str, Any]:
         raise ValueError(f"{where}: `layout` (a SparseCore layout) cannot be saved in a "
                          "config.")
     quantization = table.quantization_config
+    dynamic = getattr(table, "dynamic", None)
+    # A fixed table's config keeps its earlier form (no "dynamic" key).
+    dynamic_entry = {} if dynamic is None else {"dynamic": dataclasses.asdict(dynamic)}
     return _tagged("TableConfig", {
         "vocabulary_size": table.vocabulary_size, "dim": table.dim,
         "initializer": serialize_initializer(table.initializer, f"{where}: `initializer`"),
@@ -194,7 +199,7 @@ def serialize_table(table: Any) -> dict[str, Any]:
         # Stock TF's QuantizationConfig has the same attributes, and no get_config.
         "quantization_config": None if quantization is None else (
             config_lib.QuantizationConfig.get_config(quantization)),
-        "dtype": tf.as_dtype(getattr(table, "dtype", tf.float32)).name})
+        "dtype": tf.as_dtype(getattr(table, "dtype", tf.float32)).name, **dynamic_entry})
 
 
 def deserialize_table(config: dict[str, Any]) -> config_lib.TableConfig:
@@ -206,6 +211,8 @@ def deserialize_table(config: dict[str, Any]) -> config_lib.TableConfig:
         arguments["quantization_config"] = config_lib.QuantizationConfig.from_config(
             arguments["quantization_config"])
     arguments["dtype"] = tf.as_dtype(arguments["dtype"])
+    if "dynamic" in arguments:
+        arguments["dynamic"] = DynamicVocabulary(**arguments["dynamic"])
     return config_lib.TableConfig(**arguments)
 
 

@@ -202,13 +202,12 @@ Status VisitLookupRows(const FeatureErrors& error, const FeatureSpec& spec,
 // and in row order (what tf.sparse ops and tf.data give): a vectorised check of that, then each
 // row's size from where its run of indices ends, one store per row. Returns false, having
 // written nothing, for any other input, which takes the exact per-lookup pass.
-bool CountInOrderSparseRows(const FeatureTensors& t, int64_t vocabulary_size,
-                            int64_t* row_sizes) {
+bool CountInOrderSparseRows(const FeatureTensors& t, uint64_t id_bound, int64_t* row_sizes) {
   const int64_t nnz = t.ids.size();
   const int64_t* index = t.row_info.data;
   const bool valid = t.ids.WithData([&](const auto* ids) {
     return SparseLookupsValidInRowOrder(index, ids, nnz, t.dense_shape[0], t.dense_shape[1],
-                                        vocabulary_size);
+                                        id_bound);
   });
   if (!valid) return false;
   int64_t run_begin = 0;
@@ -233,10 +232,10 @@ bool ParseInputKind(const std::string& name, InputKind* kind) {
 }  // namespace
 
 Status ParseTableSpec(const std::string& table_name, int64_t vocabulary_size,
-                      const std::string& combiner, TableSpec* table) {
+                      const std::string& combiner, TableSpec* table, bool any_key) {
   table->name = table_name;
   table->vocabulary_size = vocabulary_size;
-  if (vocabulary_size < 1) {
+  if (vocabulary_size < 1 && !(any_key && vocabulary_size == kAnyKey)) {
     return TableError(table_name, "vocabulary_size must be >= 1, got ", vocabulary_size);
   }
   if (!ParseCombiner(combiner, &table->combiner)) {
@@ -336,18 +335,18 @@ Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) 
   // those counts.
   row_sizes_.resize(num_rows_ + layout.num_rows, 0);
   int64_t* const row_sizes = row_sizes_.data() + num_rows_;
-  const int64_t vocabulary_size = table_.vocabulary_size;
+  const uint64_t id_bound = table_.IdBound();
   const bool prune_invalid = spec.prune_invalid;
   int64_t dropped = 0, last_row = 0, bad_lookup = -1;
   bool in_row_order = true;
   const bool fast = spec.kind == InputKind::kSparse && t.dense_shape.size == 2 &&
                     !layout.sequence && !feature.prune_weights &&
-                    CountInOrderSparseRows(t, vocabulary_size, row_sizes);
+                    CountInOrderSparseRows(t, id_bound, row_sizes);
   if (!fast) {
     TFE_RETURN_IF_ERROR(VisitLookupRows(error, spec, t, layout.sequence,
                                         [&](int64_t i, int64_t row) {
       const int64_t id = t.ids[i];
-      if (id >= vocabulary_size || (id < 0 && !prune_invalid)) {
+      if (id < 0 ? !prune_invalid : static_cast<uint64_t>(id) >= id_bound) {
         bad_lookup = i;
         return false;
       }
@@ -362,7 +361,8 @@ Status CsrBuilder::AddFeature(const FeatureSpec& spec, const FeatureTensors& t) 
     }));
   }
   if (bad_lookup >= 0) {
-    return error(IdOutOfRange(t.ids[bad_lookup], LookupName(bad_lookup), vocabulary_size));
+    return error(IdOutOfRange(t.ids[bad_lookup], LookupName(bad_lookup),
+                              table_.vocabulary_size));
   }
   feature.contiguous = in_row_order && dropped == 0;
   num_lookups_ += t.ids.size() - dropped;

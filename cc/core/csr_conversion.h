@@ -72,10 +72,18 @@ void ApplyCombinerToRow(Combiner combiner, float* begin, float* end);
 // for bit (a row without ids: 0 under mean and sqrtn, whose denominator is then 0).
 float UnitWeightGain(Combiner combiner, int64_t ids);
 
+// The vocabulary_size of a table whose ids are keys (a dynamic table's): any id >= 0.
+constexpr int64_t kAnyKey = -1;
+
 struct TableSpec {
   std::string name;
-  int64_t vocabulary_size = 0;
+  int64_t vocabulary_size = 0;  // or kAnyKey
   Combiner combiner = Combiner::kSum;
+
+  // Ids below this bound are valid (compared as unsigned, so a negative id never is).
+  uint64_t IdBound() const {
+    return vocabulary_size == kAnyKey ? uint64_t{1} << 63 : static_cast<uint64_t>(vocabulary_size);
+  }
 };
 
 struct FeatureSpec {
@@ -87,9 +95,10 @@ struct FeatureSpec {
 };
 
 // Builds the table and feature specs from the op's attrs, checking that every per-feature list
-// has `num_features` entries and that every value is known.
+// has `num_features` entries and that every value is known (a vocabulary_size of kAnyKey only
+// where `any_key` allows it: the conversion of a dynamic table's keys).
 Status ParseTableSpec(const std::string& table_name, int64_t vocabulary_size,
-                      const std::string& combiner, TableSpec* table);
+                      const std::string& combiner, TableSpec* table, bool any_key = false);
 Status ParseFeatureSpecs(const std::string& table_name, int64_t num_features,
                          const std::vector<std::string>& feature_names,
                          const std::vector<std::string>& input_kinds,

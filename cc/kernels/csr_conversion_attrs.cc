@@ -78,7 +78,8 @@ absl::Status ReadCsrConversionAttrs(tensorflow::OpKernelConstruction* ctx, Table
   TF_RETURN_IF_ERROR(ctx->GetAttr("N", &num_features));
   TF_RETURN_IF_ERROR(ReadFeatureAttrs(ctx, &attrs));
   TF_RETURN_IF_ERROR(CheckIdTypeCount(table_name, attrs, num_features));
-  TF_RETURN_IF_ERROR(ToAbslStatus(ParseTableSpec(table_name, vocabulary_size, combiner, table)));
+  TF_RETURN_IF_ERROR(ToAbslStatus(
+      ParseTableSpec(table_name, vocabulary_size, combiner, table, /*any_key=*/true)));
   return ToAbslStatus(ParseFeatureSpecs(table_name, num_features, attrs.feature_names,
                                         attrs.input_kinds, attrs.has_weights,
                                         attrs.max_sequence_lengths, attrs.prune_invalid,

@@ -18,7 +18,7 @@ REGISTER_OP("TfeFeaturesToCsr") TFE_FEATURE_INPUTS
     .Output("gains: float")
     .Output("feature_row_counts: int64")
     .Attr("combiner: string")
-    .Attr("vocabulary_size: int >= 1")
+    .Attr("vocabulary_size: int")
     .Attr("table_name: string")
     .SetShapeFn([](InferenceContext* c) {
       int64_t num_features = 0;
@@ -30,14 +30,15 @@ REGISTER_OP("TfeFeaturesToCsr") TFE_FEATURE_INPUTS
       return absl::OkStatus();
     })
     .Doc(R"doc(
-Converts the features of one table into one stacked CSR batch (docs/kernels.md).
+Converts the features of one table into one stacked CSR batch (docs/kernels.md). Ids must be
+below `vocabulary_size`, or with vocabulary_size -1 (a dynamic table's keys) any id >= 0.
 )doc");
 
 REGISTER_OP("TfeFeaturesCheck") TFE_FEATURE_INPUTS
     .Output("invalid_feature: int32")
     .Output("message: string")
     .Attr("combiner: string")
-    .Attr("vocabulary_size: int >= 1")
+    .Attr("vocabulary_size: int")
     .Attr("table_name: string")
     .SetShapeFn([](InferenceContext* c) {
       c->set_output(0, c->Scalar());

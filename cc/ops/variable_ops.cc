@@ -1,4 +1,5 @@
-// TfeAssignRows: writes a window of rows into a table variable in place; TfeRestoreRows: reads a
+// TfeAssignRows: writes a window of rows into a table variable in place (TfeResetRows: chosen
+// rows, from a source matrix); TfeRestoreRows: reads a
 // range of a checkpointed table's rows, and nothing else (docs/kernels.md). Together they build
 // a block a window at a time, without a temporary of its size or a read of the whole table.
 #include "tensorflow/core/framework/op.h"
@@ -20,6 +21,24 @@ REGISTER_OP("TfeAssignRows")
 table[first_row + i] = rows[i] for i in [0, rows.shape[0]), in place under the variable's
 exclusive lock (a private copy first when another tensor shares the buffer, TF's rule). Unlike
 TF's sliced assignment it leaves the variable out of copy-on-read mode.
+)doc");
+
+REGISTER_OP("TfeResetRows")
+    .Input("table: resource")
+    .Input("rows: int64")
+    .Input("source: float")
+    .Input("source_rows: int64")
+    .Attr("table_name: string = ''")
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      ::tensorflow::shape_inference::ShapeHandle unused;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &unused));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &unused));
+      return c->WithRank(c->input(3), 1, &unused);
+    })
+    .Doc(R"doc(
+table[rows[i]] = source[source_rows[i]] for every i, in place, as TfeAssignRows writes: the rows a
+dynamic table gives to new keys, reset to their initial values (a row of the initializer pool,
+or a slot's initial row).
 )doc");
 
 REGISTER_OP("TfeRestoreRows")

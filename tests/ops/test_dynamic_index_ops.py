@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from helpers.dynamic_index_model import IndexModel, Options, mix_key
 from helpers.fuzz_settings import fuzz_settings
-from tf_embedding import ops
+from tf_embedding import dynamic_index_ops as ops
 
 pytestmark = pytest.mark.unit
 

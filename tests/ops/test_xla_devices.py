@@ -20,9 +20,11 @@ pytestmark = pytest.mark.integration
 # compiled functions do not use; TfeFeaturesCheck runs only in a MultiWorkerMirroredStrategy
 # step, whose collectives XLA cannot compile either; TfeAssignRows and TfeRestoreRows make a block
 # when it is created, outside any step; the dynamic index's ops are stateful resource ops whose
-# outputs' sizes depend on the keys (a dynamic table's step is not compiled).
+# outputs' sizes depend on the keys, and TfeResetRows resets the rows they give (a dynamic
+# table's step is not compiled).
 WITHOUT_XLA_KERNEL = {"TfeCsrDedup", "TfeCheckQueueSizes", "TfeSyntheticFeature", "TfeDecodeTsv",
-                      "TfeFeaturesCheck", "TfeAssignRows", "TfeRestoreRows", "TfeDynamicIndex",
+                      "TfeFeaturesCheck", "TfeAssignRows", "TfeRestoreRows", "TfeResetRows",
+                      "TfeDynamicIndex",
                       "TfeDynamicLookup", "TfeDynamicIndexExport", "TfeDynamicIndexImport"}
 
 # Prints, per tf_embedding op, the devices of its kernels, after loading the op library (an

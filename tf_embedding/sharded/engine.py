@@ -122,7 +122,7 @@ class Engine:
                        training: Any = False) -> list[TableBatch]:
         """This replica's CSR batch of each table, from `table_inputs[t]` (table t's
         `FeatureInput`s). `training` (a bool or bool tensor): whether the batch counts for
-        `profile_data_directory`. Under MultiWorkerMirroredStrategy every worker first checks
+        `profile_data_directory` and for dynamic tables' admission and eviction. Under MultiWorkerMirroredStrategy every worker first checks
         every worker's batch (`id_check`), so an id past its table or a malformed feature fails
         the step everywhere."""
         if self.workers is not None:
@@ -134,7 +134,7 @@ class Engine:
 
     def _convert_tables(self, table_inputs: Sequence[Sequence[FeatureInput]],
                         training: Any) -> list[TableBatch]:
-        batches = [sharding.convert(inputs)
+        batches = [sharding.convert(inputs, training)
                    for sharding, inputs in zip(self.shardings, table_inputs)]
         if self._profiler is not None:
             self._profiler.observe(batches, table_inputs, training)

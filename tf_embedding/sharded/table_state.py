@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any, Sequence
 
 import tensorflow as tf
+from tensorflow.python.distribute import sharded_variable
 
 from tf_embedding import ops
 from tf_embedding.sharded.batch_types import TableBatch
@@ -28,6 +29,8 @@ class TableState:
     feature_indices: tuple[int, ...]  # into the flattened feature_config, in order
     layout: ShardLayout
     variables: dict[str, Any]
+    # A dynamic table's index and pool (`dynamic_table.DynamicTable`); None for a fixed table.
+    dynamic: Any = None
 
     @property
     def name(self) -> str:
@@ -81,3 +84,15 @@ def learning_rates(tables: Sequence[TableState]) -> list[tf.Tensor]:
         if id(optimizer) not in by_optimizer:
             by_optimizer[id(optimizer)] = optimizer.learning_rate_tensor()
     return [by_optimizer[id(state.config.optimizer)] for state in tables]
+
+
+def check_slot_layouts(tables: Sequence[TableState]) -> None:
+    """Slots made by a `slot_variable_creation_fn` must be sharded like their table."""
+    for state in tables:
+        for slot, variable in state.variables.items():
+            if not (isinstance(variable, sharded_variable.ShardedVariable) and
+                    [block.shape[0] for block in variable] == list(state.layout.rows)):
+                raise ValueError(
+                    f"Slot '{slot}' of table {state.name} is not sharded like the table "
+                    f"(row blocks {list(state.layout.rows)}). TPUEmbedding "
+                    "creates slots itself; a slot_variable_creation_fn is not supported.")

@@ -32,6 +32,7 @@ from tf_embedding.feature_inputs import rules
 from tf_embedding import embedding_base
 from tf_embedding import sharding_plan as sharding_plan_lib
 from tf_embedding.sharded import batch_paths
+from tf_embedding.sharded import dynamic_table
 from tf_embedding.sharded import engine as engine_lib
 from tf_embedding.sharded import engine_options
 from tf_embedding.sharded import handoff
@@ -45,6 +46,7 @@ from tf_embedding.sharded.multi_worker.block_variable import WorkerBlockVariable
 from tf_embedding.sharded.profile_sampling import LookupProfiler
 from tf_embedding.sharded.sharding import choice
 from tf_embedding.sharded.sharding.kind import Sharding
+from tf_embedding.sharded import table_state
 from tf_embedding.sharded.table_state import TableState
 from tf_embedding.sharded.transports.collectives import WorkerCollectives
 from tf_embedding.sharded.transports.in_place import InPlace
@@ -204,6 +206,13 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
                 for name, variable in self._variables[table.name].items()}
         return blocks
 
+    def dynamic_statistics(self) -> dict[str, dict[str, int]]:
+        """(Not in TF.) Each dynamic table's counts now, {table name: {"step", "occupied",
+        "candidates", "admitted", "evicted", "refused"}} (`dynamic_table.STATISTICS`); builds
+        if needed."""
+        self._maybe_build()
+        return {name: table.statistics() for name, table in self._dynamic_tables.items()}
+
     def _retrieve_variables(self) -> None:
         """TF's hook that copies the tables from TPU memory into their host variables (TPU
         programs call it before reading or saving them). Here the variables are the tables, and
@@ -237,11 +246,11 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         super().build()
         flat_features = nest.flatten(self._feature_config)
         indices = embedding_base.feature_indices_by_table(flat_features)
-        tables = [TableState(table, tuple(indices.get(table.name, ())),
-                             self._layout(table), self._variables[table.name])
+        tables = [TableState(table, tuple(indices.get(table.name, ())), self._layout(table),
+                             self._variables[table.name], self._dynamic_tables.get(table.name))
                   for table in self._table_config]
         if self._workers is None:
-            _check_slot_layouts(tables)
+            table_state.check_slot_layouts(tables)
         shardings = [choice.sharding_for(
                          state, pooled=state.name in self._placement.pooled,
                          owners=(None if self._workers is None
@@ -406,6 +415,9 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         # As on a TPU, tables are not trainable variables: only apply_gradients updates them.
         variables = {table.name: self._create_variables(table, trainable=False)
                      for table in self._table_config}
+        self._dynamic_tables = self._no_dependency(dynamic_table.create_dynamic_tables(
+            self, self._table_config, self._layout, replicas=len(self._replica_devices),
+            parameter_servers=self._parameter_servers, multi_worker=self._workers is not None))
         if self._workers is not None:
             # Saves each worker's blocks into the chief's checkpoint (block_saver).
             self._track_trackable(block_saver.BlockWriter(self), name=block_saver.WRITER_NAME)
@@ -476,18 +488,6 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             return None
         values = self._strategy.experimental_local_results(value)
         return values[replica] if len(values) > 1 else values[0]
-
-
-def _check_slot_layouts(tables: list[TableState]) -> None:
-    """Slots made by a `slot_variable_creation_fn` must be sharded like their table."""
-    for state in tables:
-        for slot, variable in state.variables.items():
-            if not (isinstance(variable, sharded_variable.ShardedVariable) and
-                    [block.shape[0] for block in variable] == list(state.layout.rows)):
-                raise ValueError(
-                    f"Slot '{slot}' of table {state.name} is not sharded like the table "
-                    f"(row blocks {list(state.layout.rows)}). TPUEmbedding "
-                    "creates slots itself; a slot_variable_creation_fn is not supported.")
 
 
 def _held_blocks(variable: Any) -> list[tuple[int, tf.Variable]]:

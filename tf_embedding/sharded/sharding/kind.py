@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from tf_embedding import ops
 from tf_embedding.feature_inputs.feature_input import FeatureInput
+from tf_embedding.sharded import dynamic_table
 from tf_embedding.sharded.batch_types import TableBatch
 from tf_embedding.sharded.layout import ShardLayout
 from tf_embedding.sharded.table_state import TableState
@@ -41,13 +42,21 @@ class Sharding(abc.ABC):
         table: one block here, read as it is."""
         return False
 
-    def convert(self, feature_inputs: Sequence[FeatureInput]) -> TableBatch:
-        """One replica's features of this table -> its CSR batch, in this kind's form."""
-        config = self.table.config
+    def convert(self, feature_inputs: Sequence[FeatureInput], training: Any = False
+                ) -> TableBatch:
+        """One replica's features of this table -> its CSR batch, in this kind's form; a
+        dynamic table's keys become its rows first (`dynamic_table`), counted, admitted and
+        evicted if `training`."""
+        config, dynamic = self.table.config, self.table.dynamic
         if ops.compiling_with_xla():
+            if dynamic is not None:
+                raise ValueError(dynamic_table.NOT_COMPILABLE.format(table=self.name))
             self.check_compilable()
-        batch = ops.features_to_csr(config.name, config.vocabulary_size, config.combiner,
-                                    feature_inputs)
+        batch = ops.features_to_csr(
+            config.name, config.vocabulary_size if dynamic is None else dynamic_table.ANY_KEY,
+            config.combiner, feature_inputs)
+        if dynamic is not None:
+            batch = dynamic.remap(self.table, batch, training)
         return self.distribute(batch)
 
     @abc.abstractmethod

@@ -24,7 +24,8 @@ class TableWise(RowWisePooled):
 
     @property
     def looks_up_features_directly(self) -> bool:
-        return self.table.config.quantization_config is None
+        # A dynamic table's keys are not its rows: they pass through its index (`convert`).
+        return self.table.config.quantization_config is None and self.table.dynamic is None
 
     def looked_up_table(self) -> ops.LookedUpTable:
         """The table as `lookup_features` reads it. REQUIRES: looks_up_features_directly."""

@@ -1,0 +1,73 @@
+"""(Not in TF.) `DynamicVocabulary`: a table whose rows are given to ids as they arrive.
+
+```python
+table = tf_embedding.TableConfig(
+    vocabulary_size=1_000_000,  # the capacity: rows the table holds
+    dim=64, name="user",
+    dynamic=tf_embedding.DynamicVocabulary(admit_after=2, evict_after_steps=10_000))
+```
+
+Ids are any int64 >= 0. A key is admitted in the training step in which its count of training
+lookups (the step's whole batch, every feature of the table) reaches `admit_after`; its row
+starts as a row of the table's initializer chosen by a hash of the key (one of `pool_rows`
+rows), so it depends on the key alone, and trains in that step. A key not admitted (or evicted,
+or never seen) reads a zero row and gets no gradient; it still counts in a mean or sqrtn
+combiner's denominator, as a zero row of a fixed table would. Keys not looked up for
+`evict_after_steps` training steps are evicted (checked every `evict_every_steps` steps); when a
+block of the table is full the least recently used key gives way, or, with `refuse_when_full`,
+the new key is refused and counted. Optimizer slots start at their initial values with their
+row. Evaluation lookups (`training=False`) count, admit and evict nothing. docs/dynamic_vocabulary.md
+has the whole contract.
+"""
+
+import dataclasses
+
+from tf_embedding import argument_checks as checks
+
+OWNER = "DynamicVocabulary"
+# Rows of the initializer pool when `pool_rows` is not given (never more than the capacity).
+DEFAULT_POOL_ROWS = 65_536
+
+
+@dataclasses.dataclass(frozen=True)
+class DynamicVocabulary:
+    """A table's admission and eviction rules (`TableConfig(dynamic=...)`).
+
+    Attributes:
+      admit_after: training lookups a key needs before it gets a row (1: at its first).
+      evict_after_steps: evict keys not looked up for this many training steps (None: never by
+        age; a full block still gives its least recently used row to a new key).
+      evict_every_steps: how often (in training steps) the age check runs.
+      refuse_when_full: when a block is full, refuse new keys (counted as `refused`) instead of
+        evicting its least recently used one.
+      candidate_capacity: keys counted before admission, over the whole table (None: the
+        table's capacity); only used with `admit_after` > 1.
+      pool_rows: rows of the initializer value new rows start from (None: the capacity, at
+        most 65,536).
+    """
+
+    admit_after: int = 1
+    evict_after_steps: int | None = None
+    evict_every_steps: int = 1
+    refuse_when_full: bool = False
+    candidate_capacity: int | None = None
+    pool_rows: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("admit_after", "evict_every_steps"):
+            checks.check_integer(OWNER, name, getattr(self, name), low=1)
+        for name in ("evict_after_steps", "candidate_capacity", "pool_rows"):
+            checks.check_integer(OWNER, name, getattr(self, name), low=1, optional=True)
+        checks.check_flag(OWNER, "refuse_when_full", self.refuse_when_full)
+
+    def candidates(self, capacity: int) -> int:
+        """Keys counted before admission for a table of `capacity` rows (0: none needed)."""
+        if self.admit_after == 1:
+            return 0
+        return capacity if self.candidate_capacity is None else self.candidate_capacity
+
+    def pool_size(self, capacity: int) -> int:
+        """Rows of the initializer pool of a table of `capacity` rows."""
+        if self.pool_rows is not None:
+            return self.pool_rows
+        return min(capacity, DEFAULT_POOL_ROWS)

@@ -1,0 +1,160 @@
+"""A dynamic table's key index and initializer pool (`TableConfig(dynamic=...)`), and how its
+batches' keys become table rows (docs/dynamic_vocabulary.md).
+
+Before a sharding arranges a batch, `DynamicTable.remap` reads the index with the batch's keys;
+in a training batch the index first counts, admits and evicts, and the rows it gave to keys
+admitted now are reset (the parameters to the pool row the key hashes to, each slot to its
+initial row) before anything reads them. Lookups of keys without a row are dropped from the
+batch: they read a zero row and get no gradient, while the combiner's denominators, fixed at
+conversion, still count them.
+"""
+
+import itertools
+from typing import Any, Mapping
+
+import tensorflow as tf
+from tensorflow.python.ops import gen_resource_variable_ops
+from tensorflow.python.trackable import autotrackable
+
+from tf_embedding import dynamic_index_ops, ops
+from tf_embedding.dynamic_vocabulary import DynamicVocabulary
+from tf_embedding.sharded.layout import ShardLayout
+
+# The conversion's vocabulary size for a dynamic table, whose ids are keys: any int64 >= 0.
+ANY_KEY = -1
+NOT_COMPILABLE = (
+    "Table {table} is dynamic (TableConfig(dynamic=...)), but inside jit_compile=True its key "
+    "index cannot run: XLA has no kernel for it (a stateful lookup whose outputs' sizes depend "
+    "on the keys). Compile the step without jit_compile, or use a fixed table.")
+# What each resource's name adds to the table's, so two embeddings never share an index.
+_INSTANCES = itertools.count()
+
+
+class DynamicIndex(tf.saved_model.experimental.TrackableResource):
+    """A table's key index, a resource that checkpoints save and restore whole: its rows' keys,
+    counts and last steps, its candidates and its statistics. A checkpoint of another capacity
+    or block count fails to restore, naming the table, and changes nothing."""
+
+    def __init__(self, table_name: str, layout: ShardLayout, options: DynamicVocabulary):
+        self._table_name = table_name
+        self._layout = layout
+        self._options = options
+        self._shared_name = f"tf_embedding_dynamic_index_{next(_INSTANCES)}_{table_name}"
+        super().__init__(device="/CPU:0")
+        with tf.init_scope():  # made now, so every traced function captures this one resource
+            self.resource_handle  # pylint: disable=pointless-statement
+
+    def _create_resource(self) -> tf.Tensor:
+        options = self._options
+        capacity = self._layout.offsets[-1]
+        return dynamic_index_ops.dynamic_index(
+            self._table_name, self._layout.rows, self._layout.strided, options.admit_after,
+            options.evict_after_steps or 0, options.evict_every_steps, options.refuse_when_full,
+            options.candidates(capacity), options.pool_size(capacity), self._shared_name)
+
+    def _destroy_resource(self) -> None:
+        gen_resource_variable_ops.destroy_resource_op(self.resource_handle,
+                                                      ignore_lookup_error=True)
+
+    def _serialize_to_tensors(self) -> dict[str, tf.Tensor]:
+        return dynamic_index_ops.dynamic_index_export(self.resource_handle)._asdict()
+
+    def _restore_from_tensors(self, restored_tensors: Mapping[str, tf.Tensor]) -> Any:
+        return dynamic_index_ops.dynamic_index_import(
+            self.resource_handle, dynamic_index_ops.DynamicIndexState(**restored_tensors),
+            self._table_name)
+
+
+class DynamicTable(autotrackable.AutoTrackable):
+    """One dynamic table's index and initializer pool (both in its checkpoint), and the
+    initial rows of its optimizer's slots."""
+
+    def __init__(self, config: Any, layout: ShardLayout):
+        options = config.dynamic
+        self.name = config.name
+        self.index = DynamicIndex(config.name, layout, options)
+        pool_rows = options.pool_size(layout.offsets[-1])
+        # New rows start as rows of this value: a key's row depends on the key alone, not on
+        # the order keys arrive in or the table's blocks.
+        self.pool = tf.Variable(
+            lambda: config.initializer((pool_rows, config.dim), dtype=tf.float32),
+            trainable=False, name=f"{config.name}/dynamic_pool")
+        optimizer = config.optimizer
+        self._slot_rows = self._no_dependency({} if optimizer is None else {
+            name: tf.constant(initializer((1, config.dim), dtype=tf.float32))
+            for name, initializer in zip(optimizer.slot_names(),
+                                         optimizer._slot_initializers())})  # pylint: disable=protected-access
+
+    def remap(self, table: Any, batch: ops.CsrBatch, training: Any) -> ops.CsrBatch:
+        """`batch` (table `table`'s keys, a `TableState`) with each lookup's key replaced by
+        its row and the lookups of keys without one dropped; a training batch counts, admits
+        and evicts first, and resets the rows it gave to new keys."""
+        lookup = dynamic_index_ops.dynamic_lookup(
+            self.index.resource_handle, batch.ids, tf.convert_to_tensor(training, tf.bool),
+            self.name)
+        with tf.control_dependencies(self._reset(table, lookup)):
+            rows = tf.identity(lookup.rows)
+        kept = rows >= 0
+        kept_before = tf.concat([tf.zeros([1], tf.int64),
+                                 tf.cumsum(tf.cast(kept, tf.int64))], axis=0)
+        return batch._replace(row_splits=tf.gather(kept_before, batch.row_splits),
+                              ids=tf.boolean_mask(rows, kept),
+                              gains=tf.boolean_mask(batch.gains, kept))
+
+    def _reset(self, table: Any, lookup: dynamic_index_ops.DynamicLookup) -> list[Any]:
+        """The ops that reset the rows given to keys in this lookup, block by block."""
+        layout = table.layout
+        blocks, local_rows = layout.block_and_local_ids(lookup.admitted_rows)
+        count = len(layout.rows)
+        block_rows = tf.dynamic_partition(local_rows, blocks, count)
+        block_pool_rows = tf.dynamic_partition(lookup.admitted_pool_rows, blocks, count)
+        pool = tf.convert_to_tensor(self.pool)
+        resets = []
+        for block, device in enumerate(layout.devices):
+            rows = block_rows[block]
+            with tf.device(device):
+                resets.append(ops.reset_rows(list(table.variables["parameters"])[block], rows,
+                                             pool, block_pool_rows[block], self.name))
+                resets.extend(
+                    ops.reset_rows(list(table.variables[slot])[block], rows, initial_row,
+                                   tf.zeros_like(rows), self.name)
+                    for slot, initial_row in self._slot_rows.items())
+        return resets
+
+    def statistics(self) -> dict[str, int]:
+        """The index's counts now: step, occupied, candidates, admitted, evicted, refused."""
+        stats = dynamic_index_ops.dynamic_index_export(self.index.resource_handle).stats
+        return dict(zip(STATISTICS, (int(value) for value in stats.numpy())))
+
+
+STATISTICS = ("step", "occupied", "candidates", "admitted", "evicted", "refused")
+
+
+def create_dynamic_tables(embedding: Any, table_configs: Any, layout_of: Any, *, replicas: int,
+                          parameter_servers: bool, multi_worker: bool) -> dict[str, DynamicTable]:
+    """Each dynamic table's `DynamicTable` (by table name), tracked by `embedding` as
+    `<table>.dynamic` (a fixed table adds nothing to the checkpoint). `layout_of(config)`: the
+    table's `ShardLayout`.
+
+    Raises:
+      ValueError: a dynamic table where this version cannot count a step's batch once (several
+        replicas, parameter-server tasks, MultiWorkerMirroredStrategy workers), naming it.
+    """
+    dynamic = {}
+    for config in table_configs:
+        if config.dynamic is None:
+            continue
+        where = ("parameter-server tasks" if parameter_servers
+                 else "MultiWorkerMirroredStrategy workers" if multi_worker
+                 else f"{replicas} replicas" if replicas > 1 else None)
+        if where is not None:
+            raise ValueError(
+                f"Table {config.name} is dynamic (TableConfig(dynamic=...)), but this "
+                f"TPUEmbedding runs on {where}: a dynamic table's index must count each "
+                "training step's whole batch once, which this version does in one process "
+                "with one replica (the default strategy; table_devices may split the table). "
+                "Use a fixed table here.")
+        table = DynamicTable(config, layout_of(config))
+        embedding._track_trackable(table, name=f"{config.name}.dynamic")  # pylint: disable=protected-access
+        dynamic[config.name] = table
+    return dynamic
