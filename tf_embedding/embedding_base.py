@@ -30,6 +30,11 @@ class EmbeddingBase(autotrackable.AutoTrackable):
     without touching its name, tracking or restore-on-create.
     """
 
+    # Why this class cannot hold a dynamic table (None: it can).
+    _DYNAMIC_REFUSAL: str | None = (
+        "its lookups read ids as table rows, and a dynamic table's keys need the key index "
+        "that only the sharded tf_embedding.TPUEmbedding keeps.")
+
     def __init__(self, feature_config: Any, optimizer: Any = None):
         # The assignment order of the list/dict attributes below fixes the order of this object's
         # children in a checkpoint's object graph; it is TF's.
@@ -67,6 +72,10 @@ class EmbeddingBase(autotrackable.AutoTrackable):
                 raise ValueError("Tables must have a unique name. "
                                  f"Multiple tables with name {table.name} found.")
             table_names.append(table.name)
+            if getattr(table, "dynamic", None) is not None and self._DYNAMIC_REFUSAL:
+                raise ValueError(f"Table {table.name} is dynamic (TableConfig(dynamic=...)), "
+                                 f"which {type(self).__name__} cannot hold: "
+                                 f"{self._DYNAMIC_REFUSAL}")
         self._built = False
 
     @property

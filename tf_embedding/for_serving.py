@@ -37,6 +37,10 @@ class TPUEmbeddingForServing(EmbeddingBase):
     `build()`: their parameters only, no slots.
     """
 
+    _DYNAMIC_REFUSAL = (
+        "this version serves fixed tables only (a dynamic table's keys need its key index, "
+        "which serving does not restore yet; docs/dynamic_vocabulary.md).")
+
     def __init__(self, feature_config: Any, optimizer: Any,
                  experimental_sparsecore_restore_info: dict[str, Any] | None = None, *,
                  jit_compile: bool = False):

@@ -65,7 +65,7 @@ def _clone_and_prepare_features(feature_config: Any) -> tuple[Any, list[tuple[An
             vocabulary_size=table.vocabulary_size, dim=table.dim, initializer=table.initializer,
             optimizer=keras_translation.embedding_optimizer(table.optimizer, rule="tpu"),
             quantization_config=table.quantization_config, combiner=table.combiner,
-            name=table.name)
+            name=table.name, dynamic=getattr(table, "dynamic", None))
         table_map.append((table, cloned))
         return cloned
 
@@ -218,8 +218,11 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
             setattr(self, _DUMMY_NAME, list(self._tpu_embedding.embedding_tables.values()))
         super().build(input_shape)
 
-    def call(self, features: Any, weights: Any = None, serving_config: Any = None) -> Any:
+    def call(self, features: Any, weights: Any = None, serving_config: Any = None,
+             training: Any = None) -> Any:
         """Looks up `features` (the structure of `feature_config`) with optional `weights`.
+        `training` (Keras' flag; set by `fit`): whether the lookup counts for dynamic tables'
+        admission and eviction.
 
         With `serving_config` (FeatureConfigs over the user's TableConfigs), looks up with that
         config in the current tables instead, with stock ops.
@@ -230,8 +233,9 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
           ValueError: features not matching the config (TF's messages), or a `serving_config`
             table this layer does not have.
         """
-        return tf.nest.map_structure(self._in_compute_dtype,
-                                     self._float32_lookup(features, weights, serving_config))
+        return tf.nest.map_structure(
+            self._in_compute_dtype,
+            self._float32_lookup(features, weights, serving_config, training))
 
     def _in_compute_dtype(self, activations: tf.Tensor) -> tf.Tensor:
         """Float32 activations in the policy's compute dtype (bfloat16 under mixed_bfloat16);
@@ -239,7 +243,8 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
         compute = tf.as_dtype(str(self.compute_dtype))
         return activations if compute == tf.float32 else tf.cast(activations, compute)
 
-    def _float32_lookup(self, features: Any, weights: Any, serving_config: Any) -> Any:
+    def _float32_lookup(self, features: Any, weights: Any, serving_config: Any,
+                        training: Any) -> Any:
         if serving_config is not None:
             return for_serving.serving_embedding_lookup(
                 features, weights, export.serving_tables(self._tpu_embedding.embedding_tables),
@@ -254,7 +259,7 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
             if isinstance(feature, (tf.SparseTensor, tf.RaggedTensor)))
         if self._tables_trained_by == "model_optimizer":
             return self._tpu_embedding(features, weights)
-        return self._trained_lookup(features, weights)
+        return self._trained_lookup(features, weights, training)
 
     def _build_tables(self) -> None:
         if self._front_end is not None:
@@ -262,13 +267,14 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
         else:
             self._tpu_embedding.table_variables()
 
-    def _trained_lookup(self, features: Any, weights: Any) -> Any:
+    def _trained_lookup(self, features: Any, weights: Any, training: Any) -> Any:
         """The fused lookup behind the gradient trap that applies the embedding optimizer
         (`FrontEnd.trained_lookup`)."""
         nest.assert_same_structure(self._feature_config, features)
         plans = [cpu_rules.cpu_lookup_plan(item) for item in
                  cpu_rules.validate_features(features, weights, self._feature_config)]
-        outputs = self._front_end.trained_lookup(plans, getattr(self, _DUMMY_NAME))
+        outputs = self._front_end.trained_lookup(plans, getattr(self, _DUMMY_NAME),
+                                                 training=training)
         return tf.nest.pack_sequence_as(features, outputs)
 
     def _serving_config_over_clones(self, serving_config: Any) -> Any:

@@ -11,16 +11,40 @@ blocks, so a file loads at any block count), and extras such as a `global_step`.
 
 from typing import Any, Mapping
 
+import numpy as np
 import tensorflow as tf
 
 from tf_embedding.keras import export
 
 
+class DynamicIndexValue:
+    """A dynamic table's key index as one value of Keras' store (`DynamicTable.packed_index`),
+    which `load` assigns as it assigns variables."""
+
+    shape = None  # the number of candidates varies: `assign` checks the value
+
+    def __init__(self, dynamic: Any):
+        self._dynamic = dynamic
+
+    def numpy(self) -> np.ndarray:
+        return self._dynamic.packed_index()
+
+    def assign(self, value: np.ndarray) -> None:
+        self._dynamic.unpack_index(value)
+
+
 def engine_variables(engine: Any) -> dict[str, Any]:
-    """{`<table>:<parameters or slot>`: variable} of an embedding engine."""
-    return {f"{table}:{name}": variable
-            for table, variables in engine.table_variables().items()
-            for name, variable in variables.items()}
+    """{`<table>:<parameters or slot>`: variable} of an embedding engine, and each dynamic
+    table's `<table>:dynamic_pool` and `<table>:dynamic_index` (`DynamicIndexValue`)."""
+    variables = {f"{table}:{name}": variable
+                 for table, variables in engine.table_variables().items()
+                 for name, variable in variables.items()}
+    sharded_engine = getattr(engine, "engine", None)  # TPUEmbeddingV0 has none
+    for state in () if sharded_engine is None else sharded_engine.tables:
+        if state.dynamic is not None:
+            variables[f"{state.name}:dynamic_pool"] = state.dynamic.pool
+            variables[f"{state.name}:dynamic_index"] = DynamicIndexValue(state.dynamic)
+    return variables
 
 
 def save(store: Any, variables: Mapping[str, Any]) -> None:
@@ -28,7 +52,8 @@ def save(store: Any, variables: Mapping[str, Any]) -> None:
     `store`. Under MultiWorkerMirroredStrategy the tables are gathered from every worker, so
     every worker must save (as MWMS wants: the chief to the real path, the others elsewhere)."""
     for key, variable in variables.items():
-        store[key] = tf.convert_to_tensor(export.whole_value(variable)).numpy()
+        store[key] = (variable.numpy() if isinstance(variable, DynamicIndexValue)
+                      else tf.convert_to_tensor(export.whole_value(variable)).numpy())
 
 
 def load(store: Any, variables: Mapping[str, Any], layer_name: str) -> None:
@@ -50,7 +75,7 @@ def load(store: Any, variables: Mapping[str, Any], layer_name: str) -> None:
             "its tables).")
     for key, variable in variables.items():
         value = store[key]
-        if tuple(value.shape) != tuple(variable.shape):
+        if variable.shape is not None and tuple(value.shape) != tuple(variable.shape):
             raise ValueError(
                 f"Layer '{layer_name}' cannot load '{key}': the file holds shape "
                 f"{tuple(value.shape)}, the layer's variable has {tuple(variable.shape)}.")

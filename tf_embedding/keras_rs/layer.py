@@ -178,7 +178,8 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
             outputs = tf.nest.flatten(export.stock_lookup(
                 {path: item.ids for path, item in zip(self._paths, engine_inputs)},
                 {path: item.weights for path, item in zip(self._paths, engine_inputs)},
-                self._tpu_embedding.embedding_tables, self._engine_features))
+                self._tpu_embedding.embedding_tables, self._engine_features,
+                shapes_only=not save_context.in_save_context()))
         else:
             self._check_strategy()
             outputs = self._trained_lookup(engine_inputs, training)
@@ -189,9 +190,8 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
                         training: Any) -> list[tf.Tensor]:
         plans = [cpu_rules.CpuLookupPlan(FeatureInput(path, item.ids, item.weights))
                  for path, item in zip(self._paths, engine_inputs)]
-        return self._front_end.trained_lookup(
-            plans, getattr(self, _HELPER_NAME),
-            training=training if isinstance(training, (bool, tf.Tensor)) else bool(training))
+        return self._front_end.trained_lookup(plans, getattr(self, _HELPER_NAME),
+                                              training=training)
 
     def _default_device_get_embedding_tables(self) -> dict[str, tf.Tensor]:
         """{table name: its whole current value} (a copy, as keras-rs's)."""

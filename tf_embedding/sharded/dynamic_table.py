@@ -12,6 +12,7 @@ conversion, still count them.
 import itertools
 from typing import Any, Mapping
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import gen_resource_variable_ops
 from tensorflow.python.trackable import autotrackable
@@ -120,6 +121,26 @@ class DynamicTable(autotrackable.AutoTrackable):
                                    tf.zeros_like(rows), self.name)
                     for slot, initial_row in self._slot_rows.items())
         return resets
+
+    def packed_index(self) -> np.ndarray:
+        """The index's state as one int64 [2 + capacity + candidates, 3] array (Keras' files
+        hold arrays): the statistics (2 rows), the row records, the candidate records."""
+        state = dynamic_index_ops.dynamic_index_export(self.index.resource_handle)
+        return np.concatenate([state.stats.numpy().reshape(2, 3), state.row_records.numpy(),
+                               state.candidate_records.numpy()])
+
+    def unpack_index(self, packed: np.ndarray) -> None:
+        """Restores the index from `packed_index()`'s array; an array of another capacity or
+        block layout fails naming the table, and changes nothing."""
+        capacity = self.index._layout.offsets[-1]  # pylint: disable=protected-access
+        packed = np.asarray(packed, np.int64)
+        if packed.ndim != 2 or packed.shape[1] != 3 or packed.shape[0] < 2 + capacity:
+            raise ValueError(f"Table {self.name}: a stored dynamic index of shape "
+                             f"{packed.shape} does not fit its capacity of {capacity} rows.")
+        dynamic_index_ops.dynamic_index_import(
+            self.index.resource_handle, dynamic_index_ops.DynamicIndexState(
+                packed[2:2 + capacity], packed[2 + capacity:], packed[:2].reshape(6)),
+            self.name)
 
     def statistics(self) -> dict[str, int]:
         """The index's counts now: step, occupied, candidates, admitted, evicted, refused."""

@@ -48,8 +48,8 @@ class FrontEnd:
             multiplied by its value before the update (TPUEstimator's gradient multiplier).
           after_update: optional zero-argument callable run after the update (e.g. advancing
             the step counter that learning rates read).
-          training: whether this is a training batch (Keras' `training`), for the engine's
-            `profile_data_directory`.
+          training: whether this is a training batch (Keras' `training`; None: no), for the
+            engine's `profile_data_directory` and dynamic tables' admission and eviction.
 
         Returns:
           Each feature's activations, in `plans` order, with TF's CPU lookup shapes.
@@ -58,6 +58,8 @@ class FrontEnd:
           ValueError: a feature with `output_shape` whose ragged input has no static batch size.
         """
         _check_static_batch_sizes(plans)
+        if not isinstance(training, (bool, tf.Tensor)):
+            training = bool(training)  # Keras' None (no training call above): False
         engine = self.build()
         table_inputs = engine.group_by_table([plan.feature_input for plan in plans])
         look_up, training_batches = _lookup_and_batches(engine, table_inputs, training)

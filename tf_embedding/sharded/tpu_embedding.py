@@ -89,6 +89,8 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
     ```
     """
 
+    _DYNAMIC_REFUSAL = None  # its tables may be dynamic (sharded/dynamic_table.py)
+
     def __init__(self, feature_config: Any, optimizer: Any,
                  pipeline_execution_with_tensor_core: bool = False, *,
                  table_devices: Sequence[str] | Mapping[str, Sequence[str]] | None = None,

@@ -1,0 +1,102 @@
+"""tf_embedding.keras.TPUEmbedding with a dynamic table (Keras 3 and tf_keras): `model.fit`
+trains it as a fixed table trained on the keys renumbered (no admission filter, no eviction,
+rows starting alike), only training lookups count, `model.save` / `load_model` carry the index,
+and a SavedModel export, which stock lookups would get wrong, is refused naming the table.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_embedding
+from tf_embedding import keras as embedding_keras
+
+pytestmark = pytest.mark.integration
+
+DIM = 4
+# Keys from a wide id space, two batches of 4 samples of 3 ids.
+KEYS = np.array([[10**15, 7, 2**62], [7, 7, 3], [5 * 10**12, 3, 10**15], [1, 2, 3],
+                 [2**62, 1, 9], [9, 9, 9], [10**15, 4, 4], [6, 5 * 10**12, 1]], np.int64)
+LABELS = np.linspace(-1, 1, 8).astype(np.float32).reshape(8, 1)
+
+
+def _model(table):
+    layer = embedding_keras.TPUEmbedding(
+        {"clicked": tf_embedding.FeatureConfig(table, name="clicked")},
+        tf_embedding.Adagrad(0.1))
+    ids = tf.keras.Input(shape=(3,), dtype="int64", name="clicked", batch_size=4)
+    looked_up = layer({"clicked": ids})["clicked"]
+    output = tf.keras.layers.Dense(
+        1, kernel_initializer=tf.keras.initializers.Constant(0.3))(
+            tf.keras.layers.Flatten()(looked_up))
+    model = tf.keras.Model(ids, output)
+    model.compile(tf.keras.optimizers.SGD(0.1), "mse")
+    return model, layer
+
+
+def _table(vocabulary_size, dynamic=None):
+    return tf_embedding.TableConfig(vocabulary_size=vocabulary_size, dim=DIM, name="items",
+                                    initializer=tf.constant_initializer(0.25), dynamic=dynamic)
+
+
+def _fit(model, keys):
+    model.fit(keys, LABELS, batch_size=4, epochs=2, shuffle=False, verbose=0)
+
+
+def _dynamic_rows(layer):
+    """{key: its row} of the layer's dynamic table, from its index."""
+    packed = layer._tpu_embedding.engine.tables[0].dynamic.packed_index()  # pylint: disable=protected-access
+    return {int(key): row for row, key in enumerate(packed[2:2 + 16, 0]) if key >= 0}
+
+
+def test_fit_trains_as_a_fixed_table_of_the_keys_renumbered():
+    unique_keys, renumbered = np.unique(KEYS, return_inverse=True)
+    fixed, fixed_layer = _model(_table(len(unique_keys)))
+    _fit(fixed, renumbered.reshape(KEYS.shape).astype(np.int64))
+    dynamic, dynamic_layer = _model(_table(16, tf_embedding.DynamicVocabulary()))
+    _fit(dynamic, KEYS)
+
+    np.testing.assert_allclose(dynamic.predict(KEYS, batch_size=4, verbose=0),
+                               fixed.predict(renumbered.reshape(KEYS.shape), batch_size=4,
+                                             verbose=0), rtol=1e-6, atol=1e-6)
+    rows = _dynamic_rows(dynamic_layer)
+    assert sorted(rows) == sorted(int(key) for key in unique_keys)
+    fixed_values = fixed_layer.table_variables()["items"]
+    dynamic_values = dynamic_layer.table_variables()["items"]
+    for name in ("parameters", "accumulators"):
+        for rank, key in enumerate(unique_keys):
+            np.testing.assert_allclose(
+                tf.convert_to_tensor(dynamic_values[name]).numpy()[rows[int(key)]],
+                tf.convert_to_tensor(fixed_values[name]).numpy()[rank], rtol=1e-6, atol=1e-7,
+                err_msg=f"{name} of key {key}")
+    statistics = dynamic_layer._tpu_embedding.dynamic_statistics()["items"]  # pylint: disable=protected-access
+    assert statistics["step"] == 4 and statistics["occupied"] == len(unique_keys)
+
+
+def test_only_training_lookups_count_and_saving_carries_the_index(tmp_path):
+    model, layer = _model(_table(16, tf_embedding.DynamicVocabulary(admit_after=2)))
+    embedding = layer._tpu_embedding  # pylint: disable=protected-access
+    model.predict(KEYS, batch_size=4, verbose=0)
+    assert embedding.dynamic_statistics()["items"]["step"] == 0
+    _fit(model, KEYS)
+    statistics = embedding.dynamic_statistics()["items"]
+    assert statistics["step"] == 4 and statistics["occupied"] == len(np.unique(KEYS))
+    predictions = model.predict(KEYS, batch_size=4, verbose=0)
+    assert embedding.dynamic_statistics()["items"] == statistics
+    # A key seen once is not admitted: it reads zeros.
+    np.testing.assert_array_equal(
+        layer({"clicked": tf.constant([[123456789] * 3] * 4, tf.int64)})["clicked"], 0.0)
+
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = tf.keras.models.load_model(path)
+    loaded_embedding = loaded.get_layer(layer.name)._tpu_embedding  # pylint: disable=protected-access
+    assert loaded_embedding.dynamic_statistics() == embedding.dynamic_statistics()
+    np.testing.assert_array_equal(loaded.predict(KEYS, batch_size=4, verbose=0), predictions)
+
+
+def test_a_saved_model_export_is_refused_naming_the_table(tmp_path):
+    model, _ = _model(_table(16, tf_embedding.DynamicVocabulary()))
+    _fit(model, KEYS)
+    with pytest.raises(ValueError, match="Table items is dynamic"):
+        tf.saved_model.save(model, str(tmp_path / "export"))
