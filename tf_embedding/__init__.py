@@ -27,7 +27,8 @@ The root holds the public API; each package's `__init__.py` docstring is that pa
 * `for_serving`: `TPUEmbeddingForServing` and `serving_embedding_lookup`, stock TF ops only;
   `pooled_lookup`: its faster stock-op formulations of TF's pooled lookups.
 * `feature_inputs/`: the rules of one feature's input (kinds, shapes, sequence, weights).
-* `ops`: typed wrappers of the op library's engine ops; `_loader`: loads that library once per
+* `ops`: typed wrappers of the op library's engine ops (`dynamic_index_ops`: of the key index
+  of dynamic tables); `_loader`: loads that library once per
   process, after checking the TensorFlow it was built for.
 * `keras/`, `keras_rs/`, `feature_column/`: the front ends (TFRS's Keras layer, keras-rs's
   `DistributedEmbedding`, the TPUEstimator-era feature columns), through the engine's interface.

@@ -119,7 +119,8 @@ def _check_combiner(combiner: Any) -> None:
 
 
 def _check_table_arguments(vocabulary_size: Any, dim: Any, initializer: Any, optimizer: Any,
-                           name: Any, quantization_config: Any, layout: Any) -> None:
+                           name: Any, quantization_config: Any, layout: Any,
+                           dynamic: Any) -> None:
     """tf_embedding's checks of `TableConfig`, after TF's."""
     checks.check_integer("TableConfig", "vocabulary_size", vocabulary_size, low=1)
     checks.check_integer("TableConfig", "dim", dim, low=1)
@@ -136,6 +137,9 @@ def _check_table_arguments(vocabulary_size: Any, dim: Any, initializer: Any, opt
         checks.refuse("TableConfig", "layout", layout,
                       "None or a SparseCoreTableLayout (SparseCore's; unused off a TPU)",
                       TypeError)
+    if dynamic is not None and not isinstance(dynamic, DynamicVocabulary):
+        checks.refuse("TableConfig", "dynamic", dynamic,
+                      "None or a tf_embedding.DynamicVocabulary(...)", TypeError)
 
 
 class TableConfig:
@@ -143,6 +147,10 @@ class TableConfig:
 
     Identity-hashed (no `__eq__`), as in TensorFlow, because embedding classes key dicts by it.
     """
+
+    # (Not in TF.) A `DynamicVocabulary`, or None: a fixed table (its instance attributes, then,
+    # are exactly TF's).
+    dynamic: Optional[DynamicVocabulary] = None
 
     def __init__(
         self,
@@ -162,8 +170,7 @@ class TableConfig:
         optimizer class or number, a name that is no non-empty string, a quantization config
         or layout of another type.
 
-        `dynamic` (not in TF): a `DynamicVocabulary`, which makes `vocabulary_size` the
-        table's capacity and its ids any int64 >= 0 (tf_embedding/dynamic_vocabulary.py)."""
+        `dynamic` (not in TF): a `DynamicVocabulary`; `vocabulary_size` is then the capacity."""
         if not isinstance(vocabulary_size, int) or vocabulary_size < 1:
             raise ValueError(
                 f"Argument `vocabulary_size` must be an int and must be >= 1. "
@@ -192,10 +199,7 @@ class TableConfig:
                 f"Argument `dtype` must be either float32 or int32. Received: {dtype}")
 
         _check_table_arguments(vocabulary_size, dim, initializer, optimizer, name,
-                               quantization_config, layout)
-        if dynamic is not None and not isinstance(dynamic, DynamicVocabulary):
-            checks.refuse("TableConfig", "dynamic", dynamic,
-                          "None or a tf_embedding.DynamicVocabulary(...)", TypeError)
+                               quantization_config, layout, dynamic)
 
         self.vocabulary_size = vocabulary_size
         self.dim = dim
@@ -206,7 +210,8 @@ class TableConfig:
         self.quantization_config = quantization_config
         self.layout = layout
         self.dtype = dtype
-        self.dynamic = dynamic
+        if dynamic is not None:  # a fixed table's attributes stay TF's
+            self.dynamic = dynamic
 
     def __repr__(self) -> str:
         initializer = self.initializer

@@ -3,6 +3,7 @@
 #include "cc/core/csr_conversion.h"
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "cc/core/testing.h"
@@ -248,6 +249,25 @@ TFE_TEST(BadInOrderSparseLookupsNameTheFirstBadOne) {
   TFE_EXPECT_ERROR(Convert({Sparse({1, 2}, {0, 0, 0, 2}, {2, 2})}, &csr),
                    "Table 'tbl', feature 'f': sparse indices[1] = [0, 2] is out of bounds for "
                    "dense_shape [2, 2]");
+}
+
+// A dynamic table's keys (vocabulary_size kAnyKey): any id >= 0 passes, on the in-order sparse
+// fast path and the per-lookup pass alike; a negative one is named as negative.
+TFE_TEST(AnyKeyTablesTakeEveryNonNegativeId) {
+  constexpr int64_t kLargest = std::numeric_limits<int64_t>::max();
+  Csr csr;
+  TFE_ASSERT_OK(Convert({Sparse({kLargest, 0}, {0, 0, 1, 0}, {2, 2}),
+                         Ragged({kLargest - 1}, {0, 1})},
+                        &csr, Combiner::kSum, kAnyKey));
+  TFE_EXPECT_EQ(csr.ids, (std::vector<int64_t>{kLargest, 0, kLargest - 1}));
+  TFE_EXPECT_ERROR(Convert({Sparse({1, -4}, {0, 0, 1, 0}, {2, 2})}, &csr, Combiner::kSum, kAnyKey),
+                   "Table 'tbl', feature 'f': id -4 at lookup 1 is negative");
+  TFE_EXPECT_ERROR(Convert({Ragged({-1}, {0, 1})}, &csr, Combiner::kSum, kAnyKey),
+                   "Table 'tbl', feature 'f': id -1 at lookup 0 is negative");
+  TableSpec table;
+  TFE_ASSERT_OK(ParseTableSpec("tbl", kAnyKey, "sum", &table, /*any_key=*/true));
+  TFE_EXPECT_ERROR(ParseTableSpec("tbl", kAnyKey, "sum", &table),
+                   "Table 'tbl': vocabulary_size must be >= 1, got -1");
 }
 
 TFE_TEST(ErrorsNameTheTableAndFeature) {

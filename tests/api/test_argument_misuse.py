@@ -38,6 +38,10 @@ def _table(**arguments):
                                        **arguments})
 
 
+def _dynamic(**arguments):
+    return tf_embedding.DynamicVocabulary(**arguments)
+
+
 def _feature(**arguments):
     return tf_embedding.FeatureConfig(_table(), **arguments)
 
@@ -133,6 +137,20 @@ CASES = [
     ours("TableConfig", "layout", "div", TypeError, lambda: _table(layout="div")),
     kept("TableConfig", "dtype", lambda: _table(dtype=tf.float64), ValueError,
          "Argument `dtype` must be either float32 or int32"),
+    ours("TableConfig", "dynamic", {"admit_after": 2}, TypeError,
+         lambda: _table(dynamic={"admit_after": 2})),
+    # DynamicVocabulary
+    ours("DynamicVocabulary", "admit_after", 0, ValueError, lambda: _dynamic(admit_after=0)),
+    ours("DynamicVocabulary", "admit_after", 2.0, TypeError, lambda: _dynamic(admit_after=2.0)),
+    ours("DynamicVocabulary", "evict_after_steps", 0, ValueError,
+         lambda: _dynamic(evict_after_steps=0)),
+    ours("DynamicVocabulary", "evict_every_steps", True, TypeError,
+         lambda: _dynamic(evict_every_steps=True)),
+    ours("DynamicVocabulary", "refuse_when_full", "yes", TypeError,
+         lambda: _dynamic(refuse_when_full="yes")),
+    ours("DynamicVocabulary", "candidate_capacity", -5, ValueError,
+         lambda: _dynamic(candidate_capacity=-5)),
+    ours("DynamicVocabulary", "pool_rows", "8", TypeError, lambda: _dynamic(pool_rows="8")),
     # QuantizationConfig
     ours("QuantizationConfig", "num_buckets", "4", TypeError, lambda: _quantization("4")),
     ours("QuantizationConfig", "num_buckets", None, TypeError, lambda: _quantization(None)),
@@ -298,6 +316,7 @@ def test_the_battery_covers_every_public_argument():
     classes = {
         "TableConfig": tf_embedding.TableConfig, "FeatureConfig": tf_embedding.FeatureConfig,
         "QuantizationConfig": tf_embedding.QuantizationConfig,
+        "DynamicVocabulary": tf_embedding.DynamicVocabulary,
         "TPUEmbedding": tf_embedding.TPUEmbedding, "TPUEmbeddingV0": tf_embedding.TPUEmbeddingV0,
         "TPUEmbeddingForServing": tf_embedding.TPUEmbeddingForServing,
         "keras.TPUEmbedding": embedding_keras.TPUEmbedding,

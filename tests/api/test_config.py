@@ -13,6 +13,7 @@ from tensorflow.core.tpu.kernels import sparse_core_layout_pb2
 from tensorflow.python.ops import init_ops_v2
 
 from tf_embedding import config
+from tf_embedding.dynamic_vocabulary import DynamicVocabulary
 
 from helpers.errors import error_of
 
@@ -102,6 +103,9 @@ def test_table_config_attributes():
         vocabulary_size=10, dim=3, initializer=initializer, optimizer="opt", combiner="sqrtn",
         name="t", quantization_config=quantization, layout=layout, dtype=tf.int32)
     assert list(vars(table)) == list(vars(stock.TableConfig(10, 3, name="t")))
+    assert table.dynamic is None
+    dynamic = DynamicVocabulary(admit_after=3)
+    assert vars(config.TableConfig(10, 3, name="t", dynamic=dynamic))["dynamic"] is dynamic
 
 
 def test_table_config_is_identity_hashed():

@@ -23,6 +23,8 @@
   of which each worker holds its own block, and the check that fails a bad batch everywhere.
 * `table_state`: what the engine knows about one table (its config, features, layout and
   variables).
+* `dynamic_table`: a dynamic table's key index and initializer pool, and how its batches' keys
+  become rows before the sharding arranges them.
 * `layout`: how a table's rows split into blocks over devices ('div' contiguous, 'mod' strided).
 * `strided_variable`: the variable of a 'mod' table, saved and read as the whole table.
 * `initial_rows`: rows of a table's initial value computed without the rest of the table.

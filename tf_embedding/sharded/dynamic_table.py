@@ -163,7 +163,7 @@ def create_dynamic_tables(embedding: Any, table_configs: Any, layout_of: Any, *,
     """
     dynamic = {}
     for config in table_configs:
-        if config.dynamic is None:
+        if getattr(config, "dynamic", None) is None:  # stock TF's configs have no such option
             continue
         where = ("parameter-server tasks" if parameter_servers
                  else "MultiWorkerMirroredStrategy workers" if multi_worker

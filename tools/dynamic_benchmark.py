@@ -1,0 +1,119 @@
+"""A dynamic table against a fixed table of the same capacity on the same ids (docs/performance.md,
+"Dynamic tables"): one step per tf.function call, the two alternated so each ratio is paired in
+time.
+
+    python tools/dynamic_benchmark.py            # capacity 10M at 70% full, dim 64, 4096 x 20
+    python tools/dynamic_benchmark.py --quick    # a smoke run (seconds)
+
+The fixed table looks up Zipf ranks (permuted over its first `fill` rows); the dynamic table the
+same ranks as scattered 64-bit keys, after a warm-up that admits every one of them, so it is
+`fill` full. Timed, per table: a training step (enqueue, dequeue, apply_gradients with Adagrad),
+a forward step (training=False), and for the dynamic table a training step whose keys are all
+new (each admitted, its row and slot reset), against the fixed table's step on as many ids.
+"""
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import tensorflow as tf
+
+import tf_embedding
+
+FULL = dict(capacity=10_000_000, fill=0.7, dim=64, batch=4096, ids_per_sample=20, steps=10,
+            rounds=3)
+QUICK = dict(capacity=20_000, fill=0.7, dim=16, batch=256, ids_per_sample=5, steps=3, rounds=2)
+# Keys admitted per warm-up step while the dynamic table is filled.
+FILL_CHUNK = 1_000_000
+
+
+def _embedding(capacity: int, dim: int, dynamic: bool) -> tf_embedding.TPUEmbedding:
+    table = tf_embedding.TableConfig(
+        vocabulary_size=capacity, dim=dim, name="items", combiner="sum",
+        initializer=tf.keras.initializers.RandomUniform(-0.05, 0.05, seed=1),
+        dynamic=tf_embedding.DynamicVocabulary() if dynamic else None)
+    return tf_embedding.TPUEmbedding(tf_embedding.FeatureConfig(table, name="clicked"),
+                                     tf_embedding.Adagrad(0.05))
+
+
+def _steps(embedding: tf_embedding.TPUEmbedding):
+    """(training step, forward step) of one tf.function call each."""
+    @tf.function
+    def train(ids):
+        embedding.enqueue(ids, training=True)
+        activations = embedding.dequeue()
+        embedding.apply_gradients(tf.ones_like(activations))
+
+    @tf.function
+    def forward(ids):
+        embedding.enqueue(ids, training=False)
+        return embedding.dequeue()
+
+    return train, forward
+
+
+def _ragged(ids: np.ndarray, ids_per_sample: int) -> tf.RaggedTensor:
+    return tf.RaggedTensor.from_uniform_row_length(tf.constant(ids, tf.int64), ids_per_sample)
+
+
+def _timed(call, argument) -> float:
+    start = time.perf_counter()
+    call(argument)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help=f"the smoke workload {QUICK}")
+    args = parser.parse_args()
+    w = QUICK if args.quick else FULL
+    rng = np.random.default_rng(0)
+    occupied = int(w["capacity"] * w["fill"])
+    rows = rng.permutation(occupied)
+    keys = rng.integers(0, 2**62, size=occupied + w["batch"] * w["ids_per_sample"] * w["steps"])
+    lookups = w["batch"] * w["ids_per_sample"]
+    ranks = [np.minimum(rng.zipf(1.05, lookups) - 1, occupied - 1) for _ in range(w["steps"])]
+    print(f"tf_embedding dynamic-table benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"workload: capacity {w['capacity']:,} ({w['fill']:.0%} full), dim {w['dim']}, batch "
+          f"{w['batch']} x {w['ids_per_sample']} ids, Adagrad, sum; Zipf 1.05 over the occupied "
+          f"keys; {w['steps']} steps x {w['rounds']} rounds, each step fixed then dynamic")
+
+    fixed, dynamic = _embedding(w["capacity"], w["dim"], False), _embedding(w["capacity"],
+                                                                          w["dim"], True)
+    fixed_train, fixed_forward = _steps(fixed)
+    dynamic_train, dynamic_forward = _steps(dynamic)
+    for start in range(0, occupied, FILL_CHUNK):  # admit every occupied key, in key order
+        chunk = keys[start:min(start + FILL_CHUNK, occupied)]
+        dynamic_train(tf.RaggedTensor.from_row_lengths(chunk, [len(chunk)]))
+    print(f"filled:   {dynamic.dynamic_statistics()['items']}")
+
+    fixed_batches = [_ragged(rows[r], w["ids_per_sample"]) for r in ranks]
+    dynamic_batches = [_ragged(keys[r], w["ids_per_sample"]) for r in ranks]
+    new_batches = [_ragged(keys[occupied + s * lookups:occupied + (s + 1) * lookups],
+                           w["ids_per_sample"]) for s in range(w["steps"])]
+    # The fixed table's "all new" partner: as many distinct ids, none repeated.
+    distinct_batches = [_ragged(rows[(s * lookups + np.arange(lookups)) % occupied],
+                                w["ids_per_sample"]) for s in range(w["steps"])]
+    pairs = {"training step": (fixed_train, fixed_batches, dynamic_train, dynamic_batches),
+             "forward step": (fixed_forward, fixed_batches, dynamic_forward, dynamic_batches),
+             "training step, every key new": (fixed_train, distinct_batches, dynamic_train,
+                                              new_batches)}
+    for call_a, batches_a, call_b, batches_b in pairs.values():  # trace and warm up
+        call_a(batches_a[0]), call_b(batches_b[0])
+    print("\n| step | fixed ms | dynamic ms | dynamic / fixed |\n|:--|--:|--:|--:|")
+    for name, (call_a, batches_a, call_b, batches_b) in pairs.items():
+        times_a, times_b, ratios = [], [], []
+        for round_index in range(w["rounds"]):
+            for step in range(w["steps"]):
+                if name.endswith("new") and round_index:
+                    break  # its keys are new only once
+                a, b = _timed(call_a, batches_a[step]), _timed(call_b, batches_b[step])
+                times_a.append(a), times_b.append(b), ratios.append(b / a)
+        print(f"| {name} | {statistics.median(times_a) * 1e3:.1f} | "
+              f"{statistics.median(times_b) * 1e3:.1f} | {statistics.median(ratios):.2f}x |")
+    print(f"\nafter:    {dynamic.dynamic_statistics()['items']}")
+
+
+if __name__ == "__main__":
+    main()
