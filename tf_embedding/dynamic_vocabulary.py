@@ -14,8 +14,9 @@ rows), so it depends on the key alone, and trains in that step. A key not admitt
 or never seen) reads a zero row and gets no gradient; it still counts in a mean or sqrtn
 combiner's denominator, as a zero row of a fixed table would. Keys not looked up for
 `evict_after_steps` training steps are evicted (checked every `evict_every_steps` steps); when a
-block of the table is full the least recently used key gives way, or, with `refuse_when_full`,
-the new key is refused and counted. Optimizer slots start at their initial values with their
+block of the table is full the least recently used key gives way (never one looked up in this
+or the previous step, whose gradients may be pending: then the new key is refused), or, with
+`refuse_when_full`, the new key is refused and counted. Optimizer slots start at their initial values with their
 row. Evaluation lookups (`training=False`) count, admit and evict nothing. docs/dynamic_vocabulary.md
 has the whole contract.
 """
@@ -35,8 +36,9 @@ class DynamicVocabulary:
 
     Attributes:
       admit_after: training lookups a key needs before it gets a row (1: at its first).
-      evict_after_steps: evict keys not looked up for this many training steps (None: never by
-        age; a full block still gives its least recently used row to a new key).
+      evict_after_steps: evict keys not looked up for this many training steps, at least 2
+        (None: never by age; a full block still gives its least recently used row to a new
+        key).
       evict_every_steps: how often (in training steps) the age check runs.
       refuse_when_full: when a block is full, refuse new keys (counted as `refused`) instead of
         evicting its least recently used one.
@@ -56,7 +58,11 @@ class DynamicVocabulary:
     def __post_init__(self) -> None:
         for name in ("admit_after", "evict_every_steps"):
             checks.check_integer(OWNER, name, getattr(self, name), low=1)
-        for name in ("evict_after_steps", "candidate_capacity", "pool_rows"):
+        # A key looked up in the previous step keeps its row: that step's gradients may still be
+        # applied after the next step's lookup (a pipelined enqueue).
+        checks.check_integer(OWNER, "evict_after_steps", self.evict_after_steps, low=2,
+                             optional=True)
+        for name in ("candidate_capacity", "pool_rows"):
             checks.check_integer(OWNER, name, getattr(self, name), low=1, optional=True)
         checks.check_flag(OWNER, "refuse_when_full", self.refuse_when_full)
 

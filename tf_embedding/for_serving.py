@@ -159,6 +159,9 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
       feature_config: the nested structure of `FeatureConfig`s.
       jit_compile: see above. Not in TF.
 
+    Raises:
+      ValueError: a feature of a dynamic table (its keys are no rows), naming the table.
+
     Returns:
       The structure of `inputs`, each input replaced by its activations:
       dense `ids.shape + [dim]`; pooled sparse `dense_shape[:-1] + [dim]`; pooled ragged
@@ -168,6 +171,12 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
     _refuse_outer_xla()
     outputs = []
     for item in cpu_rules.validate_features(inputs, weights, feature_config):
+        if getattr(item.feature.table, "dynamic", None) is not None:
+            raise ValueError(
+                f"Table {item.feature.table.name} is dynamic (TableConfig(dynamic=...)): a stock "
+                "lookup (serving_embedding_lookup, a SavedModel's serving function, a Keras "
+                "serving_config) would read its keys as rows, and this version does not export "
+                "its key index yet (docs/dynamic_vocabulary.md).")
         with tf.control_dependencies(_layout_checks(item)):
             outputs.append(_lookup(cpu_rules.cpu_lookup_plan(item), item.feature,
                                    _table_of(tables, item), jit_compile))

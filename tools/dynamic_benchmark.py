@@ -24,8 +24,6 @@ import tf_embedding
 FULL = dict(capacity=10_000_000, fill=0.7, dim=64, batch=4096, ids_per_sample=20, steps=10,
             rounds=3)
 QUICK = dict(capacity=20_000, fill=0.7, dim=16, batch=256, ids_per_sample=5, steps=3, rounds=2)
-# Keys admitted per warm-up step while the dynamic table is filled.
-FILL_CHUNK = 1_000_000
 
 
 def _embedding(capacity: int, dim: int, dynamic: bool) -> tf_embedding.TPUEmbedding:
@@ -71,8 +69,10 @@ def main() -> None:
     rng = np.random.default_rng(0)
     occupied = int(w["capacity"] * w["fill"])
     rows = rng.permutation(occupied)
-    keys = rng.integers(0, 2**62, size=occupied + w["batch"] * w["ids_per_sample"] * w["steps"])
     lookups = w["batch"] * w["ids_per_sample"]
+    # Distinct keys: the occupied ones, then the new ones of the "every key new" steps.
+    count = occupied + lookups * (w["steps"] + 1)
+    keys = rng.permutation(np.unique(rng.integers(0, 2**62, size=2 * count)))[:count]
     ranks = [np.minimum(rng.zipf(1.05, lookups) - 1, occupied - 1) for _ in range(w["steps"])]
     print(f"tf_embedding dynamic-table benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"workload: capacity {w['capacity']:,} ({w['fill']:.0%} full), dim {w['dim']}, batch "
@@ -83,15 +83,17 @@ def main() -> None:
                                                                           w["dim"], True)
     fixed_train, fixed_forward = _steps(fixed)
     dynamic_train, dynamic_forward = _steps(dynamic)
-    for start in range(0, occupied, FILL_CHUNK):  # admit every occupied key, in key order
-        chunk = keys[start:min(start + FILL_CHUNK, occupied)]
-        dynamic_train(tf.RaggedTensor.from_row_lengths(chunk, [len(chunk)]))
+    lookups = w["batch"] * w["ids_per_sample"]
+    for start in range(0, occupied, lookups):  # admit every occupied key, a batch at a time
+        chunk = keys[np.arange(start, start + lookups) % occupied]
+        dynamic_train(_ragged(chunk, w["ids_per_sample"]))
     print(f"filled:   {dynamic.dynamic_statistics()['items']}")
 
     fixed_batches = [_ragged(rows[r], w["ids_per_sample"]) for r in ranks]
     dynamic_batches = [_ragged(keys[r], w["ids_per_sample"]) for r in ranks]
+    # Batch 0 of the new keys warms up; the timed steps take the others.
     new_batches = [_ragged(keys[occupied + s * lookups:occupied + (s + 1) * lookups],
-                           w["ids_per_sample"]) for s in range(w["steps"])]
+                           w["ids_per_sample"]) for s in range(w["steps"] + 1)]
     # The fixed table's "all new" partner: as many distinct ids, none repeated.
     distinct_batches = [_ragged(rows[(s * lookups + np.arange(lookups)) % occupied],
                                 w["ids_per_sample"]) for s in range(w["steps"])]
@@ -107,8 +109,10 @@ def main() -> None:
         for round_index in range(w["rounds"]):
             for step in range(w["steps"]):
                 if name.endswith("new") and round_index:
-                    break  # its keys are new only once
-                a, b = _timed(call_a, batches_a[step]), _timed(call_b, batches_b[step])
+                    break  # the keys are new only once
+                new = name.endswith("new")
+                a = _timed(call_a, batches_a[step])
+                b = _timed(call_b, batches_b[step + 1 if new else step])
                 times_a.append(a), times_b.append(b), ratios.append(b / a)
         print(f"| {name} | {statistics.median(times_a) * 1e3:.1f} | "
               f"{statistics.median(times_b) * 1e3:.1f} | {statistics.median(ratios):.2f}x |")

@@ -15,6 +15,8 @@ namespace {
 constexpr int64_t kMaxBlockEntries = std::numeric_limits<int32_t>::max();
 // A block's step is one sharding unit, large enough that each block gets a thread of its own.
 constexpr int64_t kBlockStepCost = int64_t{1} << 24;
+// A find in the index: a cache miss or two.
+constexpr int64_t kFindCost = 200;
 
 int64_t CandidatesPerBlock(const DynamicIndexOptions& options) {
   const int64_t blocks = static_cast<int64_t>(options.block_rows.size());
@@ -133,14 +135,16 @@ std::vector<KeyCounts> CountKeys(const int64_t* keys, int64_t count,
     ++lookups[map[b]];
     (*inverse)[i] = map[b];
   }
-  std::vector<std::vector<int64_t>> members(blocks);
-  for (size_t u = 0; u < distinct.size(); ++u) members[block_of(distinct[u])].push_back(u);
+  // (key, its distinct index) per block, sorted by key (keys are distinct: a total order).
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> members(blocks);
+  for (size_t u = 0; u < distinct.size(); ++u) {
+    members[block_of(distinct[u])].emplace_back(distinct[u], static_cast<int64_t>(u));
+  }
   std::vector<KeyCounts> counts(blocks);
   for (size_t b = 0; b < blocks; ++b) {
-    std::sort(members[b].begin(), members[b].end(),
-              [&distinct](int64_t x, int64_t y) { return distinct[x] < distinct[y]; });
-    for (int64_t u : members[b]) {
-      counts[b].keys.push_back(distinct[u]);
+    std::sort(members[b].begin(), members[b].end());
+    for (const auto& [key, u] : members[b]) {
+      counts[b].keys.push_back(key);
       counts[b].counts.push_back(lookups[u]);
       counts[b].unique.push_back(u);
     }
@@ -177,7 +181,11 @@ void DynamicIndex::Lookup(const int64_t* keys, int64_t count, bool training,
                           const Sharder& sharder, int64_t* rows,
                           std::vector<int64_t>* admitted_rows,
                           std::vector<int64_t>* admitted_pool_rows) {
-  if (training) ++step_;
+  if (!training) {
+    LookUpEach(keys, count, sharder, rows);
+    return;
+  }
+  ++step_;
   std::vector<int64_t> inverse;
   const std::vector<KeyCounts> counts = CountKeys(
       keys, count, [this](int64_t key) { return BlockOf(key); }, blocks_.size(), &inverse);
@@ -186,19 +194,10 @@ void DynamicIndex::Lookup(const int64_t* keys, int64_t count, bool training,
   const int64_t blocks = static_cast<int64_t>(blocks_.size());
   sharder(blocks, kBlockStepCost, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
-      const KeyCounts& batch = counts[b];
-      if (training) {
-        StepBlock(static_cast<int>(b), batch, unique_rows.data());
-        continue;
-      }
-      for (size_t i = 0; i < batch.keys.size(); ++i) {
-        const int64_t e = blocks_[b]->admitted.Find(batch.keys[i]);
-        unique_rows[batch.unique[i]] = e < 0 ? -1 : TableRow(static_cast<int>(b), e);
-      }
+      StepBlock(static_cast<int>(b), counts[b], unique_rows.data());
     }
   });
   for (int64_t i = 0; i < count; ++i) rows[i] = unique_rows[inverse[i]];
-  if (!training) return;
   for (const auto& block : blocks_) {
     admitted_rows->insert(admitted_rows->end(), block->admitted_rows.begin(),
                           block->admitted_rows.end());
@@ -206,6 +205,55 @@ void DynamicIndex::Lookup(const int64_t* keys, int64_t count, bool training,
                                block->admitted_pool_rows.end());
   }
 }
+
+// An evaluation changes nothing: each lookup's key is found on its own, the lookups split over
+// the threads (no counting, no sorting).
+void DynamicIndex::LookUpEach(const int64_t* keys, int64_t count, const Sharder& sharder,
+                              int64_t* rows) const {
+  sharder(count, kFindCost, [&](int64_t begin, int64_t end) {
+    if (blocks_.size() == 1) {
+      blocks_[0]->admitted.FindAll(keys + begin, end - begin, rows + begin);
+      for (int64_t i = begin; i < end; ++i) rows[i] = rows[i] < 0 ? -1 : TableRow(0, rows[i]);
+      return;
+    }
+    for (int64_t i = begin; i < end; ++i) {
+      const int b = BlockOf(keys[i]);
+      const int64_t e = blocks_[b]->admitted.Find(keys[i]);
+      rows[i] = e < 0 ? -1 : TableRow(b, e);
+    }
+  });
+}
+
+namespace {
+
+// The step's part for the batch's keys already admitted: count and last_seen updated, unlinked
+// until the end of the step (so the recency list holds only keys not looked up in it, and its
+// tail is the eviction victim). Returns their entries in ascending key order; found[i] is key
+// i's entry (-1: not admitted), `others` the positions of the keys not admitted.
+std::vector<int64_t> TouchAdmitted(KeySet& admitted, const KeyCounts& batch, int64_t step,
+                                   std::vector<int64_t>* found, std::vector<size_t>* others) {
+  // Found all at once (the loop below changes no key's bucket, only counts and links).
+  found->resize(batch.keys.size());
+  admitted.FindAll(batch.keys.data(), static_cast<int64_t>(found->size()), found->data());
+  std::vector<int64_t> seen;
+  constexpr size_t kAhead = 8;  // entries prefetched ahead of the updates
+  for (size_t i = 0; i < batch.keys.size(); ++i) {
+    if (i + kAhead < found->size() && (*found)[i + kAhead] >= 0) {
+      admitted.PrefetchEntry((*found)[i + kAhead]);
+    }
+    const int64_t e = (*found)[i];
+    if (e < 0) {
+      others->push_back(i);
+      continue;
+    }
+    admitted.Set(e, admitted.count(e) + batch.counts[i], step);
+    admitted.Unlink(e);
+    seen.push_back(e);
+  }
+  return seen;
+}
+
+}  // namespace
 
 void DynamicIndex::StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows) {
   Block& block = *blocks_[b];
@@ -217,20 +265,11 @@ void DynamicIndex::StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows
     block.evicted_count += DropOlder(admitted, step_, options_.evict_after_steps);
     DropOlder(candidates, step_, options_.evict_after_steps);
   }
-  // The step's admitted keys are unlinked until the end of the step, so the recency list holds
-  // only keys not looked up in it: its tail is the eviction victim.
-  std::vector<int64_t> seen;  // entries, in ascending key order
+  std::vector<int64_t> found;
   std::vector<size_t> others;  // positions in `batch` of the keys not admitted
-  for (size_t i = 0; i < batch.keys.size(); ++i) {
-    const int64_t e = admitted.Find(batch.keys[i]);
-    if (e < 0) {
-      others.push_back(i);
-      continue;
-    }
-    admitted.Set(e, admitted.count(e) + batch.counts[i], step_);
-    admitted.Unlink(e);
-    seen.push_back(e);
-    unique_rows[batch.unique[i]] = TableRow(b, e);
+  const std::vector<int64_t> seen = TouchAdmitted(admitted, batch, step_, &found, &others);
+  for (size_t i = 0; i < found.size(); ++i) {
+    if (found[i] >= 0) unique_rows[batch.unique[i]] = TableRow(b, found[i]);
   }
   std::vector<int64_t> added;  // entries admitted in this step, in ascending key order
   for (size_t i : others) {
@@ -239,7 +278,10 @@ void DynamicIndex::StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows
     const int64_t total =
         std::min(kMaxKeyCount, (c >= 0 ? candidates.count(c) : 0) + batch.counts[i]);
     if (total >= options_.admit_after) {
-      if (admitted.full() && !options_.refuse_when_full && admitted.tail() >= 0) {
+      // The victim must not have been looked up in the previous step either: that step's
+      // gradients may still be applied after this lookup (a pipelined enqueue).
+      if (admitted.full() && !options_.refuse_when_full && admitted.tail() >= 0 &&
+          admitted.last_seen(admitted.tail()) < step_ - 1) {
         admitted.Remove(admitted.tail());
         ++block.evicted_count;
       }

@@ -11,8 +11,9 @@
 // * Each lookup adds 1 to its key's count (saturating at 2^32 - 1). A block handles its batch's
 //   admitted keys first (count, last_seen = step), then its other keys in ascending order: a key
 //   whose count reaches admit_after takes the lowest free slot; if there is none, the slot of the
-//   least recently used key not looked up in this step (smallest (last_seen, key)), which is
-//   evicted and forgotten, unless refuse_when_full; if no slot is found the key is refused
+//   least recently used key looked up in neither this step nor the previous one (smallest
+//   (last_seen, key): the previous step's gradients may still be pending), which is evicted
+//   and forgotten, unless refuse_when_full; if no slot is found the key is refused
 //   (counted) and stays a candidate. Keys not admitted are candidates (count, last_seen) while
 //   the block has room for its share of candidate_capacity; a block with no room drops the
 //   candidate with the smallest (last_seen, key) first.
@@ -114,6 +115,9 @@ class DynamicIndex {
  private:
   class Block;
   int BlockOf(int64_t key) const;
+  // Each of `keys`' table row (or -1), changing nothing (an evaluation's lookup).
+  void LookUpEach(const int64_t* keys, int64_t count, const Sharder& sharder,
+                  int64_t* rows) const;
   // One training step's rules on block `b` for its keys of the batch; each key's table row (or
   // -1) into unique_rows[its batch-unique index], the admitted keys' rows into the block's.
   void StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows);

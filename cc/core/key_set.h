@@ -53,6 +53,34 @@ class KeySet {
     }
   }
 
+  // entries[i] = Find(keys[i]) for i in [0, n), the same answers with the index's memory
+  // latency overlapped: a group's home buckets are prefetched, then the keys of their first
+  // entries, then each key is found (its run of buckets usually already in cache).
+  void FindAll(const int64_t* keys, int64_t n, int64_t* entries) const {
+    constexpr int64_t kGroup = 16;
+    uint64_t homes[kGroup];
+    for (int64_t begin = 0; begin < n; begin += kGroup) {
+      const int64_t size = std::min(kGroup, n - begin);
+      for (int64_t i = 0; i < size; ++i) {
+        homes[i] = Home(keys[begin + i]);
+        __builtin_prefetch(&buckets_[homes[i]]);
+      }
+      for (int64_t i = 0; i < size; ++i) {
+        const int32_t e = buckets_[homes[i]];
+        if (e >= 0) __builtin_prefetch(&keys_[e]);
+      }
+      for (int64_t i = 0; i < size; ++i) entries[begin + i] = Find(keys[begin + i]);
+    }
+  }
+
+  // Brings entry `e`'s count, step and links toward the cache, for an update of it soon.
+  void PrefetchEntry(int64_t e) const {
+    __builtin_prefetch(&counts_[e], 1);
+    __builtin_prefetch(&last_seen_[e], 1);
+    __builtin_prefetch(&prev_[e], 1);
+    __builtin_prefetch(&next_[e], 1);
+  }
+
   // Puts absent `key` in the lowest free entry, linked at the front. REQUIRES: !full().
   int64_t Insert(int64_t key, int64_t count, int64_t step) {
     const int32_t e = free_.top();

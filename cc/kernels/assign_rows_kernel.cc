@@ -88,6 +88,8 @@ class ResetRowsOp : public OpKernel {
                     context, source_rows.dim_size(0), " source_rows for ", rows.dim_size(0),
                     " rows")));
     OP_REQUIRES_OK(ctx, CheckRowIds(context, "source_rows", source_rows, source.dim_size(0)));
+    // Most steps admit no key: no lock, and no private copy of a buffer a read still shares.
+    if (rows.NumElements() == 0) return;
 
     tensorflow::core::RefCountPtr<tensorflow::Var> var;
     OP_REQUIRES_OK(ctx, LookupVariable(ctx, 0, &var));

@@ -142,8 +142,8 @@ CASES = [
     # DynamicVocabulary
     ours("DynamicVocabulary", "admit_after", 0, ValueError, lambda: _dynamic(admit_after=0)),
     ours("DynamicVocabulary", "admit_after", 2.0, TypeError, lambda: _dynamic(admit_after=2.0)),
-    ours("DynamicVocabulary", "evict_after_steps", 0, ValueError,
-         lambda: _dynamic(evict_after_steps=0)),
+    ours("DynamicVocabulary", "evict_after_steps", 1, ValueError,
+         lambda: _dynamic(evict_after_steps=1)),
     ours("DynamicVocabulary", "evict_every_steps", True, TypeError,
          lambda: _dynamic(evict_every_steps=True)),
     ours("DynamicVocabulary", "refuse_when_full", "yes", TypeError,

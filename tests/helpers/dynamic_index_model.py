@@ -79,7 +79,7 @@ class IndexModel:
                     if total >= self.o.admit_after:
                         free = set(range(self.o.block_rows[b])) - {v[0] for v in admitted.values()}
                         if not free and not self.o.refuse_when_full:
-                            old = [(v[2], kk) for kk, v in admitted.items() if v[2] < t]
+                            old = [(v[2], kk) for kk, v in admitted.items() if v[2] < t - 1]
                             if old:
                                 victim = min(old)[1]
                                 free = {admitted.pop(victim)[0]}

@@ -282,7 +282,7 @@ def test_several_replicas_are_refused_naming_the_table():
 
 @pytest.mark.parametrize("options, message", [
     (dict(admit_after=0), "admit_after"),
-    (dict(evict_after_steps=-1), "evict_after_steps"),
+    (dict(evict_after_steps=1), "evict_after_steps"),
     (dict(pool_rows=True), "pool_rows"),
     (dict(refuse_when_full="yes"), "refuse_when_full"),
 ])
@@ -294,3 +294,35 @@ def test_invalid_options_are_named(options, message):
 def test_a_dynamic_option_of_another_type_is_refused():
     with pytest.raises(TypeError, match="dynamic"):
         tf_embedding.TableConfig(vocabulary_size=4, dim=2, name="t", dynamic={"admit_after": 1})
+
+
+def test_a_key_of_the_previous_step_keeps_its_row():
+    """A pipelined enqueue looks step N + 1 up before step N's gradients are applied: a full
+    block gives away no row looked up in step N (the new key is refused), only older ones."""
+    embedding = _embedding(tf_embedding.DynamicVocabulary(), capacity=2)
+    statistics = []
+    for keys in ([11, 12], [13], [13]):
+        _run_step(embedding, {"clicked": [keys] + [[]] * 5, "viewed": [[]] * 6},
+                  _zero_gradients(), training=True)
+        statistics.append(embedding.dynamic_statistics()["items"])
+    assert [(s["occupied"], s["admitted"], s["evicted"], s["refused"]) for s in statistics] == [
+        (2, 2, 0, 0), (2, 2, 0, 1), (2, 3, 1, 1)]
+
+
+@pytest.mark.parametrize("make", [
+    lambda features: tf_embedding.TPUEmbeddingV0(features, tf_embedding.Adagrad(LEARNING_RATE)),
+    lambda features: tf_embedding.TPUEmbeddingForServing(features, None),
+], ids=["TPUEmbeddingV0", "TPUEmbeddingForServing"])
+def test_classes_that_read_ids_as_rows_refuse_a_dynamic_table(make):
+    features = _embedding(tf_embedding.DynamicVocabulary())._feature_config  # pylint: disable=protected-access
+    with pytest.raises(ValueError, match="Table items is dynamic.*cannot hold"):
+        make(features)
+
+
+def test_a_stock_lookup_of_a_dynamic_table_is_refused():
+    embedding = _embedding(tf_embedding.DynamicVocabulary())
+    features = embedding._feature_config  # pylint: disable=protected-access
+    with pytest.raises(ValueError, match="Table items is dynamic.*would read its keys as rows"):
+        tf_embedding.serving_embedding_lookup(
+            {"clicked": _ragged([[1]] * BATCH)}, None,
+            {features["clicked"].table: tf.zeros([12, DIM])}, features)

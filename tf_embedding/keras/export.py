@@ -18,22 +18,9 @@ from tf_embedding import for_serving
 from tf_embedding.sharded.multi_worker.block_variable import WorkerBlockVariable
 
 
-def serving_tables(engine_tables: Mapping[Any, Any], shapes_only: bool = False
-                   ) -> dict[Any, Any]:
+def serving_tables(engine_tables: Mapping[Any, Any]) -> dict[Any, Any]:
     """An engine's tables ({TableConfig: variable}) as stock lookups read them
-    (`whole_value`).
-
-    Raises:
-      ValueError: a dynamic table, whose keys are no rows of it, unless the lookup is traced
-        for its shapes only (Keras' symbolic build).
-    """
-    for table in engine_tables:
-        if getattr(table, "dynamic", None) is not None and not shapes_only:
-            raise ValueError(
-                f"Table {table.name} is dynamic (TableConfig(dynamic=...)): stock lookups "
-                "(a SavedModel's serving function, a serving_config lookup) would read its keys "
-                "as rows, and this version does not export its key index yet "
-                "(docs/dynamic_vocabulary.md). Export a model of fixed tables.")
+    (`whole_value`)."""
     return {table: whole_value(variable) for table, variable in engine_tables.items()}
 
 
@@ -49,15 +36,13 @@ def whole_value(variable: Any) -> Any:
 
 
 def stock_lookup(features: Any, weights: Any, engine_tables: Mapping[Any, Any],
-                 feature_config: Any, composite_features: frozenset[int] = frozenset(),
-                 shapes_only: bool = False) -> Any:
+                 feature_config: Any, composite_features: frozenset[int] = frozenset()) -> Any:
     """`serving_embedding_lookup` of `features` in an engine's tables ({TableConfig: variable}).
 
     A feature given as float dense ids (only Keras' default signature gives those) is looked
     up as int64 ids without weights, which that trace also invents; if the layer was called
     with a sparse or ragged tensor for it (its flat index in `composite_features`), as a ragged
-    tensor of the same ids, so that the model gets the shapes it was built with. `shapes_only`:
-    traced for the outputs' shapes (Keras' symbolic build), never run (`serving_tables`).
+    tensor of the same ids, so that the model gets the shapes it was built with.
     """
     flat_features = tf.nest.flatten(features)
     flat_weights = [None] * len(flat_features) if weights is None else tf.nest.flatten(weights)
@@ -70,7 +55,7 @@ def stock_lookup(features: Any, weights: Any, engine_tables: Mapping[Any, Any],
     return for_serving.serving_embedding_lookup(
         tf.nest.pack_sequence_as(features, flat_features),
         None if weights is None else tf.nest.pack_sequence_as(features, flat_weights),
-        serving_tables(engine_tables, shapes_only), feature_config)
+        serving_tables(engine_tables), feature_config)
 
 
 def _is_float_dense(value: Any) -> bool:

@@ -178,8 +178,7 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
             outputs = tf.nest.flatten(export.stock_lookup(
                 {path: item.ids for path, item in zip(self._paths, engine_inputs)},
                 {path: item.weights for path, item in zip(self._paths, engine_inputs)},
-                self._tpu_embedding.embedding_tables, self._engine_features,
-                shapes_only=not save_context.in_save_context()))
+                self._tpu_embedding.embedding_tables, self._engine_features))
         else:
             self._check_strategy()
             outputs = self._trained_lookup(engine_inputs, training)
