@@ -17,6 +17,8 @@ constexpr int64_t kMaxBlockEntries = std::numeric_limits<int32_t>::max();
 constexpr int64_t kBlockStepCost = int64_t{1} << 24;
 // A find in the index: a cache miss or two.
 constexpr int64_t kFindCost = 200;
+// How many keys ahead a loop over a step's keys prefetches their index entries.
+constexpr size_t kPrefetchAhead = 8;
 
 int64_t CandidatesPerBlock(const DynamicIndexOptions& options) {
   const int64_t blocks = static_cast<int64_t>(options.block_rows.size());
@@ -236,10 +238,9 @@ std::vector<int64_t> TouchAdmitted(KeySet& admitted, const KeyCounts& batch, int
   found->resize(batch.keys.size());
   admitted.FindAll(batch.keys.data(), static_cast<int64_t>(found->size()), found->data());
   std::vector<int64_t> seen;
-  constexpr size_t kAhead = 8;  // entries prefetched ahead of the updates
   for (size_t i = 0; i < batch.keys.size(); ++i) {
-    if (i + kAhead < found->size() && (*found)[i + kAhead] >= 0) {
-      admitted.PrefetchEntry((*found)[i + kAhead]);
+    if (i + kPrefetchAhead < found->size() && (*found)[i + kPrefetchAhead] >= 0) {
+      admitted.PrefetchEntry((*found)[i + kPrefetchAhead]);
     }
     const int64_t e = (*found)[i];
     if (e < 0) {
@@ -272,7 +273,12 @@ void DynamicIndex::StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows
     if (found[i] >= 0) unique_rows[batch.unique[i]] = TableRow(b, found[i]);
   }
   std::vector<int64_t> added;  // entries admitted in this step, in ascending key order
-  for (size_t i : others) {
+  for (size_t j = 0; j < others.size(); ++j) {
+    if (j + kPrefetchAhead < others.size()) {
+      admitted.PrefetchHome(batch.keys[others[j + kPrefetchAhead]]);
+      candidates.PrefetchHome(batch.keys[others[j + kPrefetchAhead]]);
+    }
+    const size_t i = others[j];
     const int64_t key = batch.keys[i];
     const int64_t c = candidates.Find(key);
     const int64_t total =

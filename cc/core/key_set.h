@@ -5,13 +5,12 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <limits>
-#include <queue>
 #include <utility>
 #include <vector>
 
 #include "cc/core/dynamic_index.h"
+#include "cc/core/free_entries.h"
 
 namespace tf_embedding {
 
@@ -20,20 +19,17 @@ inline constexpr int64_t kMaxKeyCount = std::numeric_limits<uint32_t>::max();
 
 // A fixed number of entries holding keys with their count and last step: an open-addressing
 // map from key to entry (linear probing, backward-shift deletion, so no tombstones), a recency
-// list of the entries (front: most recent), and the free entries, lowest first. 40-48 bytes an
+// list of the entries (front: most recent), and the free entries, lowest first. 36-44 bytes an
 // entry.
 class KeySet {
  public:
   explicit KeySet(int64_t capacity)
       : keys_(capacity, -1), counts_(capacity, 0), last_seen_(capacity, 0),
-        prev_(capacity, -1), next_(capacity, -1) {
+        prev_(capacity, -1), next_(capacity, -1), free_(capacity) {
     int64_t buckets = 2;
     while (buckets < 2 * capacity) buckets *= 2;
     buckets_.assign(buckets, -1);
     mask_ = static_cast<uint64_t>(buckets - 1);
-    std::vector<int32_t> free(capacity);
-    for (int64_t e = 0; e < capacity; ++e) free[e] = static_cast<int32_t>(e);
-    free_ = FreeEntries(std::greater<int32_t>(), std::move(free));
   }
 
   int64_t capacity() const { return static_cast<int64_t>(keys_.size()); }
@@ -73,6 +69,9 @@ class KeySet {
     }
   }
 
+  // Brings `key`'s home bucket toward the cache, for a find or insert of it soon.
+  void PrefetchHome(int64_t key) const { __builtin_prefetch(&buckets_[Home(key)], 1); }
+
   // Brings entry `e`'s count, step and links toward the cache, for an update of it soon.
   void PrefetchEntry(int64_t e) const {
     __builtin_prefetch(&counts_[e], 1);
@@ -83,8 +82,7 @@ class KeySet {
 
   // Puts absent `key` in the lowest free entry, linked at the front. REQUIRES: !full().
   int64_t Insert(int64_t key, int64_t count, int64_t step) {
-    const int32_t e = free_.top();
-    free_.pop();
+    const int32_t e = static_cast<int32_t>(free_.PopLowest());
     keys_[e] = key;
     Set(e, count, step);
     uint64_t b = Home(key);
@@ -103,7 +101,7 @@ class KeySet {
     keys_[e] = -1;
     counts_[e] = 0;
     last_seen_[e] = 0;
-    free_.push(static_cast<int32_t>(e));
+    free_.Push(e);
   }
 
   void Set(int64_t e, int64_t count, int64_t step) {
@@ -127,8 +125,6 @@ class KeySet {
   }
 
  private:
-  using FreeEntries =
-      std::priority_queue<int32_t, std::vector<int32_t>, std::greater<int32_t>>;
 
   uint64_t Home(int64_t key) const { return MixKey(static_cast<uint64_t>(key)) & mask_; }
 
