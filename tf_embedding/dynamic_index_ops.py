@@ -51,6 +51,12 @@ def dynamic_index_export(index: tf.Tensor) -> DynamicIndexState:
     return DynamicIndexState(*_loader.load_ops().tfe_dynamic_index_export(index=index))
 
 
+def dynamic_index_stats(index: tf.Tensor) -> tf.Tensor:
+    """The index's stats alone, as `dynamic_index_export` gives them (`TfeDynamicIndexStats`:
+    no copy of its records)."""
+    return _loader.load_ops().tfe_dynamic_index_stats(index=index)
+
+
 def dynamic_index_import(index: tf.Tensor, state: DynamicIndexState,
                          table_name: str) -> tf.Operation:
     """Replaces the index's state with `state`, exported from an index of the same layout

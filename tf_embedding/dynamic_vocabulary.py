@@ -22,6 +22,7 @@ has the whole contract.
 """
 
 import dataclasses
+from typing import Any
 
 from tf_embedding import argument_checks as checks
 
@@ -77,3 +78,14 @@ class DynamicVocabulary:
         if self.pool_rows is not None:
             return self.pool_rows
         return min(capacity, DEFAULT_POOL_ROWS)
+
+
+def dynamic_of(table: Any) -> DynamicVocabulary | None:
+    """A table config's `DynamicVocabulary`; None for a fixed table (stock TF's configs have no
+    such attribute)."""
+    return getattr(table, "dynamic", None)
+
+
+def dynamic_table_error(table_name: str, problem: str) -> ValueError:
+    """The error of a dynamic table where it cannot go, in one wording; `problem` says why."""
+    return ValueError(f"Table {table_name} is dynamic (TableConfig(dynamic=...)): {problem}")

@@ -15,6 +15,7 @@ from tensorflow.python.trackable import autotrackable
 from tensorflow.python.trackable import constants as base_constants
 from tensorflow.python.trackable import base as trackable_base
 
+from tf_embedding import dynamic_vocabulary
 from tf_embedding.optimizers import keras_translation
 
 Initializer = Callable[..., Any]
@@ -72,10 +73,9 @@ class EmbeddingBase(autotrackable.AutoTrackable):
                 raise ValueError("Tables must have a unique name. "
                                  f"Multiple tables with name {table.name} found.")
             table_names.append(table.name)
-            if getattr(table, "dynamic", None) is not None and self._DYNAMIC_REFUSAL:
-                raise ValueError(f"Table {table.name} is dynamic (TableConfig(dynamic=...)), "
-                                 f"which {type(self).__name__} cannot hold: "
-                                 f"{self._DYNAMIC_REFUSAL}")
+            if dynamic_vocabulary.dynamic_of(table) is not None and self._DYNAMIC_REFUSAL:
+                raise dynamic_vocabulary.dynamic_table_error(
+                    table.name, f"{type(self).__name__} cannot hold it: {self._DYNAMIC_REFUSAL}")
         self._built = False
 
     @property
@@ -90,6 +90,11 @@ class EmbeddingBase(autotrackable.AutoTrackable):
         needed. Each value is the whole variable, whatever its blocks."""
         self._maybe_build()
         return {name: dict(variables) for name, variables in self._variables.items()}
+
+    def dynamic_statistics(self) -> dict[str, dict[str, int]]:
+        """(Not in TF.) Each dynamic table's counts now, by table name: none here (only the
+        sharded `TPUEmbedding` holds dynamic tables)."""
+        return {}
 
     def embedding_lookup(self, features: Any, weights: Any = None) -> Any:
         """Looks up the embedding tables for `features` (the classes with a CPU lookup)."""

@@ -20,6 +20,7 @@ from tf_embedding.feature_inputs import cpu_rules
 from tf_embedding.feature_inputs.feature_input import output_shape_factor_message
 from tf_embedding import argument_checks as checks
 from tf_embedding import config
+from tf_embedding import dynamic_vocabulary
 from tf_embedding import pooled_lookup
 from tf_embedding.embedding_base import EmbeddingBase
 
@@ -171,12 +172,12 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
     _refuse_outer_xla()
     outputs = []
     for item in cpu_rules.validate_features(inputs, weights, feature_config):
-        if getattr(item.feature.table, "dynamic", None) is not None:
-            raise ValueError(
-                f"Table {item.feature.table.name} is dynamic (TableConfig(dynamic=...)): a stock "
-                "lookup (serving_embedding_lookup, a SavedModel's serving function, a Keras "
-                "serving_config) would read its keys as rows, and this version does not export "
-                "its key index yet (docs/dynamic_vocabulary.md).")
+        if dynamic_vocabulary.dynamic_of(item.feature.table) is not None:
+            raise dynamic_vocabulary.dynamic_table_error(
+                item.feature.table.name,
+                "a stock lookup (serving_embedding_lookup, a SavedModel's serving function, a "
+                "Keras serving_config) would read its keys as rows, and this version does not "
+                "export its key index yet (docs/dynamic_vocabulary.md).")
         with tf.control_dependencies(_layout_checks(item)):
             outputs.append(_lookup(cpu_rules.cpu_lookup_plan(item), item.feature,
                                    _table_of(tables, item), jit_compile))

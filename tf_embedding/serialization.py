@@ -28,7 +28,7 @@ from tensorflow.python.ops import init_ops_v2
 from tensorflow.python.tpu import tpu_embedding_v2_utils as stock
 
 from tf_embedding import config as config_lib
-from tf_embedding.dynamic_vocabulary import DynamicVocabulary
+from tf_embedding import dynamic_vocabulary
 from tf_embedding import optimizers
 from tf_embedding.optimizers import keras_translation
 
@@ -188,7 +188,7 @@ def serialize_table(table: Any) -> dict[str, Any]:
         raise ValueError(f"{where}: `layout` (a SparseCore layout) cannot be saved in a "
                          "config.")
     quantization = table.quantization_config
-    dynamic = getattr(table, "dynamic", None)
+    dynamic = dynamic_vocabulary.dynamic_of(table)
     # A fixed table's config keeps its earlier form (no "dynamic" key).
     dynamic_entry = {} if dynamic is None else {"dynamic": dataclasses.asdict(dynamic)}
     return _tagged("TableConfig", {
@@ -212,7 +212,7 @@ def deserialize_table(config: dict[str, Any]) -> config_lib.TableConfig:
             arguments["quantization_config"])
     arguments["dtype"] = tf.as_dtype(arguments["dtype"])
     if "dynamic" in arguments:
-        arguments["dynamic"] = DynamicVocabulary(**arguments["dynamic"])
+        arguments["dynamic"] = dynamic_vocabulary.DynamicVocabulary(**arguments["dynamic"])
     return config_lib.TableConfig(**arguments)
 
 

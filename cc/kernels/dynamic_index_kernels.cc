@@ -128,6 +128,20 @@ absl::Status OutputRecords(OpKernelContext* ctx, int output,
   return absl::OkStatus();
 }
 
+// The stats as the ops' [step, occupied, candidates, admitted, evicted, refused] output.
+absl::Status OutputStats(OpKernelContext* ctx, int index, const DynamicIndexStats& stats) {
+  Tensor* tensor = nullptr;
+  TF_RETURN_IF_ERROR(ctx->allocate_output(index, TensorShape({6}), &tensor));
+  auto flat = tensor->flat<int64_t>();
+  flat(0) = stats.step;
+  flat(1) = stats.occupied;
+  flat(2) = stats.candidates;
+  flat(3) = stats.admitted;
+  flat(4) = stats.evicted;
+  flat(5) = stats.refused;
+  return absl::OkStatus();
+}
+
 class DynamicIndexExportOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
@@ -143,15 +157,24 @@ class DynamicIndexExportOp : public OpKernel {
     }
     OP_REQUIRES_OK(ctx, OutputRecords(ctx, 0, rows));
     OP_REQUIRES_OK(ctx, OutputRecords(ctx, 1, candidates));
-    Tensor* stats_tensor = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({6}), &stats_tensor));
-    auto flat = stats_tensor->flat<int64_t>();
-    flat(0) = stats.step;
-    flat(1) = stats.occupied;
-    flat(2) = stats.candidates;
-    flat(3) = stats.admitted;
-    flat(4) = stats.evicted;
-    flat(5) = stats.refused;
+    OP_REQUIRES_OK(ctx, OutputStats(ctx, 2, stats));
+  }
+};
+
+// The stats alone: no copy of the records (a table's worth of them).
+class DynamicIndexStatsOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Compute(OpKernelContext* ctx) override {
+    tensorflow::core::RefCountPtr<DynamicIndexResource> index;
+    OP_REQUIRES_OK(ctx, LookupIndex(ctx, &index));
+    DynamicIndexStats stats;
+    {
+      absl::MutexLock lock(&index->mu);
+      stats = index->index.Stats();
+    }
+    OP_REQUIRES_OK(ctx, OutputStats(ctx, 0, stats));
   }
 };
 
@@ -204,6 +227,8 @@ REGISTER_KERNEL_BUILDER(Name("TfeDynamicLookup").Device(tensorflow::DEVICE_CPU),
                         DynamicLookupOp);
 REGISTER_KERNEL_BUILDER(Name("TfeDynamicIndexExport").Device(tensorflow::DEVICE_CPU),
                         DynamicIndexExportOp);
+REGISTER_KERNEL_BUILDER(Name("TfeDynamicIndexStats").Device(tensorflow::DEVICE_CPU),
+                        DynamicIndexStatsOp);
 REGISTER_KERNEL_BUILDER(Name("TfeDynamicIndexImport").Device(tensorflow::DEVICE_CPU),
                         DynamicIndexImportOp);
 

@@ -1,6 +1,6 @@
 // The key index of a dynamic table (cc/core/dynamic_index.h, docs/dynamic_vocabulary.md): a
 // resource made by TfeDynamicIndex, read and updated by TfeDynamicLookup, saved and restored
-// through TfeDynamicIndexExport / TfeDynamicIndexImport.
+// through TfeDynamicIndexExport / TfeDynamicIndexImport, its counts read by TfeDynamicIndexStats.
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -71,6 +71,19 @@ REGISTER_OP("TfeDynamicIndexExport")
 The index's state: each table row's (key, count, last step) (key -1: free), the candidates'
 (block by block, each in ascending (last step, key)), and the stats (step, occupied, candidates,
 admitted, evicted, refused).
+)doc");
+
+REGISTER_OP("TfeDynamicIndexStats")
+    .Input("index: resource")
+    .Output("stats: int64")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->Vector(6));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+The index's stats alone, as TfeDynamicIndexExport gives them (step, occupied, candidates,
+admitted, evicted, refused), without copying its records.
 )doc");
 
 REGISTER_OP("TfeDynamicIndexImport")

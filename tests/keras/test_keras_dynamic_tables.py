@@ -69,20 +69,19 @@ def test_fit_trains_as_a_fixed_table_of_the_keys_renumbered():
                 tf.convert_to_tensor(dynamic_values[name]).numpy()[rows[int(key)]],
                 tf.convert_to_tensor(fixed_values[name]).numpy()[rank], rtol=1e-6, atol=1e-7,
                 err_msg=f"{name} of key {key}")
-    statistics = dynamic_layer._tpu_embedding.dynamic_statistics()["items"]  # pylint: disable=protected-access
+    statistics = dynamic_layer.dynamic_statistics()["items"]
     assert statistics["step"] == 4 and statistics["occupied"] == len(unique_keys)
 
 
 def test_only_training_lookups_count_and_saving_carries_the_index(tmp_path):
     model, layer = _model(_table(16, tf_embedding.DynamicVocabulary(admit_after=2)))
-    embedding = layer._tpu_embedding  # pylint: disable=protected-access
     model.predict(KEYS, batch_size=4, verbose=0)
-    assert embedding.dynamic_statistics()["items"]["step"] == 0
+    assert layer.dynamic_statistics()["items"]["step"] == 0
     _fit(model, KEYS)
-    statistics = embedding.dynamic_statistics()["items"]
+    statistics = layer.dynamic_statistics()["items"]
     assert statistics["step"] == 4 and statistics["occupied"] == len(np.unique(KEYS))
     predictions = model.predict(KEYS, batch_size=4, verbose=0)
-    assert embedding.dynamic_statistics()["items"] == statistics
+    assert layer.dynamic_statistics()["items"] == statistics
     # A key seen once is not admitted: it reads zeros.
     np.testing.assert_array_equal(
         layer({"clicked": tf.constant([[123456789] * 3] * 4, tf.int64)})["clicked"], 0.0)
@@ -90,8 +89,8 @@ def test_only_training_lookups_count_and_saving_carries_the_index(tmp_path):
     path = str(tmp_path / "model.keras")
     model.save(path)
     loaded = tf.keras.models.load_model(path)
-    loaded_embedding = loaded.get_layer(layer.name)._tpu_embedding  # pylint: disable=protected-access
-    assert loaded_embedding.dynamic_statistics() == embedding.dynamic_statistics()
+    loaded_layer = loaded.get_layer(layer.name)
+    assert loaded_layer.dynamic_statistics() == layer.dynamic_statistics()
     np.testing.assert_array_equal(loaded.predict(KEYS, batch_size=4, verbose=0), predictions)
 
 

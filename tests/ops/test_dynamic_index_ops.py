@@ -65,6 +65,9 @@ def test_matches_replay_on_churn(options):
         training = step % 5 != 4  # every fifth batch an evaluation batch
         assert lookup(index, keys, training) == model.lookup(keys, training), step
         assert_same_state(index, model)
+        # The stats alone are the export's.
+        np.testing.assert_array_equal(ops.dynamic_index_stats(index),
+                                      ops.dynamic_index_export(index).stats)
     stats = ops.dynamic_index_export(index).stats.numpy()
     assert stats[3] > stats[1] or stats[5] > 0  # the stream filled the blocks
 

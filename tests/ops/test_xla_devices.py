@@ -25,7 +25,8 @@ pytestmark = pytest.mark.integration
 WITHOUT_XLA_KERNEL = {"TfeCsrDedup", "TfeCheckQueueSizes", "TfeSyntheticFeature", "TfeDecodeTsv",
                       "TfeFeaturesCheck", "TfeAssignRows", "TfeRestoreRows", "TfeResetRows",
                       "TfeDynamicIndex",
-                      "TfeDynamicLookup", "TfeDynamicIndexExport", "TfeDynamicIndexImport"}
+                      "TfeDynamicLookup", "TfeDynamicIndexExport", "TfeDynamicIndexStats",
+                      "TfeDynamicIndexImport"}
 
 # Prints, per tf_embedding op, the devices of its kernels, after loading the op library (an
 # eager lookup) and compiling a function, in the order ORDER (defined before it) gives.

@@ -25,15 +25,19 @@ STEPS = 12
 STATISTICS = ("step", "occupied", "candidates", "admitted", "evicted", "refused")
 
 
-def _embedding(dynamic, capacity=12, blocks=1, combiner="mean", partition_strategy="div",
-               optimizer=None):
+def _features(dynamic, capacity=12, combiner="mean"):
+    """Two features, `clicked` and `viewed`, of one table `items`."""
     table = tf_embedding.TableConfig(
         vocabulary_size=capacity, dim=DIM, name="items", combiner=combiner,
         initializer=tf.keras.initializers.RandomUniform(-1.0, 1.0, seed=3), dynamic=dynamic)
-    features = {name: tf_embedding.FeatureConfig(table, name=name, output_shape=[BATCH])
-                for name in ("clicked", "viewed")}
+    return {name: tf_embedding.FeatureConfig(table, name=name, output_shape=[BATCH])
+            for name in ("clicked", "viewed")}
+
+
+def _embedding(dynamic, capacity=12, blocks=1, combiner="mean", partition_strategy="div",
+               optimizer=None):
     return tf_embedding.TPUEmbedding(
-        features, optimizer or tf_embedding.Adagrad(LEARNING_RATE),
+        _features(dynamic, capacity, combiner), optimizer or tf_embedding.Adagrad(LEARNING_RATE),
         table_devices=["/cpu:0"] * blocks if blocks > 1 else None,
         partition_strategy=partition_strategy)
 
@@ -86,7 +90,7 @@ class Replay:
         variables = _values(embedding)
         self.table = variables["parameters"]
         self.accumulators = variables["accumulators"]
-        self.pool = embedding._dynamic_tables["items"].pool.numpy()  # pylint: disable=protected-access
+        self.pool = embedding.engine.tables[0].dynamic.pool.numpy()
         self.index = IndexModel(options)
         self.combiner = combiner
 
@@ -314,14 +318,13 @@ def test_a_key_of_the_previous_step_keeps_its_row():
     lambda features: tf_embedding.TPUEmbeddingForServing(features, None),
 ], ids=["TPUEmbeddingV0", "TPUEmbeddingForServing"])
 def test_classes_that_read_ids_as_rows_refuse_a_dynamic_table(make):
-    features = _embedding(tf_embedding.DynamicVocabulary())._feature_config  # pylint: disable=protected-access
+    features = _features(tf_embedding.DynamicVocabulary())
     with pytest.raises(ValueError, match="Table items is dynamic.*cannot hold"):
         make(features)
 
 
 def test_a_stock_lookup_of_a_dynamic_table_is_refused():
-    embedding = _embedding(tf_embedding.DynamicVocabulary())
-    features = embedding._feature_config  # pylint: disable=protected-access
+    features = _features(tf_embedding.DynamicVocabulary())
     with pytest.raises(ValueError, match="Table items is dynamic.*would read its keys as rows"):
         tf_embedding.serving_embedding_lookup(
             {"clicked": _ragged([[1]] * BATCH)}, None,

@@ -28,6 +28,7 @@ from tensorflow.python.util import nest
 
 from tf_embedding import argument_checks as checks
 from tf_embedding import config as config_lib
+from tf_embedding import dynamic_vocabulary
 from tf_embedding.feature_inputs import cpu_rules
 from tf_embedding import for_serving
 from tf_embedding.keras import export
@@ -65,7 +66,7 @@ def _clone_and_prepare_features(feature_config: Any) -> tuple[Any, list[tuple[An
             vocabulary_size=table.vocabulary_size, dim=table.dim, initializer=table.initializer,
             optimizer=keras_translation.embedding_optimizer(table.optimizer, rule="tpu"),
             quantization_config=table.quantization_config, combiner=table.combiner,
-            name=table.name, dynamic=getattr(table, "dynamic", None))
+            name=table.name, dynamic=dynamic_vocabulary.dynamic_of(table))
         table_map.append((table, cloned))
         return cloned
 

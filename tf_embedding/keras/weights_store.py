@@ -99,6 +99,11 @@ class EngineWeights:
             name=self._HELPER_NAME, shape=(1,), initializer="zeros", trainable=True,
             dtype="float32"))
 
+    def dynamic_statistics(self) -> dict[str, dict[str, int]]:
+        """(Not in TFRS.) Each dynamic table's counts now (`TPUEmbedding.dynamic_statistics`:
+        step, occupied, candidates, admitted, evicted, refused)."""
+        return self._tpu_embedding.dynamic_statistics()
+
     def table_variables(self) -> dict[str, dict[str, Any]]:
         """(Not in TFRS.) {table name: {"parameters": table, <slot name>: slot}}: the engine's
         variables, each whole whatever its blocks (`TPUEmbedding.table_variables`)."""

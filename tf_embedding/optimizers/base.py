@@ -101,13 +101,17 @@ class _Optimizer(metaclass=abc.ABCMeta):
         """`slot_names()` under the name of TF's slot protocol."""
         return self.slot_names()
 
-    def _slot_initializers(self) -> List[init_ops_v2.Initializer]:
+    def slot_initializers(self) -> List[init_ops_v2.Initializer]:
         """Initializers of the slot variables, parallel to `slot_names()`: each slot's initial
         value, a number or the argument that holds it."""
         return [_constant_slot_initializer(getattr(self, slot.initial_value)
                                            if isinstance(slot.initial_value, str)
                                            else slot.initial_value)
                 for slot in self.description.slots]
+
+    def _slot_initializers(self) -> List[init_ops_v2.Initializer]:
+        """`slot_initializers()` under the name of TF's slot protocol."""
+        return self.slot_initializers()
 
     def _create_slots(
         self,
@@ -123,7 +127,7 @@ class _Optimizer(metaclass=abc.ABCMeta):
         `initializer_wrapper(slot_name, initializer)` may replace each initializer first.
         """
         names = self.slot_names()
-        initializers = self._slot_initializers()
+        initializers = self.slot_initializers()
         if initializer_wrapper is not None:
             initializers = [initializer_wrapper(name, initializer)
                             for name, initializer in zip(names, initializers)]

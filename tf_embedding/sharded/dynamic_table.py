@@ -17,16 +17,15 @@ import tensorflow as tf
 from tensorflow.python.ops import gen_resource_variable_ops
 from tensorflow.python.trackable import autotrackable
 
-from tf_embedding import dynamic_index_ops, ops
-from tf_embedding.dynamic_vocabulary import DynamicVocabulary
+from tf_embedding import dynamic_index_ops, dynamic_vocabulary, ops
 from tf_embedding.sharded.layout import ShardLayout
 
 # The conversion's vocabulary size for a dynamic table, whose ids are keys: any int64 >= 0.
 ANY_KEY = -1
 NOT_COMPILABLE = (
-    "Table {table} is dynamic (TableConfig(dynamic=...)), but inside jit_compile=True its key "
-    "index cannot run: XLA has no kernel for it (a stateful lookup whose outputs' sizes depend "
-    "on the keys). Compile the step without jit_compile, or use a fixed table.")
+    "inside jit_compile=True its key index cannot run: XLA has no kernel for it (a stateful "
+    "lookup whose outputs' sizes depend on the keys). Compile the step without jit_compile, or "
+    "use a fixed table.")
 # What each resource's name adds to the table's, so two embeddings never share an index.
 _INSTANCES = itertools.count()
 
@@ -36,7 +35,8 @@ class DynamicIndex(tf.saved_model.experimental.TrackableResource):
     counts and last steps, its candidates and its statistics. A checkpoint of another capacity
     or block count fails to restore, naming the table, and changes nothing."""
 
-    def __init__(self, table_name: str, layout: ShardLayout, options: DynamicVocabulary):
+    def __init__(self, table_name: str, layout: ShardLayout,
+                 options: dynamic_vocabulary.DynamicVocabulary):
         self._table_name = table_name
         self._layout = layout
         self._options = options
@@ -73,8 +73,9 @@ class DynamicTable(autotrackable.AutoTrackable):
     def __init__(self, config: Any, layout: ShardLayout):
         options = config.dynamic
         self.name = config.name
+        self._capacity = layout.offsets[-1]
         self.index = DynamicIndex(config.name, layout, options)
-        pool_rows = options.pool_size(layout.offsets[-1])
+        pool_rows = options.pool_size(self._capacity)
         # New rows start as rows of this value: a key's row depends on the key alone, not on
         # the order keys arrive in or the table's blocks.
         self.pool = tf.Variable(
@@ -83,8 +84,7 @@ class DynamicTable(autotrackable.AutoTrackable):
         optimizer = config.optimizer
         self._slot_rows = self._no_dependency({} if optimizer is None else {
             name: tf.constant(initializer((1, config.dim), dtype=tf.float32))
-            for name, initializer in zip(optimizer.slot_names(),
-                                         optimizer._slot_initializers())})  # pylint: disable=protected-access
+            for name, initializer in zip(optimizer.slot_names(), optimizer.slot_initializers())})
 
     def remap(self, table: Any, batch: ops.CsrBatch, training: Any) -> ops.CsrBatch:
         """`batch` (table `table`'s keys, a `TableState`) with each lookup's key replaced by
@@ -132,7 +132,7 @@ class DynamicTable(autotrackable.AutoTrackable):
     def unpack_index(self, packed: np.ndarray) -> None:
         """Restores the index from `packed_index()`'s array; an array of another capacity or
         block layout fails naming the table, and changes nothing."""
-        capacity = self.index._layout.offsets[-1]  # pylint: disable=protected-access
+        capacity = self._capacity
         packed = np.asarray(packed, np.int64)
         if packed.ndim != 2 or packed.shape[1] != 3 or packed.shape[0] < 2 + capacity:
             raise ValueError(f"Table {self.name}: a stored dynamic index of shape "
@@ -144,7 +144,7 @@ class DynamicTable(autotrackable.AutoTrackable):
 
     def statistics(self) -> dict[str, int]:
         """The index's counts now: step, occupied, candidates, admitted, evicted, refused."""
-        stats = dynamic_index_ops.dynamic_index_export(self.index.resource_handle).stats
+        stats = dynamic_index_ops.dynamic_index_stats(self.index.resource_handle)
         return dict(zip(STATISTICS, (int(value) for value in stats.numpy())))
 
 
@@ -163,16 +163,16 @@ def create_dynamic_tables(embedding: Any, table_configs: Any, layout_of: Any, *,
     """
     dynamic = {}
     for config in table_configs:
-        if getattr(config, "dynamic", None) is None:  # stock TF's configs have no such option
+        if dynamic_vocabulary.dynamic_of(config) is None:
             continue
         where = ("parameter-server tasks" if parameter_servers
                  else "MultiWorkerMirroredStrategy workers" if multi_worker
                  else f"{replicas} replicas" if replicas > 1 else None)
         if where is not None:
-            raise ValueError(
-                f"Table {config.name} is dynamic (TableConfig(dynamic=...)), but this "
-                f"TPUEmbedding runs on {where}: a dynamic table's index must count each "
-                "training step's whole batch once, which this version does in one process "
+            raise dynamic_vocabulary.dynamic_table_error(
+                config.name,
+                f"this TPUEmbedding runs on {where}, and a dynamic table's index must count "
+                "each training step's whole batch once, which this version does in one process "
                 "with one replica (the default strategy; table_devices may split the table). "
                 "Use a fixed table here.")
         table = DynamicTable(config, layout_of(config))

@@ -122,9 +122,10 @@ class Engine:
                        training: Any = False) -> list[TableBatch]:
         """This replica's CSR batch of each table, from `table_inputs[t]` (table t's
         `FeatureInput`s). `training` (a bool or bool tensor): whether the batch counts for
-        `profile_data_directory` and for dynamic tables' admission and eviction. Under MultiWorkerMirroredStrategy every worker first checks
-        every worker's batch (`id_check`), so an id past its table or a malformed feature fails
-        the step everywhere."""
+        `profile_data_directory` and for dynamic tables' admission and eviction. Under
+        MultiWorkerMirroredStrategy every worker first checks every worker's batch
+        (`id_check`), so an id past its table or a malformed feature fails the step
+        everywhere."""
         if self.workers is not None:
             check = id_check.check_batches_everywhere(
                 self.workers, [state.config for state in self.tables], table_inputs)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
-from tf_embedding import ops
+from tf_embedding import dynamic_vocabulary, ops
 from tf_embedding.feature_inputs.feature_input import FeatureInput
 from tf_embedding.sharded import dynamic_table
 from tf_embedding.sharded.batch_types import TableBatch
@@ -50,7 +50,8 @@ class Sharding(abc.ABC):
         config, dynamic = self.table.config, self.table.dynamic
         if ops.compiling_with_xla():
             if dynamic is not None:
-                raise ValueError(dynamic_table.NOT_COMPILABLE.format(table=self.name))
+                raise dynamic_vocabulary.dynamic_table_error(self.name,
+                                                             dynamic_table.NOT_COMPILABLE)
             self.check_compilable()
         batch = ops.features_to_csr(
             config.name, config.vocabulary_size if dynamic is None else dynamic_table.ANY_KEY,
