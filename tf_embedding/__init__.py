@@ -25,7 +25,9 @@ The root holds the public API; each package's `__init__.py` docstring is that pa
   every replica; `embedding_base`: the table and slot variables every embedding class shares,
   named and tracked as TF's.
 * `for_serving`: `TPUEmbeddingForServing` and `serving_embedding_lookup`, stock TF ops only;
-  `pooled_lookup`: its faster stock-op formulations of TF's pooled lookups.
+  `pooled_lookup`: its faster stock-op formulations of TF's pooled lookups; `serving_keys` and
+  `keyed_lookup`: a dynamic table's keys in a stock hash table, and its features looked up
+  by key.
 * `feature_inputs/`: the rules of one feature's input (kinds, shapes, sequence, weights).
 * `ops`: typed wrappers of the op library's engine ops (`dynamic_index_ops`: of the key index
   of dynamic tables); `_loader`: loads that library once per

@@ -96,6 +96,11 @@ class EmbeddingBase(autotrackable.AutoTrackable):
         sharded `TPUEmbedding` holds dynamic tables)."""
         return {}
 
+    def serving_key_indexes(self) -> dict[str, Any]:
+        """(Not in TF.) {dynamic table: what stock lookups read its keys' rows from}: none
+        here (only the sharded `TPUEmbedding` holds dynamic tables)."""
+        return {}
+
     def embedding_lookup(self, features: Any, weights: Any = None) -> Any:
         """Looks up the embedding tables for `features` (the classes with a CPU lookup)."""
         raise TypeError(f"'{type(self).__name__}' object is not callable: it looks features up "

@@ -7,7 +7,7 @@ features take the faster formulations of `pooled_lookup` where they apply (`_poo
 
 import functools
 import math
-from typing import Any
+from typing import Any, Mapping
 
 import tensorflow as tf
 from tensorflow.core.tpu.kernels import sparse_core_layout_pb2
@@ -21,7 +21,10 @@ from tf_embedding.feature_inputs.feature_input import output_shape_factor_messag
 from tf_embedding import argument_checks as checks
 from tf_embedding import config
 from tf_embedding import dynamic_vocabulary
+from tf_embedding import keyed_lookup
 from tf_embedding import pooled_lookup
+from tf_embedding import serving_keys
+from tf_embedding.serving_keys import KeyIndex
 from tf_embedding.embedding_base import EmbeddingBase
 
 
@@ -33,14 +36,14 @@ class TPUEmbeddingForServing(EmbeddingBase):
     """Embedding tables looked up with stock TF ops, for serving (or CPU training with Keras).
 
     Restores checkpoints written by stock TF's `TPUEmbedding`, `TPUEmbeddingForServing` and by
-    every tf_embedding class, and writes the same keys. Like TF, it also restores the stacked
+    every tf_embedding class, and writes the same keys. A dynamic table's keys are restored
+    into a stock hash table (`serving_keys.RestoredKeyIndex`), which its SavedModel holds.
+    Like TF, it also restores the stacked
     tables of a SparseCore (`TPUEmbeddingV2`) checkpoint when that checkpoint is restored before
     `build()`: their parameters only, no slots.
     """
 
-    _DYNAMIC_REFUSAL = (
-        "this version serves fixed tables only (a dynamic table's keys need its key index, "
-        "which serving does not restore yet; docs/dynamic_vocabulary.md).")
+    _DYNAMIC_REFUSAL = None  # a dynamic table's keys are served by its ServingKeyIndex
 
     def __init__(self, feature_config: Any, optimizer: Any,
                  experimental_sparsecore_restore_info: dict[str, Any] | None = None, *,
@@ -80,6 +83,10 @@ class TPUEmbeddingForServing(EmbeddingBase):
 
     def build(self) -> None:
         """Creates the table and slot variables (once)."""
+        if self._built:
+            return
+        self._key_indexes = self._no_dependency(
+            serving_keys.restored_key_indexes(self, self._table_config))
         super().build()
         # The layouts variable exists only to be restored into; plain checkpoints must not gain
         # a key for it.
@@ -130,7 +137,8 @@ class TPUEmbeddingForServing(EmbeddingBase):
     def embedding_lookup(self, features: Any, weights: Any = None) -> Any:
         """`serving_embedding_lookup` on this object's tables; see there."""
         return serving_embedding_lookup(features, weights, self.embedding_tables,
-                                        self._feature_config, jit_compile=self._jit_compile)
+                                        self._feature_config, jit_compile=self._jit_compile,
+                                        key_indexes=self._key_indexes)
 
 
 def _string_variable_getter(name: str, shape: Any, dtype: tf.DType, initializer: Any,
@@ -141,7 +149,8 @@ def _string_variable_getter(name: str, shape: Any, dtype: tf.DType, initializer:
 
 
 def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any, tf.Variable],
-                             feature_config: Any, *, jit_compile: bool = False) -> Any:
+                             feature_config: Any, *, jit_compile: bool = False,
+                             key_indexes: Mapping[str, KeyIndex] | None = None) -> Any:
     """Looks up `inputs` in `tables` as TF 2.21's CPU `serving_embedding_lookup` does.
 
     The activations are TF's; pooled sparse and ragged features are summed by faster stock-op
@@ -159,9 +168,13 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
       tables: {TableConfig: variable or tensor of shape (vocabulary_size, dim)}.
       feature_config: the nested structure of `FeatureConfig`s.
       jit_compile: see above. Not in TF.
+      key_indexes: {table name: `serving_keys.KeyIndex`} of the dynamic tables among
+        `tables`, whose features are looked up by key (`keyed_lookup`; `jit_compile` does not
+        apply). Not in TF.
 
     Raises:
-      ValueError: a feature of a dynamic table (its keys are no rows), naming the table.
+      ValueError: a feature of a dynamic table without its key index in `key_indexes`, or of
+        an input kind `keyed_lookup` does not take, naming the table.
 
     Returns:
       The structure of `inputs`, each input replaced by its activations:
@@ -172,15 +185,13 @@ def serving_embedding_lookup(inputs: Any, weights: Any | None, tables: dict[Any,
     _refuse_outer_xla()
     outputs = []
     for item in cpu_rules.validate_features(inputs, weights, feature_config):
-        if dynamic_vocabulary.dynamic_of(item.feature.table) is not None:
-            raise dynamic_vocabulary.dynamic_table_error(
-                item.feature.table.name,
-                "a stock lookup (serving_embedding_lookup, a SavedModel's serving function, a "
-                "Keras serving_config) would read its keys as rows, and this version does not "
-                "export its key index yet (docs/dynamic_vocabulary.md).")
+        key_index = _key_index_of(key_indexes, item)
+        plan = cpu_rules.cpu_lookup_plan(item)
         with tf.control_dependencies(_layout_checks(item)):
-            outputs.append(_lookup(cpu_rules.cpu_lookup_plan(item), item.feature,
-                                   _table_of(tables, item), jit_compile))
+            outputs.append(
+                _lookup(plan, item.feature, _table_of(tables, item), jit_compile)
+                if key_index is None else
+                keyed_lookup.keyed_lookup(plan, item.feature, _table_of(tables, item), key_index))
     return tf.nest.pack_sequence_as(inputs, outputs)
 
 
@@ -203,6 +214,22 @@ def _table_of(tables: dict[Any, tf.Variable], item: cpu_rules.ValidatedFeature) 
         raise ValueError(f"Feature '{item.path}': `tables` holds no table for its table "
                          f"'{table.name}' (it holds {sorted(t.name for t in tables)})")
     return tables[table]
+
+
+def _key_index_of(key_indexes: Mapping[str, KeyIndex] | None,
+                  item: cpu_rules.ValidatedFeature) -> KeyIndex | None:
+    """The key index of the feature's table if it is dynamic (None if fixed)."""
+    table = item.feature.table
+    if dynamic_vocabulary.dynamic_of(table) is None:
+        return None
+    if key_indexes is None or table.name not in key_indexes:
+        raise dynamic_vocabulary.dynamic_table_error(
+            table.name,
+            f"feature '{item.path}' holds keys, which a stock lookup must map to rows with the "
+            "table's key index, and `key_indexes` holds none for it: look it up with a "
+            "TPUEmbeddingForServing restored from the training checkpoint, or pass the "
+            "embedding's serving_key_indexes() (docs/dynamic_vocabulary.md).")
+    return key_indexes[table.name]
 
 
 def _layout_checks(item: cpu_rules.ValidatedFeature) -> list[tf.Operation]:

@@ -26,8 +26,8 @@ LIBRARY = ROOT / "tf_embedding"
 ROOT_MODULES = {
     "__main__.py", "_loader.py", "argument_checks.py", "combiners.py", "config.py",
     "dynamic_index_ops.py", "dynamic_vocabulary.py", "embedding_base.py", "for_serving.py",
-    "ops.py", "pooled_lookup.py", "replicated.py", "serialization.py", "server.py",
-    "sharding_plan.py",
+    "keyed_lookup.py", "ops.py", "pooled_lookup.py", "replicated.py", "serialization.py",
+    "server.py", "serving_keys.py", "sharding_plan.py",
 }
 # Written by the build next to the op library (setup.py), not kept in the tree.
 GENERATED = {"_build_info.py"}

@@ -1,8 +1,10 @@
 """tf_embedding.keras.TPUEmbedding with a dynamic table (Keras 3 and tf_keras): `model.fit`
 trains it as a fixed table trained on the keys renumbered (no admission filter, no eviction,
 rows starting alike), only training lookups count, `model.save` / `load_model` carry the index,
-and a SavedModel export, which stock lookups would get wrong, is refused naming the table.
+and `model.export` serves the keys with stock ops.
 """
+
+import textwrap
 
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ import tensorflow as tf
 
 import tf_embedding
 from tf_embedding import keras as embedding_keras
+from helpers.processes import fresh_process_output
 
 pytestmark = pytest.mark.integration
 
@@ -94,8 +97,21 @@ def test_only_training_lookups_count_and_saving_carries_the_index(tmp_path):
     np.testing.assert_array_equal(loaded.predict(KEYS, batch_size=4, verbose=0), predictions)
 
 
-def test_a_saved_model_export_is_refused_naming_the_table(tmp_path):
+@pytest.mark.slow
+def test_an_export_serves_the_keys_without_tf_embedding(tmp_path):
+    """`model.export` holds the keys trained so far in a stock hash table: the SavedModel
+    scores as `predict` does (an unknown key: a zero row) where tf_embedding is not installed."""
     model, _ = _model(_table(16, tf_embedding.DynamicVocabulary()))
     _fit(model, KEYS)
-    with pytest.raises(ValueError, match="Table items is dynamic"):
-        tf.saved_model.save(model, str(tmp_path / "export"))
+    keys = np.concatenate([KEYS[:3], [[2**61, 8, 10**15]]]).astype(np.int64)
+    expected = model.predict(keys, batch_size=4, verbose=0).ravel()
+    model.export(str(tmp_path / "export"))
+    script = textwrap.dedent(f"""
+        import sys, numpy as np, tensorflow as tf
+        loaded = tf.saved_model.load({str(tmp_path / 'export')!r})
+        out = loaded.signatures["serving_default"](tf.constant({keys.tolist()!r}, tf.int64))
+        print(np.asarray(list(out.values())[0]).ravel().tolist())
+        assert not any(m.startswith("tf_embedding") for m in sys.modules)
+    """)
+    printed = fresh_process_output(script).strip().splitlines()[-1]
+    np.testing.assert_allclose(eval(printed), expected, rtol=1e-6, atol=1e-6)  # pylint: disable=eval-used

@@ -224,7 +224,8 @@ def test_a_checkpoint_holds_the_index_and_continues_identically(before_build, tm
 
 
 def test_a_fixed_tables_checkpoint_keys_are_unchanged(tmp_path):
-    """Only a dynamic table adds checkpoint entries (its index and pool, as `<table>.dynamic`)."""
+    """Only a dynamic table adds checkpoint entries (its index, pool and exported keys, as
+    `<table>.dynamic`)."""
     fixed = _embedding(None)
     fixed.build()
     keys = dict(tf.train.list_variables(
@@ -238,7 +239,9 @@ def test_a_fixed_tables_checkpoint_keys_are_unchanged(tmp_path):
         "embedding/items..dynamic/index/.ATTRIBUTES/candidate_records",
         "embedding/items..dynamic/index/.ATTRIBUTES/row_records",
         "embedding/items..dynamic/index/.ATTRIBUTES/stats",
-        "embedding/items..dynamic/pool/.ATTRIBUTES/VARIABLE_VALUE"]
+        "embedding/items..dynamic/pool/.ATTRIBUTES/VARIABLE_VALUE",
+        "embedding/items..dynamic/serving_keys/key_rows/.ATTRIBUTES/table-keys",
+        "embedding/items..dynamic/serving_keys/key_rows/.ATTRIBUTES/table-values"]
 
 
 def test_a_checkpoint_of_another_capacity_fails_naming_the_table(tmp_path):
@@ -313,19 +316,9 @@ def test_a_key_of_the_previous_step_keeps_its_row():
         (2, 2, 0, 0), (2, 2, 0, 1), (2, 3, 1, 1)]
 
 
-@pytest.mark.parametrize("make", [
-    lambda features: tf_embedding.TPUEmbeddingV0(features, tf_embedding.Adagrad(LEARNING_RATE)),
-    lambda features: tf_embedding.TPUEmbeddingForServing(features, None),
-], ids=["TPUEmbeddingV0", "TPUEmbeddingForServing"])
-def test_classes_that_read_ids_as_rows_refuse_a_dynamic_table(make):
-    features = _features(tf_embedding.DynamicVocabulary())
+def test_a_v0_embedding_refuses_a_dynamic_table():
+    """TPUEmbeddingV0 reads ids as rows (TPUEmbeddingForServing serves a dynamic table by its
+    keys: serving/test_dynamic_serving.py)."""
     with pytest.raises(ValueError, match="Table items is dynamic.*cannot hold"):
-        make(features)
-
-
-def test_a_stock_lookup_of_a_dynamic_table_is_refused():
-    features = _features(tf_embedding.DynamicVocabulary())
-    with pytest.raises(ValueError, match="Table items is dynamic.*would read its keys as rows"):
-        tf_embedding.serving_embedding_lookup(
-            {"clicked": _ragged([[1]] * BATCH)}, None,
-            {features["clicked"].table: tf.zeros([12, DIM])}, features)
+        tf_embedding.TPUEmbeddingV0(_features(tf_embedding.DynamicVocabulary()),
+                                    tf_embedding.Adagrad(LEARNING_RATE))

@@ -36,13 +36,15 @@ def whole_value(variable: Any) -> Any:
 
 
 def stock_lookup(features: Any, weights: Any, engine_tables: Mapping[Any, Any],
-                 feature_config: Any, composite_features: frozenset[int] = frozenset()) -> Any:
+                 feature_config: Any, composite_features: frozenset[int] = frozenset(),
+                 key_indexes: Mapping[str, Any] | None = None) -> Any:
     """`serving_embedding_lookup` of `features` in an engine's tables ({TableConfig: variable}).
 
     A feature given as float dense ids (only Keras' default signature gives those) is looked
     up as int64 ids without weights, which that trace also invents; if the layer was called
     with a sparse or ragged tensor for it (its flat index in `composite_features`), as a ragged
-    tensor of the same ids, so that the model gets the shapes it was built with.
+    tensor of the same ids, so that the model gets the shapes it was built with. A dynamic
+    table's keys are mapped to rows by its entry in `key_indexes` (`serving_keys.KeyIndex`).
     """
     flat_features = tf.nest.flatten(features)
     flat_weights = [None] * len(flat_features) if weights is None else tf.nest.flatten(weights)
@@ -55,7 +57,7 @@ def stock_lookup(features: Any, weights: Any, engine_tables: Mapping[Any, Any],
     return for_serving.serving_embedding_lookup(
         tf.nest.pack_sequence_as(features, flat_features),
         None if weights is None else tf.nest.pack_sequence_as(features, flat_weights),
-        serving_tables(engine_tables), feature_config)
+        serving_tables(engine_tables), feature_config, key_indexes=key_indexes)
 
 
 def _is_float_dense(value: Any) -> bool:

@@ -249,12 +249,14 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
         if serving_config is not None:
             return for_serving.serving_embedding_lookup(
                 features, weights, export.serving_tables(self._tpu_embedding.embedding_tables),
-                self._serving_config_over_clones(serving_config))
+                self._serving_config_over_clones(serving_config),
+                key_indexes=self._tpu_embedding.serving_key_indexes())
         self._check_strategy()
         if save_context.in_save_context():
             # A SavedModel must load where tf_embedding is not installed.
             return export.stock_lookup(features, weights, self._tpu_embedding.embedding_tables,
-                                       self._feature_config, self._composite_features)
+                                       self._feature_config, self._composite_features,
+                                       self._tpu_embedding.serving_key_indexes())
         self._composite_features = frozenset(
             index for index, feature in enumerate(tf.nest.flatten(features))
             if isinstance(feature, (tf.SparseTensor, tf.RaggedTensor)))

@@ -15,9 +15,12 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import gen_resource_variable_ops
+from tensorflow.python.saved_model import save_context
 from tensorflow.python.trackable import autotrackable
+from tensorflow.python.trackable import base as trackable_base
 
 from tf_embedding import dynamic_index_ops, dynamic_vocabulary, ops
+from tf_embedding.serving_keys import KeyIndex, ServingKeyIndex
 from tf_embedding.sharded.layout import ShardLayout
 
 # The conversion's vocabulary size for a dynamic table, whose ids are keys: any int64 >= 0.
@@ -68,11 +71,14 @@ class DynamicIndex(tf.saved_model.experimental.TrackableResource):
 
 class DynamicTable(autotrackable.AutoTrackable):
     """One dynamic table's index and initializer pool (both in its checkpoint), and the
-    initial rows of its optimizer's slots."""
+    initial rows of its optimizer's slots. A SavedModel holds instead its keys as stock ops
+    serve them (`serving_keys`), so it loads where the op library is not installed."""
 
     def __init__(self, config: Any, layout: ShardLayout):
         options = config.dynamic
         self.name = config.name
+        # Made now: a SavedModel's trace may come in a function that makes no variables.
+        self._serving_keys = self._no_dependency(ServingKeyIndex(config))
         self._capacity = layout.offsets[-1]
         self.index = DynamicIndex(config.name, layout, options)
         pool_rows = options.pool_size(self._capacity)
@@ -85,6 +91,31 @@ class DynamicTable(autotrackable.AutoTrackable):
         self._slot_rows = self._no_dependency({} if optimizer is None else {
             name: tf.constant(initializer((1, config.dim), dtype=tf.float32))
             for name, initializer in zip(optimizer.slot_names(), optimizer.slot_initializers())})
+
+    def serving_keys(self) -> KeyIndex:
+        """What stock lookups read the keys' rows from: while a SavedModel is being saved, the
+        keys now in a stock hash table (`snapshot_keys`); elsewhere the index itself, read as
+        an evaluation reads it (current at every run, counting nothing)."""
+        if save_context.in_save_context():
+            return self.snapshot_keys()
+        return _EvaluationKeys(self)
+
+    def snapshot_keys(self) -> ServingKeyIndex:
+        """The index's keys now, in a stock hash table (one per table, refilled on each
+        call), which a SavedModel holds."""
+        with tf.init_scope():
+            self._serving_keys.load(
+                dynamic_index_ops.dynamic_index_export(self.index.resource_handle).row_records)
+        return self._serving_keys
+
+    def _trackable_children(self, save_type=trackable_base.SaveType.CHECKPOINT, **kwargs):
+        if save_type == trackable_base.SaveType.SAVEDMODEL:
+            return {"serving_keys": self.snapshot_keys()}
+        # In a checkpoint too, so that what collects a model's lookup tables by its checkpoint
+        # graph (Keras' model.export) finds them: empty until an export fills them, then the
+        # keys as last exported (the index is what a restore continues from).
+        return {**super()._trackable_children(save_type, **kwargs),
+                "serving_keys": self._serving_keys}
 
     def remap(self, table: Any, batch: ops.CsrBatch, training: Any) -> ops.CsrBatch:
         """`batch` (table `table`'s keys, a `TableState`) with each lookup's key replaced by
@@ -146,6 +177,19 @@ class DynamicTable(autotrackable.AutoTrackable):
         """The index's counts now: step, occupied, candidates, admitted, evicted, refused."""
         stats = dynamic_index_ops.dynamic_index_stats(self.index.resource_handle)
         return dict(zip(STATISTICS, (int(value) for value in stats.numpy())))
+
+
+class _EvaluationKeys:
+    """A `KeyIndex` reading a dynamic table's index as an evaluation does."""
+
+    def __init__(self, table: DynamicTable):
+        self._table = table
+
+    def rows(self, keys: tf.Tensor, feature_path: str) -> tf.Tensor:
+        del feature_path  # the index names the table in its errors
+        return dynamic_index_ops.dynamic_lookup(self._table.index.resource_handle,
+                                                tf.cast(keys, tf.int64), False,
+                                                self._table.name).rows
 
 
 STATISTICS = ("step", "occupied", "candidates", "admitted", "evicted", "refused")

@@ -31,6 +31,7 @@ from tensorflow.python.util import nest
 from tf_embedding.feature_inputs import rules
 from tf_embedding import embedding_base
 from tf_embedding import sharding_plan as sharding_plan_lib
+from tf_embedding.serving_keys import KeyIndex
 from tf_embedding.sharded import batch_paths
 from tf_embedding.sharded import dynamic_table
 from tf_embedding.sharded import engine as engine_lib
@@ -209,22 +210,23 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         return blocks
 
     def dynamic_statistics(self) -> dict[str, dict[str, int]]:
-        """(Not in TF.) Each dynamic table's counts now, {table name: {"step", "occupied",
-        "candidates", "admitted", "evicted", "refused"}} (`dynamic_table.STATISTICS`); builds
-        if needed."""
+        """(Not in TF.) {dynamic table: its counts now (`dynamic_table.STATISTICS`)}."""
         self._maybe_build()
         return {name: table.statistics() for name, table in self._dynamic_tables.items()}
 
+    def serving_key_indexes(self) -> dict[str, KeyIndex]:
+        """(Not in TF.) {dynamic table: what stock lookups read its keys' rows from, for
+        `serving_embedding_lookup(key_indexes=...)` (`DynamicTable.serving_keys`)}."""
+        self._maybe_build()
+        return {name: table.serving_keys() for name, table in self._dynamic_tables.items()}
+
     def _retrieve_variables(self) -> None:
-        """TF's hook that copies the tables from TPU memory into their host variables (TPU
-        programs call it before reading or saving them). Here the variables are the tables, and
-        every update writes them in place: they are always current, so there is nothing to
-        copy."""
+        """TF's hook that copies the tables from TPU memory into their host variables (before
+        reading or saving them). Here the variables are the tables, updated in place."""
 
     def _load_variables(self) -> None:
         """TF's hook that copies the host variables into TPU memory (after a restore or an
-        assignment). Here every lookup and update reads the variables themselves, so the next
-        step already sees what was assigned: there is nothing to copy."""
+        assignment). Here every lookup and update reads the variables themselves."""
 
     @engine_lib.library_code
     def build(self, per_replica_input_shapes: Any = None,
@@ -437,12 +439,6 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         return layout_lib.ShardLayout(table.vocabulary_size,
                                       self._placement.devices[table.name],
                                       self._placement.partition_strategies[table.name])
-
-    def _maybe_build(self) -> None:
-        if not self._built:
-            # Eagerly even inside a tf.function: variables and queues are made once.
-            with tf.init_scope():
-                self.build()
 
     def _set_output_shapes(self, incoming: list[tf.TensorShape]) -> None:
         rules.check_output_shapes(self._feature_paths, self._output_shapes, incoming)
