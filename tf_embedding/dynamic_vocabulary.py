@@ -24,11 +24,27 @@ has the whole contract.
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from tf_embedding import argument_checks as checks
 
 OWNER = "DynamicVocabulary"
 # Rows of the initializer pool when `pool_rows` is not given (never more than the capacity).
 DEFAULT_POOL_ROWS = 65_536
+# The index's mixer of keys (cc/core/dynamic_index.h's MixKey, splitmix64's finalizer), as
+# (shift, multiplier) steps: x ^= x >> shift, then x *= multiplier (none after the last).
+KEY_MIXER = ((30, 0xbf58476d1ce4e5b9), (27, 0x94d049bb133111eb), (31, None))
+
+
+def key_blocks(keys: np.ndarray, blocks: int) -> np.ndarray:
+    """The block of each key of a dynamic table split into `blocks` (the index's rule:
+    `MixKey(key) >> 32`, modulo the blocks)."""
+    x = np.asarray(keys).astype(np.uint64)
+    for shift, multiplier in KEY_MIXER:
+        x ^= x >> np.uint64(shift)
+        if multiplier is not None:
+            x *= np.uint64(multiplier)
+    return ((x >> np.uint64(32)) % np.uint64(blocks)).astype(np.int64)
 
 
 @dataclasses.dataclass(frozen=True)

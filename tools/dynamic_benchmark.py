@@ -4,16 +4,23 @@ time.
 
     python tools/dynamic_benchmark.py            # capacity 10M at 70% full, dim 64, 4096 x 20
     python tools/dynamic_benchmark.py --quick    # a smoke run (seconds)
+    python tools/dynamic_benchmark.py --keys shared-low-bits  # keys i * 2**32 (see below)
 
 The fixed table looks up Zipf ranks (permuted over its first `fill` rows); the dynamic table the
 same ranks as scattered 64-bit keys, after a warm-up that admits every one of them, so it is
 `fill` full. Timed, per table: a training step (enqueue, dequeue, apply_gradients with Adagrad),
 a forward step (training=False), and for the dynamic table a training step whose keys are all
 new (each admitted, its row and slot reset), against the fixed table's step on as many ids.
+Then both are exported as a serving SavedModel (`TPUEmbeddingForServing` restored from a
+checkpoint), loaded back, and their lookups timed on the same batches: the dynamic one maps
+keys to rows in a stock hash table first. `--keys shared-low-bits` makes every key a multiple
+of 2**32, which an identity hash (`key & mask`) would pile into one bucket.
 """
 
 import argparse
+import pathlib
 import statistics
+import tempfile
 import time
 
 import numpy as np
@@ -26,13 +33,29 @@ FULL = dict(capacity=10_000_000, fill=0.7, dim=64, batch=4096, ids_per_sample=20
 QUICK = dict(capacity=20_000, fill=0.7, dim=16, batch=256, ids_per_sample=5, steps=3, rounds=2)
 
 
-def _embedding(capacity: int, dim: int, dynamic: bool) -> tf_embedding.TPUEmbedding:
+def _feature(capacity: int, dim: int, dynamic: bool) -> tf_embedding.FeatureConfig:
     table = tf_embedding.TableConfig(
         vocabulary_size=capacity, dim=dim, name="items", combiner="sum",
         initializer=tf.keras.initializers.RandomUniform(-0.05, 0.05, seed=1),
         dynamic=tf_embedding.DynamicVocabulary() if dynamic else None)
-    return tf_embedding.TPUEmbedding(tf_embedding.FeatureConfig(table, name="clicked"),
-                                     tf_embedding.Adagrad(0.05))
+    return tf_embedding.FeatureConfig(table, name="clicked")
+
+
+def _exported_lookup(embedding: tf_embedding.TPUEmbedding, feature: tf_embedding.FeatureConfig,
+                     directory: pathlib.Path):
+    """The serving lookup of `embedding`'s trained table, exported as a SavedModel and loaded
+    back: a function of a ragged batch."""
+    checkpoint = tf.train.Checkpoint(embedding=embedding).save(str(directory / "ckpt"))
+    serving = tf_embedding.TPUEmbeddingForServing(feature, None)
+    tf.train.Checkpoint(embedding=serving).restore(checkpoint).expect_partial()
+    module = tf.Module()
+    module.embedding = serving
+    module.serve = tf.function(
+        lambda values, splits: serving(tf.RaggedTensor.from_row_splits(values, splits)),
+        input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.int64)])
+    tf.saved_model.save(module, str(directory / "export"))
+    loaded = tf.saved_model.load(str(directory / "export"))
+    return lambda ragged: loaded.serve(ragged.values, ragged.row_splits)
 
 
 def _steps(embedding: tf_embedding.TPUEmbedding):
@@ -61,9 +84,26 @@ def _timed(call, argument) -> float:
     return time.perf_counter() - start
 
 
+def _paired_row(name: str, pair: tuple, steps: int, rounds: int) -> str:
+    """One table row: `pair` (fixed call, its batches, dynamic call, its batches) timed step by
+    step, fixed then dynamic, and the medians of their times and of their paired ratios."""
+    call_a, batches_a, call_b, batches_b = pair
+    new = name.endswith("new")  # the keys are new only once: one round, the next batch each
+    times_a, times_b, ratios = [], [], []
+    for _ in range(1 if new else rounds):
+        for step in range(steps):
+            a = _timed(call_a, batches_a[step])
+            b = _timed(call_b, batches_b[step + 1 if new else step])
+            times_a.append(a), times_b.append(b), ratios.append(b / a)
+    return (f"| {name} | {statistics.median(times_a) * 1e3:.1f} | "
+            f"{statistics.median(times_b) * 1e3:.1f} | {statistics.median(ratios):.2f}x |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"the smoke workload {QUICK}")
+    parser.add_argument("--keys", choices=("random", "shared-low-bits"), default="random",
+                        help="the dynamic table's keys: random int64, or multiples of 2**32")
     args = parser.parse_args()
     w = QUICK if args.quick else FULL
     rng = np.random.default_rng(0)
@@ -72,15 +112,19 @@ def main() -> None:
     lookups = w["batch"] * w["ids_per_sample"]
     # Distinct keys: the occupied ones, then the new ones of the "every key new" steps.
     count = occupied + lookups * (w["steps"] + 1)
-    keys = rng.permutation(np.unique(rng.integers(0, 2**62, size=2 * count)))[:count]
+    keys = (rng.permutation(np.unique(rng.integers(0, 2**62, size=2 * count)))[:count]
+            if args.keys == "random" else rng.permutation(count).astype(np.int64) << 32)
     ranks = [np.minimum(rng.zipf(1.05, lookups) - 1, occupied - 1) for _ in range(w["steps"])]
     print(f"tf_embedding dynamic-table benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"workload: capacity {w['capacity']:,} ({w['fill']:.0%} full), dim {w['dim']}, batch "
           f"{w['batch']} x {w['ids_per_sample']} ids, Adagrad, sum; Zipf 1.05 over the occupied "
-          f"keys; {w['steps']} steps x {w['rounds']} rounds, each step fixed then dynamic")
+          f"keys ({args.keys}); {w['steps']} steps x {w['rounds']} rounds, each step fixed "
+          "then dynamic")
 
-    fixed, dynamic = _embedding(w["capacity"], w["dim"], False), _embedding(w["capacity"],
-                                                                          w["dim"], True)
+    features = {kind: _feature(w["capacity"], w["dim"], kind == "dynamic")
+                for kind in ("fixed", "dynamic")}
+    fixed, dynamic = (tf_embedding.TPUEmbedding(features[kind], tf_embedding.Adagrad(0.05))
+                      for kind in ("fixed", "dynamic"))
     fixed_train, fixed_forward = _steps(fixed)
     dynamic_train, dynamic_forward = _steps(dynamic)
     lookups = w["batch"] * w["ids_per_sample"]
@@ -101,21 +145,17 @@ def main() -> None:
              "forward step": (fixed_forward, fixed_batches, dynamic_forward, dynamic_batches),
              "training step, every key new": (fixed_train, distinct_batches, dynamic_train,
                                               new_batches)}
+    with tempfile.TemporaryDirectory() as directory:
+        exported = {kind: _exported_lookup(embedding, features[kind],
+                                           pathlib.Path(directory) / kind)
+                    for kind, embedding in (("fixed", fixed), ("dynamic", dynamic))}
+    pairs["exported lookup (SavedModel)"] = (exported["fixed"], fixed_batches,
+                                             exported["dynamic"], dynamic_batches)
     for call_a, batches_a, call_b, batches_b in pairs.values():  # trace and warm up
         call_a(batches_a[0]), call_b(batches_b[0])
     print("\n| step | fixed ms | dynamic ms | dynamic / fixed |\n|:--|--:|--:|--:|")
-    for name, (call_a, batches_a, call_b, batches_b) in pairs.items():
-        times_a, times_b, ratios = [], [], []
-        for round_index in range(w["rounds"]):
-            for step in range(w["steps"]):
-                if name.endswith("new") and round_index:
-                    break  # the keys are new only once
-                new = name.endswith("new")
-                a = _timed(call_a, batches_a[step])
-                b = _timed(call_b, batches_b[step + 1 if new else step])
-                times_a.append(a), times_b.append(b), ratios.append(b / a)
-        print(f"| {name} | {statistics.median(times_a) * 1e3:.1f} | "
-              f"{statistics.median(times_b) * 1e3:.1f} | {statistics.median(ratios):.2f}x |")
+    for name, pair in pairs.items():
+        print(_paired_row(name, pair, w["steps"], w["rounds"]))
     print(f"\nafter:    {dynamic.dynamic_statistics()['items']}")
 
 

@@ -4,6 +4,7 @@
 // compares the two on valid and malformed lines).
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -97,6 +98,11 @@ void ForEachPiece(std::string_view s, char separator, Visit visit) {
   }
 }
 
+// A dynamic table's vocabulary: its ids are keys, kept as they are (strings hashed into
+// [0, kKeySpace), as `tf.strings.to_hash_bucket_fast(ids, 2**63 - 1)`).
+constexpr int64_t kAnyKey = -1;
+constexpr int64_t kKeySpace = std::numeric_limits<int64_t>::max();
+
 struct FeatureRule {
   std::string name;
   bool string_ids = false;
@@ -136,9 +142,9 @@ class DecodeTsvOp : public OpKernel {
                     weighted.size(), " and ", vocabulary_sizes.size())));
     int64_t weighted_count = 0;
     for (size_t f = 0; f < expected; ++f) {
-      OP_REQUIRES(ctx, vocabulary_sizes[f] >= 1,
+      OP_REQUIRES(ctx, vocabulary_sizes[f] >= 1 || vocabulary_sizes[f] == kAnyKey,
                   absl::InvalidArgumentError(absl::StrCat(
-                      "Feature '", names[f], "': vocabulary size must be >= 1, got ",
+                      "Feature '", names[f], "': vocabulary size must be >= 1 (or -1: keys), got ",
                       vocabulary_sizes[f])));
       features_.push_back({names[f], string_ids[f], weighted[f], vocabulary_sizes[f]});
       weighted_count += weighted[f] ? 1 : 0;
@@ -247,15 +253,17 @@ class DecodeTsvOp : public OpKernel {
         values->weights.push_back(weight);
       }
       int64_t row = 0;
+      const bool keys = feature.vocabulary_size == kAnyKey;
       if (feature.string_ids) {
         ok &= !id.empty();
-        row = static_cast<int64_t>(util::Fingerprint64(id.data(), id.size()) %
-                                   static_cast<uint64_t>(feature.vocabulary_size));
+        row = static_cast<int64_t>(
+            util::Fingerprint64(id.data(), id.size()) %
+            static_cast<uint64_t>(keys ? kKeySpace : feature.vocabulary_size));
       } else {
         int64_t value = 0;
         ok &= ParseInteger(id, &value);
-        row = value % feature.vocabulary_size;
-        if (row < 0) row += feature.vocabulary_size;
+        row = keys ? value : value % feature.vocabulary_size;
+        if (!keys && row < 0) row += feature.vocabulary_size;
       }
       values->rows.push_back(row);
     });

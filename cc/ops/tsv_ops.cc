@@ -58,10 +58,11 @@ is not an id (an integer of at most 18 digits, or a non-empty string) or, for a 
 feature, `id:weight` with a finite decimal weight. Empty dense cells are 0; a categorical cell
 holds ids separated by ',' (empty tokens skipped). Integer ids become rows modulo the
 vocabulary (floor modulo), string ids `Fingerprint64(id) % vocabulary` (as
-`tf.strings.to_hash_bucket_fast`). Outputs per feature: rows and row splits, and for weighted
+`tf.strings.to_hash_bucket_fast`); a vocabulary of -1 (a dynamic table's keys) keeps integer
+ids as they are and takes string ids `Fingerprint64(id) % (2^63 - 1)`. Outputs per feature: rows and row splits, and for weighted
 features the weights (1 where a token has none). The rows of invalid lines are unspecified.
 InvalidArgumentError for lines that are not a vector, or attr lists whose lengths differ from
-num_features, a vocabulary below 1, or num_weighted not the number of weighted features.
+num_features, a vocabulary below 1 other than -1, or num_weighted not the number of weighted features.
 )doc");
 
 }  // namespace

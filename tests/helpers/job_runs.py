@@ -42,3 +42,14 @@ def checkpoint_values(model_dir: str) -> dict[str, np.ndarray]:
     # save_counter counts saves, which differ between the runs by design.
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
             if not name.startswith(("_CHECKPOINTABLE_OBJECT_GRAPH", "save_counter"))}
+
+
+def generate_examples(config: str, root, examples: int) -> tuple[str, str]:
+    """(TSV file, TFRecord file) of the same `examples` held-out examples of `config`'s run,
+    written by `tf-embedding generate` into `root`."""
+    from tf_embedding.job import cli  # pylint: disable=import-outside-toplevel
+    tsv, records = str(root / "eval.tsv"), str(root / "eval.tfrecord")
+    for path, fmt in ((tsv, "tsv"), (records, "tfrecord")):
+        assert cli.main(["generate", "--config", config, "--output", path, "--format", fmt,
+                         "--examples", str(examples), "--batch-size", "300"]) == 0
+    return tsv, records

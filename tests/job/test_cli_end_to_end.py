@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from tf_embedding.job import cli, evaluation
 
-from helpers.job_runs import CONFIG, checkpoint_values, run_python
+from helpers.job_runs import CONFIG, checkpoint_values, generate_examples, run_python
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -253,10 +253,7 @@ def test_resume_without_a_checkpoint_says_there_is_nothing_to_resume(tmp_path, c
 
 def test_export_scores_match_between_predict_and_plain_tensorflow(runs):
     root = runs["root"]
-    tsv, records = str(root / "eval.tsv"), str(root / "eval.tfrecord")
-    for path, fmt in ((tsv, "tsv"), (records, "tfrecord")):
-        assert cli.main(["generate", "--config", runs["config"], "--output", path,
-                         "--format", fmt, "--examples", "600", "--batch-size", "300"]) == 0
+    tsv, records = generate_examples(runs["config"], root, 600)
     with open(tsv, "a") as f:
         f.write("not\ta valid line\n")
     export = os.path.join(runs["straight"], "export")

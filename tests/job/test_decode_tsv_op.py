@@ -3,6 +3,8 @@ rules written as stock TensorFlow string ops (criteo.decode_lines, what serving 
 equal validity on valid and malformed lines, and bit-equal labels, dense values, rows and
 weights on the valid ones; bad attrs and inputs fail with errors that say what is wrong."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -22,6 +24,9 @@ SPEC = DataSpec(
               FeatureSpec("hour", "hour", id_type="string"),
               FeatureSpec("tagged", "term", id_type="string", weighted=True, max_ids=3)),
     num_dense=3)
+# The same columns read as dynamic tables' keys: ints as they are, strings hashed into int64.
+DYNAMIC_SPEC = dataclasses.replace(SPEC, tables=tuple(
+    dataclasses.replace(table, dynamic={}) for table in SPEC.tables))
 
 # Cells that the rules accept, and cells that they reject, for each kind of column.
 DENSE_CELLS = ["0", "1", "-2.5", "+.5e-3", "1.", ".25", "3E+2", "", "1e-50", "123456789012"]
@@ -73,10 +78,10 @@ def _line(rng: np.random.Generator) -> str:
     return "\t".join(cells)
 
 
-def _assert_equal_on_valid_rows(lines: list[str]) -> np.ndarray:
+def _assert_equal_on_valid_rows(lines: list[str], spec: DataSpec = SPEC) -> np.ndarray:
     batch = tf.constant(lines)
-    ours, our_valid = criteo.decode_labeled_lines(batch, SPEC)
-    theirs, their_valid = criteo.decode_lines(batch, SPEC)
+    ours, our_valid = criteo.decode_labeled_lines(batch, spec)
+    theirs, their_valid = criteo.decode_lines(batch, spec)
     valid = their_valid.numpy()
     np.testing.assert_array_equal(our_valid.numpy(), valid)
     np.testing.assert_array_equal(ours["label"].numpy()[valid], theirs["label"].numpy()[valid])
@@ -91,11 +96,22 @@ def _assert_equal_on_valid_rows(lines: list[str]) -> np.ndarray:
     return valid
 
 
-def test_random_lines_valid_and_malformed_decode_as_the_string_ops_do():
+@pytest.mark.parametrize("spec", [SPEC, DYNAMIC_SPEC], ids=["rows", "keys"])
+def test_random_lines_valid_and_malformed_decode_as_the_string_ops_do(spec):
     rng = np.random.default_rng(11)
-    valid = _assert_equal_on_valid_rows([_line(rng) for _ in range(3000)])
+    valid = _assert_equal_on_valid_rows([_line(rng) for _ in range(3000)], spec)
     # Both kinds are there in numbers.
     assert 500 < valid.sum() < 2500
+
+
+def test_keys_are_read_as_they_are_and_strings_hashed_into_int64():
+    line = "1\t0\t0\t0\t123456789012345678\t-5,7\t3:0.5\tabc\t"
+    batch, valid = criteo.decode_labeled_lines(tf.constant([line]), DYNAMIC_SPEC)
+    assert valid.numpy().all()
+    assert batch["ids"]["user_id"].to_list() == [[123456789012345678]]
+    assert batch["ids"]["history"].to_list() == [[-5, 7]]
+    assert batch["ids"]["hour"].to_list() == [
+        [int(tf.strings.to_hash_bucket_fast("abc", 2**63 - 1))]]
 
 
 def test_lines_of_a_synthetic_batch_decode_as_the_string_ops_do():

@@ -55,6 +55,11 @@ def _keys(rng, count):
 
 def _train(tmp_path, blocks=1, partition_strategy="div"):
     """A checkpoint of `items` trained for 10 steps (keys admitted, trained and evicted)."""
+    return _trained(tmp_path, blocks, partition_strategy)[0]
+
+
+def _trained(tmp_path, blocks=1, partition_strategy="div"):
+    """(`_train`'s checkpoint, the TPUEmbedding that wrote it, its table config)."""
     table = _table()
     embedding = tf_embedding.TPUEmbedding(
         {"clicked": tf_embedding.FeatureConfig(table, name="clicked")},
@@ -73,7 +78,7 @@ def _train(tmp_path, blocks=1, partition_strategy="div"):
                                 dtype=tf.int64, ragged_rank=1, inner_shape=()))
     path = tf.train.Checkpoint(embedding=embedding).save(str(tmp_path / "trained"))
     assert 0 < embedding.dynamic_statistics()["items"]["evicted"]
-    return path
+    return path, embedding, table
 
 
 def _inputs(seed):
@@ -147,7 +152,21 @@ def test_serving_restores_the_keys_and_looks_up_every_input_kind(tmp_path, block
         _assert_close(serving(features, weights), _reference(path, features, weights, combiner))
 
 
+def test_a_training_embeddings_tables_look_up_by_its_live_index(tmp_path):
+    """`serving_embedding_lookup` of a training `TPUEmbedding`'s tables with its
+    `serving_key_indexes()`: its index read as an evaluation reads it."""
+    path, embedding, table = _trained(tmp_path)
+    features, weights = _inputs(seed=4)
+    before = embedding.dynamic_statistics()
+    activations = tf_embedding.serving_embedding_lookup(
+        features, weights, {table: embedding.table_variables()["items"]["parameters"]},
+        _serving_features(table), key_indexes=embedding.serving_key_indexes())
+    _assert_close(activations, _reference(path, features, weights, "mean"))
+    assert embedding.dynamic_statistics() == before
+
+
 def test_unknown_keys_read_zeros_and_count_in_a_mean(tmp_path):
+    """(Restored after build: the key map is replaced in place.)"""
     path = _train(tmp_path)
     records = tf.train.load_variable(path, INDEX_KEY)
     known = int(records[records[:, 0] >= 0][0, 0])
@@ -155,6 +174,7 @@ def test_unknown_keys_read_zeros_and_count_in_a_mean(tmp_path):
     table = _table()
     serving = tf_embedding.TPUEmbeddingForServing(
         {"clicked": tf_embedding.FeatureConfig(table, name="clicked")}, None)
+    serving.build()
     tf.train.Checkpoint(embedding=serving).restore(path)
     activations = serving({"clicked": tf.ragged.constant([[known, 2**62 + 1], [5, 2**62 + 1]],
                                                          tf.int64)})["clicked"].numpy()

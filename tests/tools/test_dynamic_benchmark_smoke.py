@@ -23,6 +23,8 @@ def test_quick_run_prints_every_step():
     out = result.stdout
     # 70% of the quick capacity (20,000) admitted by the fill, before anything is timed.
     assert "filled:   {'step': 11, 'occupied': 14000," in out
-    rows = re.findall(r"^\| (training step|forward step|training step, every key new) \| "
-                      r"[\d.]+ \| [\d.]+ \| [\d.]+x \|$", out, flags=re.MULTILINE)
-    assert rows == ["training step", "forward step", "training step, every key new"]
+    rows = re.findall(r"^\| (training step|forward step|training step, every key new|"
+                      r"exported lookup \(SavedModel\)) \| [\d.]+ \| [\d.]+ \| [\d.]+x \|$",
+                      out, flags=re.MULTILINE)
+    assert rows == ["training step", "forward step", "training step, every key new",
+                    "exported lookup (SavedModel)"]

@@ -16,7 +16,8 @@ import tensorflow as tf
 
 import tf_embedding
 from tf_embedding.job import sharding
-from tf_embedding.job.data.spec import DataSpec
+from tf_embedding import dynamic_vocabulary
+from tf_embedding.job.data.spec import DataSpec, TableSpec
 from tf_embedding.job.options import TrainOptions
 
 # Table/feature configs, the training objects, the embedding optimizer and the serving lookup
@@ -33,6 +34,12 @@ class EmbeddingTraining(abc.ABC):
 
     # The checkpoint path of the object that holds the tables under stock TF's keys.
     tables_at = "embedding"
+    # Whether its tables may be dynamic (`TableSpec.dynamic`).
+    holds_dynamic_tables = False
+
+    def dynamic_statistics(self) -> dict[str, dict[str, int]]:
+        """Each dynamic table's counts now (`TPUEmbedding.dynamic_statistics`)."""
+        return {}
 
     @abc.abstractmethod
     def lookup(self, ids: dict[str, Any], weights: dict[str, Any],
@@ -57,6 +64,8 @@ class ShardedTraining(EmbeddingTraining):
     """`TPUEmbedding`: the lookup is enqueue then dequeue, the loss is differentiated against
     the activations, and `apply_gradients` runs the fused Adagrad on the looked-up rows only,
     in place. Tables and accumulators are both in the embedding object."""
+
+    holds_dynamic_tables = True
 
     def __init__(self, feature_config: dict[str, Any], options: TrainOptions,
                  sharding_plan: Any = None):
@@ -95,6 +104,9 @@ class ShardedTraining(EmbeddingTraining):
 
     def checkpointed(self) -> dict[str, Any]:
         return {"embedding": self.embedding}
+
+    def dynamic_statistics(self) -> dict[str, dict[str, int]]:
+        return self.embedding.dynamic_statistics()
 
 
 class ReplicatedTraining(EmbeddingTraining):
@@ -178,6 +190,7 @@ class KerasTraining(EmbeddingTraining):
 
     # The layer holds its engine under TFRS's attribute name.
     tables_at = "embedding/_tpu_embedding"
+    holds_dynamic_tables = True
 
     def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
         from tf_embedding import keras as embedding_keras  # pylint: disable=import-outside-toplevel
@@ -200,6 +213,9 @@ class KerasTraining(EmbeddingTraining):
         # The tables and accumulators under `embedding/_tpu_embedding/`, TFRS's layout.
         return {"embedding": self.layer}
 
+    def dynamic_statistics(self) -> dict[str, dict[str, int]]:
+        return self.layer.dynamic_statistics()
+
 
 # The adapters this module holds, by `--embedding-api`; keras-rs's, an extra, is in
 # keras_rs_training.py (which builds on `KerasTraining`).
@@ -211,7 +227,16 @@ EMBEDDING_APIS: dict[str, type[EmbeddingTraining]] = {
 def build(embedding_class: type[EmbeddingTraining], spec: DataSpec,
           options: TrainOptions) -> EmbeddingTraining:
     """The `--embedding-api` adapter over `spec`'s feature config, with `--sharding`'s plan for
-    the sharded API (TrainOptions refuses --sharding for the others)."""
+    the sharded API (TrainOptions refuses --sharding for the others).
+
+    Raises:
+      ValueError: a dynamic table for an adapter that cannot hold one, naming the table.
+    """
+    dynamic = [table.name for table in spec.tables if table.dynamic is not None]
+    if dynamic and not embedding_class.holds_dynamic_tables:
+        raise dynamic_vocabulary.dynamic_table_error(
+            dynamic[0], f"--embedding-api {options.embedding_api} cannot hold it (its ids "
+            "would be read as rows): train it with --embedding-api sharded or keras.")
     features = feature_config(spec, options.embedding_dim, options.seed)
     plan = sharding.plan_for(options.sharding, features, spec, options.batch_size)
     if plan is None:
@@ -241,12 +266,23 @@ def sparse_adagrad(options: TrainOptions) -> Any:
         options.embedding_learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
 
 
+def _dynamic_options(table: TableSpec) -> tf_embedding.DynamicVocabulary | None:
+    """The spec's `dynamic` options of `table` as the API's, or None for a fixed table."""
+    if table.dynamic is None:
+        return None
+    try:
+        return tf_embedding.DynamicVocabulary(**table.dynamic)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"tables[{table.name!r}].dynamic: {error}") from None
+
+
 def feature_config(spec: DataSpec, dim: int, seed: int) -> dict[str, Any]:
     """{feature name: FeatureConfig}, features sharing a TableConfig as the spec says."""
     tables = {
         t.name: EMBEDDING_API.TableConfig(
             vocabulary_size=t.vocabulary_size, dim=dim, combiner=t.combiner, name=t.name,
-            initializer=tf.initializers.TruncatedNormal(stddev=0.05, seed=seed + i))
+            initializer=tf.initializers.TruncatedNormal(stddev=0.05, seed=seed + i),
+            dynamic=_dynamic_options(t))
         for i, t in enumerate(spec.tables)}
     return {f.name: EMBEDDING_API.FeatureConfig(table=tables[f.table], name=f.name)
             for f in spec.features}

@@ -26,23 +26,20 @@ SPEC_FILE = os.path.join("assets.extra", "data_spec.json")
 
 
 class _ServingModule(tf.Module):
-    def __init__(self, model: Any, embedding: Any, lookup: Any, feature_config: dict[str, Any],
-                 spec: DataSpec):
+    def __init__(self, model: Any, embedding: Any, spec: DataSpec):
         super().__init__()
         # The model's variables are saved, but not the Keras model object: saving that makes
         # Keras trace a serving function for every layer, which is slow and not needed here.
         self.model_variables = list(model.variables)
         self._forward = model.__call__
         self.embedding = embedding
-        self._lookup = lookup
-        self._feature_config = feature_config
         self._spec = spec
 
     def _score(self, batch: common.Batch, valid: tf.Tensor) -> dict[str, tf.Tensor]:
         batch = common.clear_invalid(batch, valid)
         weights = {f.name: batch["weights"].get(f.name) for f in self._spec.features}
-        activations = self._lookup(batch["ids"], weights, self.embedding.embedding_tables,
-                                   self._feature_config)
+        # The serving embedding's own lookup, which maps a dynamic table's keys to rows.
+        activations = self.embedding.embedding_lookup(batch["ids"], weights)
         probability = tf.sigmoid(self._forward((batch["dense"], activations)))
         return {"probability": tf.where(valid, probability, float("nan")), "valid": valid}
 
@@ -81,8 +78,8 @@ def check_tables_fit(feature_config: dict[str, Any], available_bytes: int) -> No
 
 def export(path: str, model: Any, checkpoint: str, feature_config: dict[str, Any],
            spec: DataSpec, api: ModuleType, tables_at: str = "embedding") -> None:
-    """Writes the SavedModel with the tables of `checkpoint`; `api` provides
-    TPUEmbeddingForServing/serving_embedding_lookup.
+    """Writes the SavedModel with the tables of `checkpoint` (and a dynamic table's keys); `api`
+    provides TPUEmbeddingForServing.
 
     `tables_at` is the checkpoint path of the object whose children are the tables under stock
     TF's keys: "embedding" for the embedding classes, "embedding/_tpu_embedding" for the Keras
@@ -99,7 +96,7 @@ def export(path: str, model: Any, checkpoint: str, feature_config: dict[str, Any
     status = root.restore(checkpoint).expect_partial()
     serving.build()
     status.assert_existing_objects_matched()
-    module = _ServingModule(model, serving, api.serving_embedding_lookup, feature_config, spec)
+    module = _ServingModule(model, serving, spec)
     tf.saved_model.save(module, path, signatures={
         "serving_default": _signature(module.serve_examples, "examples"),
         "serve_tsv": _signature(module.serve_tsv, "lines"),

@@ -22,6 +22,8 @@ class KerasRsTraining(embedding_apis.KerasTraining):
     """`tf_embedding.keras_rs.DistributedEmbedding`, trained by `model.fit` inside
     `KerasRankingModel` exactly as the Keras layer is (`embedding_apis.KerasTraining`)."""
 
+    holds_dynamic_tables = False  # keras-rs's configs have no dynamic option
+
     def __init__(self, feature_config: dict[str, Any], options: TrainOptions):
         # pylint: disable=super-init-not-called  (only the layer differs)
         self.layer = embedding_rs.DistributedEmbedding(

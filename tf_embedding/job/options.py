@@ -197,6 +197,9 @@ class StatsOptions(DataOptions):
                                   "profile_data_directory instead of analysing data")
     split: str = option("train", "which split to analyse", ("train", "eval"))
     png: str = option("id_stats.png", "where to write the histogram ('' for none)")
+    model_dir: str = option("", "report the dynamic tables' counts (steps, occupied rows, "
+                                "candidates, admitted, evicted, refused) in this run's latest "
+                                "checkpoint instead of analysing data")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -10,7 +10,10 @@ Per table, over the analysed batches:
                  ('div') or row r on shard r % N ('mod') (`tf_embedding.sharded.layout`)
 With --profile-dir, the same columns come from the lookup-statistics files that training with
 `profile_data_directory` wrote (`tf_embedding.sharded.profile_files`): one row per file, its
-table's layout in the row's name; the files do not record the hot rows.
+table's layout in the row's name; the files do not record the hot rows. A dynamic table's ids
+are keys: its shards are the blocks its keys hash to (`dynamic_vocabulary.key_blocks`).
+With --model-dir, the dynamic tables' counts in a run's latest checkpoint (steps, occupied
+rows, candidates, admitted, evicted, refused; docs/dynamic_vocabulary.md).
 The PNG shows each table's lookups per shard over all batches, relative to the mean.
 """
 
@@ -21,11 +24,13 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from tf_embedding import dynamic_vocabulary
 from tf_embedding.job import plots
 from tf_embedding.job.data import sources
 from tf_embedding.job.data.spec import DataSpec
+from tf_embedding.job import options as options_lib
 from tf_embedding.job.options import StatsOptions
-from tf_embedding.sharded import profile_files
+from tf_embedding.sharded import dynamic_table, profile_files
 from tf_embedding.sharded.layout import ShardLayout
 
 
@@ -51,26 +56,25 @@ def collect(batches: list[dict], spec: DataSpec, num_shards: int,
         features = [f.name for f in spec.features if f.table == table.name]
         # The engine's own layout (devices are not touched: the layout only records them).
         layout = ShardLayout(table.vocabulary_size, [None] * num_shards, partition_strategy)
-        counts = np.zeros(table.vocabulary_size, np.int64)
         shard_lookups = np.zeros(len(layout.rows), np.int64)
-        samples = lookups = 0
-        unique, unique_share, max_load = [], [], []
+        samples = 0
+        seen, unique, unique_share, max_load = [], [], [], []
         for batch in batches:
             ids = np.concatenate([batch["ids"][name].flat_values.numpy() for name in features])
             samples += int(batch["label"].shape[0])
-            lookups += len(ids)
+            seen.append(ids)
             if not len(ids):
                 continue
-            batch_counts = np.bincount(ids, minlength=table.vocabulary_size)
-            counts += batch_counts
-            per_shard = np.bincount(layout.block_of(tf.constant(ids, tf.int64)).numpy(),
+            per_shard = np.bincount(_blocks(ids, layout, table.dynamic is not None),
                                     minlength=len(layout.rows))
             shard_lookups += per_shard
-            distinct = int(np.count_nonzero(batch_counts))
+            distinct = len(np.unique(ids))
             unique.append(distinct)
             unique_share.append(distinct / len(ids))
             max_load.append(per_shard.max() / (len(ids) / len(layout.rows)))
-        hot = max(1, math.ceil(table.vocabulary_size / 100))
+        counts = np.unique(np.concatenate(seen), return_counts=True)[1] if seen else []
+        lookups = int(np.sum(counts))
+        hot = min(len(counts), max(1, math.ceil(table.vocabulary_size / 100)))
         top = np.partition(counts, len(counts) - hot)[-hot:].sum() if lookups else 0
         result.append(TableStats(
             table=table.name, vocabulary_size=table.vocabulary_size,
@@ -81,6 +85,14 @@ def collect(batches: list[dict], spec: DataSpec, num_shards: int,
             max_shard_load=float(np.mean(max_load)) if max_load else 0.0,
             shard_lookups=shard_lookups))
     return result
+
+
+def _blocks(ids: np.ndarray, layout: ShardLayout, dynamic: bool) -> np.ndarray:
+    """Each id's block: its row's in `layout`, or for a dynamic table's keys the block the key
+    hashes to."""
+    if not dynamic:
+        return layout.block_of(tf.constant(ids, tf.int64)).numpy()
+    return dynamic_vocabulary.key_blocks(ids, len(layout.rows))
 
 
 def from_profile(profile: profile_files.TableProfile) -> TableStats:
@@ -98,6 +110,30 @@ def from_profile(profile: profile_files.TableProfile) -> TableStats:
         shard_lookups=np.array(profile.shard_lookups, np.int64))
 
 
+# Where a checkpoint holds a dynamic table's index counts: <path to the table>..dynamic/...
+_DYNAMIC_STATS_KEY = "..dynamic/index/.ATTRIBUTES/stats"
+
+
+def dynamic_report(model_dir: str) -> str:
+    """The counts of each dynamic table in `model_dir`'s latest checkpoint, as a text table.
+
+    Raises:
+      ValueError: no checkpoint in `model_dir`, or one without dynamic tables.
+    """
+    path = tf.train.latest_checkpoint(options_lib.checkpoint_dir(model_dir))
+    if path is None:
+        raise ValueError(f"--model-dir {model_dir}: no checkpoint in "
+                         f"{options_lib.checkpoint_dir(model_dir)}")
+    reader = tf.train.load_checkpoint(path)
+    tables = sorted((key[:-len(_DYNAMIC_STATS_KEY)].rsplit("/", 1)[-1], reader.get_tensor(key))
+                    for key in reader.get_variable_to_shape_map()
+                    if key.endswith(_DYNAMIC_STATS_KEY))
+    if not tables:
+        raise ValueError(f"--model-dir {model_dir}: its checkpoint {path} holds no dynamic table")
+    rows = [(name,) + tuple(f"{int(value):,}" for value in values) for name, values in tables]
+    return f"dynamic tables of {path}\n" + _aligned(("table",) + dynamic_table.STATISTICS, rows)
+
+
 def format_table(stats: list[TableStats], shards: str) -> str:
     """The statistics as an aligned text table; `shards` describes the split ("8", ...)."""
     header = ("table", "vocabulary", "ids/sample", "unique/batch", "unique %", "hot 1%",
@@ -106,6 +142,12 @@ def format_table(stats: list[TableStats], shards: str) -> str:
              f"{s.unique_per_batch:,.0f}", f"{100 * s.unique_share:.1f}%",
              "-" if math.isnan(s.hot_share) else f"{100 * s.hot_share:.1f}%",
              f"{s.max_shard_load:.2f}x") for s in stats]
+    return _aligned(header, rows)
+
+
+def _aligned(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """A text table: the first column left-aligned, the others right-aligned, a rule under
+    the header."""
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                        for i, (cell, w) in enumerate(zip(row, widths)))
@@ -117,6 +159,8 @@ def format_table(stats: list[TableStats], shards: str) -> str:
 def run(options: StatsOptions, spec: DataSpec) -> str:
     """Analyses --batches batches of the chosen split, or reads --profile-dir; returns the
     report text."""
+    if options.model_dir:
+        return dynamic_report(options.model_dir)
     if options.png:
         plots.pyplot()  # a missing matplotlib fails here, before the analysis
     if options.profile_dir:

@@ -126,8 +126,7 @@ class KerasRankingModel(keras.Model):
     call(batch) looks up the batch's ids and weights in the layer and runs the RankingModel on
     the dense features and the activations: the logits [B]. `batch` holds `_KERAS_INPUTS`. A
     training call also counts the batch's examples and malformed records, as the custom loop's
-    step does.
-    """
+    step does."""
 
     def __init__(self, embedding: embedding_apis.KerasTraining, ranking: model_lib.RankingModel,
                  spec: DataSpec, malformed: tf.Variable):
@@ -384,8 +383,7 @@ def _fit_keras(run: _Run, options: TrainOptions, dataset: tf.data.Dataset, last_
     only a unit of display). Keras' ModelCheckpoint and BackupAndRestore save `save_weights`
     files, which hold Keras variables only: not the layer's tables and accumulators, nor a
     position inside an epoch. The run's `tf.train.Checkpoint` holds everything, so a
-    `LambdaCallback` saves that one, at the same steps as the custom loop.
-    """
+    `LambdaCallback` saves that one, at the same steps as the custom loop."""
     checkpoints = _Checkpoints(run, options.checkpoint_every)
     interrupted = False
     if last_step > checkpoints.first_step:
@@ -483,6 +481,8 @@ def _evaluate_and_export(run: _Run, options: TrainOptions, spec: DataSpec,
     result = evaluate(lambda batch: execution.result(execution.dispatch(predict, batch)),
                       eval_dataset)
     result.update(steps=int(run.step), train_malformed=int(run.malformed))
+    if dynamic := run.embedding.dynamic_statistics():
+        result["dynamic_tables"] = dynamic
     export_dir = options.export_dir or os.path.join(options.model_dir, "export")
     result["export_dir"] = export_dir
     if not execution.is_chief:

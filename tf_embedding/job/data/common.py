@@ -33,14 +33,21 @@ def expand(patterns: list[str], flag: str) -> list[str]:
     return files
 
 
-def to_rows(values: tf.Tensor, feature: FeatureSpec, vocabulary_size: int) -> tf.Tensor:
-    """Maps raw values to table rows: ints modulo the vocabulary, strings by fingerprint hash.
+def to_rows(values: tf.Tensor, feature: FeatureSpec, id_space: int) -> tf.Tensor:
+    """Maps raw values to table rows: ints modulo the vocabulary, strings by fingerprint hash;
+    for a dynamic table's keys (`id_space` -1, `TableSpec.id_space`) ints as they are and
+    strings hashed into the int64s >= 0.
 
     Both are stock ops, so serving graphs that hash stay loadable without this package.
     """
     if feature.id_type == "string":
-        return tf.strings.to_hash_bucket_fast(values, vocabulary_size)
-    return tf.math.floormod(tf.cast(values, tf.int64), vocabulary_size)
+        return tf.strings.to_hash_bucket_fast(values, _KEY_SPACE if id_space < 0 else id_space)
+    values = tf.cast(values, tf.int64)
+    return values if id_space < 0 else tf.math.floormod(values, id_space)
+
+
+# The int64s >= 0, less one: string keys are Fingerprint64 % this (the TSV op's too).
+_KEY_SPACE = 2**63 - 1
 
 
 def filter_rows(batch: Batch, valid: tf.Tensor) -> Batch:

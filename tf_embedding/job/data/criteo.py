@@ -33,7 +33,7 @@ def decode_labeled_lines(lines: tf.Tensor, spec: DataSpec) -> tuple[common.Batch
     """Parses a batch of labeled lines into (batch, valid) in one op; rows of invalid lines are
     meaningless."""
     features = [input_ops.TsvFeature(f.name, f.id_type == "string", f.weighted,
-                                     spec.table(f.table).vocabulary_size) for f in spec.features]
+                                     spec.table(f.table).id_space) for f in spec.features]
     decoded = input_ops.decode_tsv(lines, spec.num_dense, features)
     weights = iter(decoded.weights)
     batch: common.Batch = {
@@ -100,7 +100,7 @@ def decode_lines(lines: tf.Tensor, spec: DataSpec,
             id_ok = tf.strings.length(raw_id) > 0
         token_ok &= id_ok
         batch["ids"][feature.name] = tokens.with_flat_values(
-            common.to_rows(raw_id, feature, table.vocabulary_size))
+            common.to_rows(raw_id, feature, table.id_space))
         valid &= tf.reduce_all(tokens.with_flat_values(token_ok), axis=1)
     return batch, valid
 

@@ -43,7 +43,7 @@ class TsvFeature(NamedTuple):
     name: str
     string_ids: bool  # hashed into the vocabulary; else integers taken modulo it
     weighted: bool  # tokens are `id:weight`
-    vocabulary_size: int
+    vocabulary_size: int  # -1: a dynamic table's keys (`TableSpec.id_space`)
 
 
 class DecodedTsv(NamedTuple):

@@ -28,6 +28,13 @@ class TableSpec:
     `zipf_alpha` and `head_size` only shape synthetic data: ids are drawn with probability
     proportional to rank**-zipf_alpha, and the planted effect of the id of rank r has standard
     deviation proportional to 1 / sqrt(1 + r / head_size), so rarely seen ids matter less.
+
+    `dynamic`: the options of `tf_embedding.DynamicVocabulary` (a JSON object, {} for the
+    defaults) for a dynamic table, whose ids are keys and `vocabulary_size` its capacity: int
+    ids are taken as they are, string ids hashed into the int64s >= 0, and synthetic ranks
+    become scattered keys (below 2**59). `renew_every` (synthetic data, dynamic tables): every
+    rank's key is replaced by a new one every `renew_every` batches, the ranks at staggered
+    batches, so the keys seen grow with the stream as new items replace old ones (0: never).
     """
 
     name: str
@@ -35,6 +42,14 @@ class TableSpec:
     combiner: str = "sum"
     zipf_alpha: float = 1.05
     head_size: int = 1000
+    dynamic: dict[str, Any] | None = None
+    renew_every: int = 0
+
+    @property
+    def id_space(self) -> int:
+        """What raw ids are reduced into: the vocabulary, or -1 for a dynamic table's keys
+        (`common.to_rows`, the TSV op)."""
+        return -1 if self.dynamic is not None else self.vocabulary_size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +94,13 @@ class DataSpec:
                                  f"got {table.combiner!r}")
             if table.zipf_alpha <= 0 or table.head_size < 1:
                 raise ValueError(f"{where}: zipf_alpha must be > 0 and head_size >= 1")
+            if table.dynamic is not None and not isinstance(table.dynamic, dict):
+                raise ValueError(f"{where}.dynamic must be a JSON object of DynamicVocabulary's "
+                                 f"options, got {table.dynamic!r}")
+            if (not isinstance(table.renew_every, int) or table.renew_every < 0
+                    or (table.renew_every and table.dynamic is None)):
+                raise ValueError(f"{where}.renew_every must be an int >= 0, and > 0 only for a "
+                                 f"dynamic table, got {table.renew_every!r}")
         feature_names = [f.name for f in self.features]
         if not feature_names or len(set(feature_names)) != len(feature_names):
             raise ValueError(f"feature names must be unique and non-empty, got {feature_names}")

@@ -24,6 +24,7 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
+from tf_embedding import dynamic_vocabulary
 from tf_embedding.job.data import common, input_ops
 from tf_embedding.job.data.spec import DataSpec, TableSpec
 
@@ -90,6 +91,36 @@ def alias_table(probability: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return keep, alias
 
 
+# Synthetic keys are below this: 18 decimal digits at most.
+_KEYS = 2**59
+
+
+def synthetic_keys(rows: tf.Tensor, size: int, step: tf.Tensor, renew_every: int) -> tf.Tensor:
+    """A dynamic table's synthetic keys: row r's key at batch `step` is
+    `mix64(r + size * generation) % 2**59`, where its generation, `(step + phase) //
+    renew_every` with a phase of `mix64(r) % renew_every`, advances every `renew_every`
+    batches (0: never), the rows at staggered batches. So keys are scattered (over the ints
+    of at most 18 digits, which TSV lines hold) and, when renewed, new keys keep arriving as
+    old ones stop."""
+    rows = tf.cast(rows, tf.int64)
+    generation = tf.zeros_like(rows)
+    if renew_every:
+        phase = tf.math.floormod(tf.bitwise.right_shift(_mix64(rows), 1), renew_every)
+        generation = (tf.cast(step, tf.int64) + phase) // renew_every
+    return tf.bitwise.bitwise_and(_mix64(rows + size * generation), _KEYS - 1)
+
+
+def _mix64(values: tf.Tensor) -> tf.Tensor:
+    """The index's mixer of keys (`dynamic_vocabulary.KEY_MIXER`) of int64 `values` (as uint64
+    bits), a bijection."""
+    x = tf.bitcast(values, tf.uint64)
+    for shift, multiplier in dynamic_vocabulary.KEY_MIXER:
+        x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, tf.constant(shift, tf.uint64)))
+        if multiplier is not None:
+            x = x * tf.constant(multiplier, tf.uint64)
+    return tf.bitcast(x, tf.int64)
+
+
 def _coprime_multiplier(size: int, rng: np.random.Generator) -> int:
     if size == 1:
         return 1
@@ -127,8 +158,11 @@ class SyntheticClickLog:
                 feature.name, batch_size, feature.max_ids, feature.weighted,
                 self.spec.table(feature.table).combiner, table.multiplier, table.offset,
                 WEIGHT_RANGE)
+            table_spec = self.spec.table(feature.table)
+            rows = drawn.rows if table_spec.dynamic is None else synthetic_keys(
+                drawn.rows, table_spec.vocabulary_size, step, table_spec.renew_every)
             # The op's row splits are the lengths' sums: no check needed.
-            ids = tf.RaggedTensor.from_row_splits(drawn.rows, drawn.row_splits, validate=False)
+            ids = tf.RaggedTensor.from_row_splits(rows, drawn.row_splits, validate=False)
             batch["ids"][feature.name] = ids
             if feature.weighted:
                 batch["weights"][feature.name] = ids.with_flat_values(drawn.weights)

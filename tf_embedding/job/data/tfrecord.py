@@ -58,7 +58,7 @@ def decode_examples(serialized: tf.Tensor, spec: DataSpec,
     for feature in spec.features:
         raw = parsed[feature.name]
         batch["ids"][feature.name] = raw.with_flat_values(common.to_rows(
-            raw.flat_values, feature, spec.table(feature.table).vocabulary_size))
+            raw.flat_values, feature, spec.table(feature.table).id_space))
         if feature.weighted:
             weights = parsed[weights_key(feature.name)]
             valid &= tf.equal(weights.row_lengths(), raw.row_lengths())
