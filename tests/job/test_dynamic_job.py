@@ -1,12 +1,16 @@
-"""`tf-embedding` with a dynamic table: the synthetic user ids are scattered 64-bit keys, each
-renewed every RENEW_EVERY batches (new users replace old ones), so the table admits and evicts
-as it trains. Checked: the run's statistics (metrics.json, `tf-embedding stats --model-dir`), a
-stopped-then-resumed run equal to a straight one (index included), the Keras layer's run, the
-export scoring in plain TensorFlow, and the errors where a dynamic table cannot go."""
+"""`tf-embedding` with a dynamic table: the synthetic user ids are scattered keys, each renewed
+every RENEW_EVERY batches (new users replace old ones), so the table admits and evicts as it
+trains. Checked: the run's statistics (metrics.json, `tf-embedding stats --model-dir`), a
+stopped-then-resumed run and a killed (kill -9) then resumed one equal to a straight one (index
+included), the Keras layer's run, the export scoring in plain TensorFlow, and the errors where
+a dynamic table cannot go."""
 
 import copy
 import json
 import os
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -70,6 +74,30 @@ def test_a_resumed_run_ends_as_the_straight_run(runs):
         np.testing.assert_array_equal(straight[key], resumed[key], err_msg=key)
     assert _metrics(runs["straight"])["dynamic_tables"] == _metrics(runs["resumed"])[
         "dynamic_tables"]
+
+
+def test_a_killed_run_resumes_to_the_straight_runs_end(runs, tmp_path):
+    """kill -9 after the first checkpoint, then --resume: the index and its counts too."""
+    model_dir = str(tmp_path / "killed")
+    command = ["train", "--config", runs["config"], "--model-dir", model_dir]
+    process = subprocess.Popen([sys.executable, "-m", "tf_embedding", *command],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoints = os.path.join(model_dir, "checkpoints")
+    deadline = time.monotonic() + 600  # a hang guard
+    try:
+        while tf.train.latest_checkpoint(checkpoints) is None:
+            assert process.poll() is None, "the run ended before its first checkpoint"
+            assert time.monotonic() < deadline, "no checkpoint in 600 s"
+            time.sleep(0.1)
+    finally:
+        process.kill()
+        process.wait()
+    assert not os.path.exists(os.path.join(model_dir, "metrics.json"))
+    assert cli.main(command + ["--resume"]) == 0
+    straight, resumed = checkpoint_values(runs["straight"]), checkpoint_values(model_dir)
+    assert straight.keys() == resumed.keys()
+    for key in straight:
+        np.testing.assert_array_equal(straight[key], resumed[key], err_msg=key)
 
 
 def test_the_export_scores_in_plain_tensorflow(runs):
