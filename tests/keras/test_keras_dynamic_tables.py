@@ -46,13 +46,15 @@ def _fit(model, keys):
     model.fit(keys, LABELS, batch_size=4, epochs=2, shuffle=False, verbose=0)
 
 
-def _dynamic_rows(layer):
-    """{key: its row} of the layer's dynamic table, from its index."""
-    packed = layer._tpu_embedding.engine.tables[0].dynamic.packed_index()  # pylint: disable=protected-access
-    return {int(key): row for row, key in enumerate(packed[2:2 + 16, 0]) if key >= 0}
+def _dynamic_rows(layer, directory):
+    """{key: its row} of the layer's dynamic table, from its index in a checkpoint."""
+    path = tf.train.Checkpoint(layer=layer).save(str(directory / "rows"))
+    records = tf.train.load_variable(
+        path, "layer/_tpu_embedding/items..dynamic/index/.ATTRIBUTES/row_records")
+    return {int(key): row for row, key in enumerate(records[:, 0]) if key >= 0}
 
 
-def test_fit_trains_as_a_fixed_table_of_the_keys_renumbered():
+def test_fit_trains_as_a_fixed_table_of_the_keys_renumbered(tmp_path):
     unique_keys, renumbered = np.unique(KEYS, return_inverse=True)
     fixed, fixed_layer = _model(_table(len(unique_keys)))
     _fit(fixed, renumbered.reshape(KEYS.shape).astype(np.int64))
@@ -62,7 +64,7 @@ def test_fit_trains_as_a_fixed_table_of_the_keys_renumbered():
     np.testing.assert_allclose(dynamic.predict(KEYS, batch_size=4, verbose=0),
                                fixed.predict(renumbered.reshape(KEYS.shape), batch_size=4,
                                              verbose=0), rtol=1e-6, atol=1e-6)
-    rows = _dynamic_rows(dynamic_layer)
+    rows = _dynamic_rows(dynamic_layer, tmp_path)
     assert sorted(rows) == sorted(int(key) for key in unique_keys)
     fixed_values = fixed_layer.table_variables()["items"]
     dynamic_values = dynamic_layer.table_variables()["items"]
