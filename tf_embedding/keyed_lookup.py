@@ -1,11 +1,11 @@
 """Stock-op lookups of a dynamic table's features, whose ids are keys (docs/dynamic_vocabulary.md).
 
 Each key is mapped to its row by the table's `ServingKeyIndex` (a stock hash table); a key
-without a row reads a zero row, as in training. Pooled features are summed as the training
-conversion sums them: each lookup's weight is divided by its sample's combiner denominator
-(`cpu_rules.combiner_norm`, over every lookup of the sample, keys without a row included), the
-lookups of keys without a row are dropped, and what remains is a weighted sum
-(`mean([a, unknown]) = a / 2`). Sequence and dense features give zeros at the positions of
+without a row reads a zero row, as in training. A pooled feature's combiner denominator
+(`cpu_rules.combiner_norm`) counts every lookup of the sample, keys without a row included
+(`mean([a, unknown]) = a / 2`), and the lookups of keys without a row are dropped: unweighted,
+the known rows are summed in place (`pooled_lookup.summed_rows`) and divided by it; weighted,
+each weight is divided by it first, as the training conversion's gains are. Sequence and dense features give zeros at the positions of
 keys without a row.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from tf_embedding import dynamic_vocabulary
+from tf_embedding import dynamic_vocabulary, pooled_lookup
 from tf_embedding.feature_inputs import cpu_rules
 from tf_embedding.serving_keys import KeyIndex
 
@@ -91,7 +91,8 @@ def _pooled(table: Any, rows: tf.Tensor, weights: tf.Tensor | None, samples: tf.
     each lookup's sample) pooled with `combiner`, as the training conversion pools them.
     `prune`: TF's rule for such a feature, which drops lookups whose weight is not positive
     before a mean or sqrtn combiner."""
-    if weights is None:
+    unweighted = weights is None
+    if unweighted:
         weights = tf.ones_like(rows, dtype=table.dtype)
     elif prune and combiner != "sum":
         positive = weights > 0
@@ -102,9 +103,14 @@ def _pooled(table: Any, rows: tf.Tensor, weights: tf.Tensor | None, samples: tf.
     norms = cpu_rules.combiner_norm(
         combiner, weights,
         lambda values: tf.math.unsorted_segment_sum(values, samples, batch_size))
+    known = rows >= 0
+    if unweighted:
+        # Every weight is 1: the known rows summed in place, then divided by the norms.
+        sums = pooled_lookup.summed_rows(table, tf.boolean_mask(rows, known),
+                                         tf.boolean_mask(samples, known), batch_size)
+        return sums if norms is None else tf.math.divide_no_nan(sums, norms[:, tf.newaxis])
     gains = weights if norms is None else tf.math.divide_no_nan(weights,
                                                                 tf.gather(norms, samples))
-    known = rows >= 0
     rows, gains, samples = (tf.boolean_mask(values, known) for values in (rows, gains, samples))
     return tf.math.unsorted_segment_sum(tf.gather(table, rows) * gains[:, tf.newaxis], samples,
                                         batch_size)

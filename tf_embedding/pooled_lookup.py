@@ -260,6 +260,16 @@ def _in_table(ids: tf.Tensor, vocabulary_size: int) -> tf.Tensor:
     return tf.reduce_all((ids >= 0) & (ids < vocabulary_size))
 
 
+def summed_rows(table: tf.Variable | tf.Tensor, ids: tf.Tensor, rows: tf.Tensor,
+                num_rows: tf.Tensor) -> tf.Tensor:
+    """[num_rows, dim]: row r sums `table[ids[i]]` over the lookups i whose `rows[i]` is r,
+    reading the table in place (one `SparseSegmentSum`) when `rows` ascend, else by a gather
+    and an unsorted segment sum."""
+    return tf.cond(_in_row_order(rows),
+                   lambda: _segment_pool(table, ids, rows, num_rows, None, "sum"),
+                   lambda: tf.math.unsorted_segment_sum(tf.gather(table, ids), rows, num_rows))
+
+
 def _in_row_order(rows: tf.Tensor) -> tf.Tensor:
     """Whether each lookup's output row is >= the previous one's: both formulations need a
     row's lookups contiguous (TF's own sorts them)."""
