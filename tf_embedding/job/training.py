@@ -170,7 +170,7 @@ def _check_model_dir(options: TrainOptions, spec: DataSpec, checkpoints: str,
     with open(path) as f:
         saved = json.load(f)
     current = _resolved_config(options, spec)
-    if saved["data_spec"] != current["data_spec"]:
+    if DataSpec.from_json(saved["data_spec"]).to_json() != current["data_spec"]:
         raise ValueError("--resume: the data layout differs from the run being resumed")
     for key, value in saved["options"].items():
         if key not in _RUN_CONTROL and current["options"].get(key) != value:

@@ -5,6 +5,7 @@ TensorFlow so that the command line can resolve configuration without importing 
 """
 
 import dataclasses
+import json
 from typing import Any
 
 from tf_embedding.combiners import COMBINERS
@@ -128,11 +129,14 @@ class DataSpec:
         return next(t for t in self.tables if t.name == name)
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The JSON form, with every key (lists, as JSON reads them back)."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> "DataSpec":
-        """Builds a spec from the JSON form (as written by `to_json`); unknown keys are errors."""
+        """Builds a spec from the JSON form (as written by `to_json`); unknown keys are errors,
+        missing ones take their defaults (a layout written before a key existed reads as it
+        did: --resume compares layouts read back so)."""
         value = dict(value)
         try:
             tables = tuple(_build(TableSpec, t, f"tables[{i}]")
