@@ -282,3 +282,14 @@ def test_the_saved_model_loads_and_serves_without_tf_embedding(tmp_path):
     outputs = np.load(tmp_path / "outputs.npz")
     for loader in ("v1", "v2"):
         np.testing.assert_array_equal(outputs[loader], expected, err_msg=loader)
+
+
+@pytest.mark.parametrize("inputs, feature, message", [
+    (tf.sparse.from_dense(tf.ones([2, 2, 2], tf.int64)), {}, "SparseTensor of rank 3"),
+], ids=["rank-3 sparse"])
+def test_an_input_kind_the_keyed_lookup_does_not_take_is_named(inputs, feature, message):
+    table = _table()
+    serving = tf_embedding.TPUEmbeddingForServing(
+        {"f": tf_embedding.FeatureConfig(table, name="f", **feature)}, None)
+    with pytest.raises(ValueError, match=rf"Table items is dynamic.*feature 'f' is a {message}"):
+        serving({"f": inputs})
