@@ -1,6 +1,7 @@
 """tf_embedding.keras.TPUEmbedding with a dynamic table (Keras 3 and tf_keras): `model.fit`
 trains it as a fixed table trained on the keys renumbered (no admission filter, no eviction,
-rows starting alike), only training lookups count, `model.save` / `load_model` carry the index,
+rows starting alike), as two MirroredStrategy replicas do in a custom loop, only training
+lookups count, `model.save` / `load_model` carry the index,
 and `model.export` serves the keys with stock ops.
 """
 
@@ -12,6 +13,7 @@ import tensorflow as tf
 
 import tf_embedding
 from tf_embedding import keras as embedding_keras
+from helpers.keras_loops import mirrored_training_step, two_cpu_mirrored_strategy
 from helpers.processes import fresh_process_output
 
 pytestmark = pytest.mark.integration
@@ -37,9 +39,38 @@ def _model(table):
     return model, layer
 
 
+class Scorer(tf.keras.Model):
+    """`_model`'s scorer as a subclassed model, which `strategy.run` builds on its first call."""
+
+    def __init__(self, table):
+        super().__init__()
+        self.embedding = embedding_keras.TPUEmbedding(
+            {"clicked": tf_embedding.FeatureConfig(table, name="clicked")},
+            tf_embedding.Adagrad(0.1))
+        self.flatten = tf.keras.layers.Flatten()
+        self.dense = tf.keras.layers.Dense(
+            1, kernel_initializer=tf.keras.initializers.Constant(0.3))
+
+    def call(self, ids):
+        return self.dense(self.flatten(self.embedding({"clicked": ids})["clicked"]))
+
+
 def _table(vocabulary_size, dynamic=None):
     return tf_embedding.TableConfig(vocabulary_size=vocabulary_size, dim=DIM, name="items",
                                     initializer=tf.constant_initializer(0.25), dynamic=dynamic)
+
+
+def _check_renumbered(fixed_layer, dynamic_layer, rows, unique_keys):
+    """Each key's row and slot of the dynamic table (`rows`: {key: its row}) equal its rank's of
+    the fixed table of the keys renumbered (`unique_keys`, ascending)."""
+    fixed_values = fixed_layer.table_variables()["items"]
+    dynamic_values = dynamic_layer.table_variables()["items"]
+    for name in ("parameters", "accumulators"):
+        for rank, key in enumerate(unique_keys):
+            np.testing.assert_allclose(
+                tf.convert_to_tensor(dynamic_values[name]).numpy()[rows[int(key)]],
+                tf.convert_to_tensor(fixed_values[name]).numpy()[rank], rtol=1e-6, atol=1e-7,
+                err_msg=f"{name} of key {key}")
 
 
 def _fit(model, keys):
@@ -66,16 +97,36 @@ def test_fit_trains_as_a_fixed_table_of_the_keys_renumbered(tmp_path):
                                              verbose=0), rtol=1e-6, atol=1e-6)
     rows = _dynamic_rows(dynamic_layer, tmp_path)
     assert sorted(rows) == sorted(int(key) for key in unique_keys)
-    fixed_values = fixed_layer.table_variables()["items"]
-    dynamic_values = dynamic_layer.table_variables()["items"]
-    for name in ("parameters", "accumulators"):
-        for rank, key in enumerate(unique_keys):
-            np.testing.assert_allclose(
-                tf.convert_to_tensor(dynamic_values[name]).numpy()[rows[int(key)]],
-                tf.convert_to_tensor(fixed_values[name]).numpy()[rank], rtol=1e-6, atol=1e-7,
-                err_msg=f"{name} of key {key}")
+    _check_renumbered(fixed_layer, dynamic_layer, rows, unique_keys)
     statistics = dynamic_layer.dynamic_statistics()["items"]
     assert statistics["step"] == 4 and statistics["occupied"] == len(unique_keys)
+
+
+def test_mirrored_replicas_count_the_global_batch_once(tmp_path):
+    """Two replicas, each with half of every batch (a custom loop: strategy.run, the tape, the
+    model's optimizer), train the dynamic table as the fixed table of the keys renumbered,
+    and the index counts one step per global batch."""
+    strategy = two_cpu_mirrored_strategy()
+    unique_keys, renumbered = np.unique(KEYS, return_inverse=True)
+    models = {}
+    for kind, table, keys in (
+            ("fixed", _table(len(unique_keys)), renumbered.reshape(KEYS.shape)),
+            ("dynamic", _table(16, tf_embedding.DynamicVocabulary()), KEYS)):
+        with strategy.scope():
+            model = Scorer(table)
+            step = mirrored_training_step(strategy, model, tf.keras.optimizers.SGD(0.1), 4,
+                                          training=True)
+        dataset = tf.data.Dataset.from_tensor_slices((keys.astype(np.int64), LABELS)).batch(4)
+        for _ in range(2):
+            iterator = iter(strategy.experimental_distribute_dataset(dataset))
+            for _ in range(2):
+                step(iterator)
+        models[kind] = model
+    dynamic_layer = models["dynamic"].embedding
+    statistics = dynamic_layer.dynamic_statistics()["items"]
+    assert statistics["step"] == 4 and statistics["occupied"] == len(unique_keys)
+    rows = _dynamic_rows(dynamic_layer, tmp_path)
+    _check_renumbered(models["fixed"].embedding, dynamic_layer, rows, unique_keys)
 
 
 def test_only_training_lookups_count_and_saving_carries_the_index(tmp_path):

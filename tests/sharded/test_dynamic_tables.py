@@ -1,6 +1,7 @@
 """Dynamic tables (`TableConfig(dynamic=DynamicVocabulary(...))`) in the sharded `TPUEmbedding`,
 against a numpy replay: the index's plain-Python model (helpers/dynamic_index_model.py) composed
-with the numpy optimizer rules (helpers/references.py), step by step, for 1, 2 and 4 blocks.
+with the numpy optimizer rules (helpers/references.py), step by step, for 1, 2 and 4 blocks and
+for 2 and 3 MirroredStrategy replicas sharing each global batch.
 
 Checked: each step's activations (a key without a row reads zeros and still counts in a mean's
 denominator), the table and its slots (new rows start at their pool row and slot initial values,
@@ -25,19 +26,19 @@ STEPS = 12
 STATISTICS = ("step", "occupied", "candidates", "admitted", "evicted", "refused")
 
 
-def _features(dynamic, capacity=12, combiner="mean"):
-    """Two features, `clicked` and `viewed`, of one table `items`."""
+def _features(dynamic, capacity=12, combiner="mean", batch=BATCH):
+    """Two features, `clicked` and `viewed`, of one table `items` (`batch` rows each)."""
     table = tf_embedding.TableConfig(
         vocabulary_size=capacity, dim=DIM, name="items", combiner=combiner,
         initializer=tf.keras.initializers.RandomUniform(-1.0, 1.0, seed=3), dynamic=dynamic)
-    return {name: tf_embedding.FeatureConfig(table, name=name, output_shape=[BATCH])
+    return {name: tf_embedding.FeatureConfig(table, name=name, output_shape=[batch])
             for name in ("clicked", "viewed")}
 
 
 def _embedding(dynamic, capacity=12, blocks=1, combiner="mean", partition_strategy="div",
-               optimizer=None):
+               optimizer=None, batch=BATCH):
     return tf_embedding.TPUEmbedding(
-        _features(dynamic, capacity, combiner), optimizer or tf_embedding.Adagrad(LEARNING_RATE),
+        _features(dynamic, capacity, combiner, batch), optimizer or tf_embedding.Adagrad(LEARNING_RATE),
         table_devices=["/cpu:0"] * blocks if blocks > 1 else None,
         partition_strategy=partition_strategy)
 
@@ -135,6 +136,22 @@ def _values(embedding):
     return values
 
 
+def _check_step(embedding, replay, step, actual, expected):
+    """One step's activations and the statistics after it, against the replay's."""
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6,
+                                   err_msg=f"step {step} {name}")
+    assert embedding.dynamic_statistics()["items"] == replay.statistics(), step
+
+
+def _check_table(embedding, replay):
+    """The table and its Adagrad slot, against the replay's."""
+    values = _values(embedding)
+    np.testing.assert_allclose(values["parameters"], replay.table, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(values["accumulators"], replay.accumulators, rtol=1e-5,
+                               atol=1e-6)
+
+
 OPTIONS = {
     "admit_at_first": dict(admit_after=1),
     "admit_after_2_evict_after_3": dict(admit_after=2, evict_after_steps=3),
@@ -150,27 +167,15 @@ def test_training_matches_the_numpy_replay(rules, combiner, blocks, strategy):
     embedding = _embedding(dynamic, blocks=blocks, combiner=combiner,
                            partition_strategy=strategy)
     embedding.build()
-    layout = embedding.engine.tables[0].layout
-    options = Options(list(layout.rows), strided=layout.strided, pool_rows=5,
-                      evict_after_steps=dynamic.evict_after_steps or 0,
-                      admit_after=dynamic.admit_after, refuse_when_full=dynamic.refuse_when_full,
-                      candidate_capacity=dynamic.candidates(12))
-    replay = Replay(embedding, options, combiner)
+    replay = Replay(embedding, _options_of(embedding, dynamic), combiner)
     rng = np.random.default_rng(7)
     for step, batch in enumerate(_batches(STEPS, seed=blocks)):
         training = step % 4 != 3  # every fourth step evaluates
         gradients = {name: rng.normal(size=[BATCH, DIM]).astype(np.float32)
                      for name in ("clicked", "viewed")}
-        actual = _run_step(embedding, batch, gradients, training)
-        expected = replay.step(batch, gradients, training)
-        for name in expected:
-            np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6,
-                                       err_msg=f"step {step} {name}")
-        assert embedding.dynamic_statistics()["items"] == replay.statistics(), step
-    values = _values(embedding)
-    np.testing.assert_allclose(values["parameters"], replay.table, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(values["accumulators"], replay.accumulators, rtol=1e-5,
-                               atol=1e-6)
+        _check_step(embedding, replay, step, _run_step(embedding, batch, gradients, training),
+                    replay.step(batch, gradients, training))
+    _check_table(embedding, replay)
     statistics = embedding.dynamic_statistics()["items"]
     # The stream exercises each rule: full blocks evict (or refuse) keys.
     assert statistics["refused" if rules == "refuse_when_full" else "evicted"] > 0
@@ -279,12 +284,81 @@ def test_a_jit_compiled_step_is_refused_naming_the_table():
         step({name: _ragged([[1]] * BATCH) for name in ("clicked", "viewed")})
 
 
-def test_several_replicas_are_refused_naming_the_table():
+def _options_of(embedding, dynamic):
+    """The index model's options for `embedding`'s dynamic table `items`."""
+    layout = embedding.engine.tables[0].layout
+    return Options(list(layout.rows), strided=layout.strided, pool_rows=5,
+                   evict_after_steps=dynamic.evict_after_steps or 0,
+                   admit_after=dynamic.admit_after, refuse_when_full=dynamic.refuse_when_full,
+                   candidate_capacity=dynamic.candidates(12))
+
+
+def _replicated_step(strategy, embedding, enqueue_in_replica):
+    """A training or forward step on every replica: `enqueue` in cross-replica context with
+    per-replica features, or inside strategy.run (`enqueue_in_replica`)."""
+    @tf.function
+    def step(features, gradients, training):
+        if not enqueue_in_replica:
+            embedding.enqueue(features, training=training)
+
+        def replica_step(features, gradients):
+            if enqueue_in_replica:
+                embedding.enqueue(features, training=training)
+            activations = embedding.dequeue()
+            if training:
+                embedding.apply_gradients(gradients)
+            return activations
+
+        return strategy.run(replica_step, args=(features, gradients))
+    return step
+
+
+@pytest.mark.parametrize("enqueue_in_replica", [False, True])
+@pytest.mark.parametrize("replicas, blocks", [(2, 1), (3, 2)])
+def test_replicas_count_the_global_batch_once(replicas, blocks, enqueue_in_replica):
+    """MirroredStrategy's replicas, each with its share of the global batch, train the table
+    as the numpy replay of the global batch does: one index step per global step."""
+    strategy = tf.distribute.MirroredStrategy([f"/cpu:{r}" for r in range(replicas)])
+    dynamic = tf_embedding.DynamicVocabulary(pool_rows=5, admit_after=2, evict_after_steps=3)
+    with strategy.scope():
+        embedding = _embedding(dynamic, blocks=blocks, batch=BATCH // replicas)
+        embedding.build()
+    replay = Replay(embedding, _options_of(embedding, dynamic), "mean")
+    step = _replicated_step(strategy, embedding, enqueue_in_replica)
+    share = BATCH // replicas
+
+    def per_replica(values):
+        return strategy.experimental_distribute_values_from_function(
+            lambda context: values(slice(context.replica_id_in_sync_group * share,
+                                         (context.replica_id_in_sync_group + 1) * share)))
+
+    rng = np.random.default_rng(11)
+    for number, batch in enumerate(_batches(STEPS, seed=replicas)):
+        training = number % 4 != 3
+        gradients = {name: rng.normal(size=[BATCH, DIM]).astype(np.float32)
+                     for name in ("clicked", "viewed")}
+        outputs = step(per_replica(lambda rows: {name: _ragged(samples[rows])
+                                                 for name, samples in batch.items()}),
+                       per_replica(lambda rows: {name: tf.constant(value[rows])
+                                                 for name, value in gradients.items()}),
+                       training)
+        _check_step(embedding, replay, number,
+                    {name: np.concatenate([value.numpy() for value in
+                                           strategy.experimental_local_results(output)])
+                     for name, output in outputs.items()},
+                    replay.step(batch, gradients, training))
+    _check_table(embedding, replay)
+    assert embedding.dynamic_statistics()["items"]["evicted"] > 0
+
+
+def test_a_training_enqueue_of_one_replica_of_several_is_refused_naming_the_table():
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     with strategy.scope():
-        embedding = _embedding(tf_embedding.DynamicVocabulary())
-        with pytest.raises(ValueError, match="Table items is dynamic.*2 replicas"):
-            embedding.build()
+        embedding = _embedding(tf_embedding.DynamicVocabulary(), batch=BATCH // 2)
+    features = {name: _ragged([[1]] * (BATCH // 2)) for name in ("clicked", "viewed")}
+    with pytest.raises(ValueError, match="Table items is dynamic.*every replica in one call"):
+        embedding.enqueue(features, training=True, device="/cpu:1")
+    embedding.enqueue(features, training=False, device="/cpu:1")  # a forward-only batch may
 
 
 @pytest.mark.parametrize("options, message", [

@@ -78,6 +78,30 @@ def enqueue_batch(engine: Engine, replica: int, flat_inputs: list[Any],
             batch_carrier.put_batch(engine.convert(flat_inputs, flat_weights, training))
 
 
+def enqueue_replicas(engine: Engine, strategy: tf.distribute.Strategy, replicas: list[int],
+                     flat_inputs: list[Any], flat_weights: list[Any], training: tf.Tensor, *,
+                     together: bool, replica_id: Callable[[], int]) -> None:
+    """`enqueue` on `replicas`, each with its components of per-replica values (other values
+    go to every replica). `together`: every replica of `strategy` in one `strategy.run`
+    (`replica_id()` names the running one), so their batches can meet in merge_calls."""
+    if together:
+        strategy.run(lambda inputs, weights: enqueue_batch(engine, replica_id(), inputs,
+                                                           weights, training),
+                     args=(flat_inputs, flat_weights))
+        return
+    for replica in replicas:
+        enqueue_batch(engine, replica, [local(strategy, inp, replica) for inp in flat_inputs],
+                      [local(strategy, weight, replica) for weight in flat_weights], training)
+
+
+def local(strategy: tf.distribute.Strategy, value: Any, replica: int) -> Any:
+    """`replica`'s component of a per-replica value; other values go to every replica."""
+    if value is None:
+        return None
+    values = strategy.experimental_local_results(value)
+    return values[replica] if len(values) > 1 else values[0]
+
+
 def apply_gradients(engine: Engine, replica: int,
                     flat_gradients: list[tf.Tensor | None]) -> None:
     """`apply_gradients` on `replica`: the flat per-feature activation gradients (None: zeros)

@@ -6,14 +6,18 @@ in a training batch the index first counts, admits and evicts, and the rows it g
 admitted now are reset (the parameters to the pool row the key hashes to, each slot to its
 initial row) before anything reads them. Lookups of keys without a row are dropped from the
 batch: they read a zero row and get no gradient, while the combiner's denominators, fixed at
-conversion, still count them.
+conversion, still count them. Under a strategy of several replicas, the replicas' training
+batches meet in one merge_call and the index reads them as one (the step's global batch,
+counted once).
 """
 
+import functools
 import itertools
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.distribute import distribute_utils
 from tensorflow.python.ops import gen_resource_variable_ops
 from tensorflow.python.saved_model import save_context
 from tensorflow.python.trackable import autotrackable
@@ -120,18 +124,39 @@ class DynamicTable(autotrackable.AutoTrackable):
     def remap(self, table: Any, batch: ops.CsrBatch, training: Any) -> ops.CsrBatch:
         """`batch` (table `table`'s keys, a `TableState`) with each lookup's key replaced by
         its row and the lookups of keys without one dropped; a training batch counts, admits
-        and evicts first, and resets the rows it gave to new keys."""
-        lookup = dynamic_index_ops.dynamic_lookup(
-            self.index.resource_handle, batch.ids, tf.convert_to_tensor(training, tf.bool),
-            self.name)
+        and evicts first, and resets the rows it gave to new keys. In the replica context of
+        several replicas, a batch that may be a training one is remapped with the other
+        replicas' in one merge_call, so the step's counts are the global batch's."""
+        context = tf.distribute.get_replica_context()
+        training = tf.convert_to_tensor(training, tf.bool)
+        if (tf.distribute.has_strategy() and context is not None
+                and context.num_replicas_in_sync > 1 and _may_train(training)):
+            return context.merge_call(functools.partial(self._remap_replicas, table),
+                                      args=(batch, training))
+        return self._remap_together(table, [batch], training)[0]
+
+    def _remap_replicas(self, table: Any, strategy: tf.distribute.Strategy,
+                        batch: ops.CsrBatch, training: tf.Tensor) -> ops.CsrBatch:
+        """The merge_call of `remap`: every replica's batch remapped together (per replica,
+        its own)."""
+        fields = [strategy.experimental_local_results(field) for field in batch]
+        batches = [ops.CsrBatch(*replica_fields) for replica_fields in zip(*fields)]
+        training = strategy.experimental_local_results(training)[0]
+        return distribute_utils.regroup(tuple(self._remap_together(table, batches, training)))
+
+    def _remap_together(self, table: Any, batches: Sequence[ops.CsrBatch],
+                        training: tf.Tensor) -> list[ops.CsrBatch]:
+        """`batches` remapped by one read of the index: their lookups, in order, are one
+        batch's (the index's rules depend on a batch's multiset of keys only)."""
+        keys = batches[0].ids if len(batches) == 1 else tf.concat(
+            [batch.ids for batch in batches], axis=0)
+        lookup = dynamic_index_ops.dynamic_lookup(self.index.resource_handle, keys, training,
+                                                  self.name)
         with tf.control_dependencies(self._reset(table, lookup)):
             rows = tf.identity(lookup.rows)
-        kept = rows >= 0
-        kept_before = tf.concat([tf.zeros([1], tf.int64),
-                                 tf.cumsum(tf.cast(kept, tf.int64))], axis=0)
-        return batch._replace(row_splits=tf.gather(kept_before, batch.row_splits),
-                              ids=tf.boolean_mask(rows, kept),
-                              gains=tf.boolean_mask(batch.gains, kept))
+        parts = [rows] if len(batches) == 1 else tf.split(
+            rows, [tf.size(batch.ids) for batch in batches], num=len(batches))
+        return [_kept_lookups(batch, batch_rows) for batch, batch_rows in zip(batches, parts)]
 
     def _reset(self, table: Any, lookup: dynamic_index_ops.DynamicLookup) -> list[Any]:
         """The ops that reset the rows given to keys in this lookup, block by block."""
@@ -192,34 +217,63 @@ class _EvaluationKeys:
                                                 self._table.name).rows
 
 
+def _kept_lookups(batch: ops.CsrBatch, rows: tf.Tensor) -> ops.CsrBatch:
+    """`batch` with each lookup's key replaced by its row (`rows`, -1: none) and the lookups
+    of keys without a row dropped."""
+    kept = rows >= 0
+    kept_before = tf.concat([tf.zeros([1], tf.int64), tf.cumsum(tf.cast(kept, tf.int64))],
+                            axis=0)
+    return batch._replace(row_splits=tf.gather(kept_before, batch.row_splits),
+                          ids=tf.boolean_mask(rows, kept),
+                          gains=tf.boolean_mask(batch.gains, kept))
+
+
 STATISTICS = ("step", "occupied", "candidates", "admitted", "evicted", "refused")
 
 
-def create_dynamic_tables(embedding: Any, table_configs: Any, layout_of: Any, *, replicas: int,
+def create_dynamic_tables(embedding: Any, table_configs: Any, layout_of: Any, *,
                           parameter_servers: bool, multi_worker: bool) -> dict[str, DynamicTable]:
     """Each dynamic table's `DynamicTable` (by table name), tracked by `embedding` as
     `<table>.dynamic` (a fixed table adds nothing to the checkpoint). `layout_of(config)`: the
     table's `ShardLayout`.
 
     Raises:
-      ValueError: a dynamic table where this version cannot count a step's batch once (several
-        replicas, parameter-server tasks, MultiWorkerMirroredStrategy workers), naming it.
+      ValueError: a dynamic table where this version cannot count a step's batch once
+        (parameter-server tasks, MultiWorkerMirroredStrategy workers), naming it.
     """
     dynamic = {}
     for config in table_configs:
         if dynamic_vocabulary.dynamic_of(config) is None:
             continue
         where = ("parameter-server tasks" if parameter_servers
-                 else "MultiWorkerMirroredStrategy workers" if multi_worker
-                 else f"{replicas} replicas" if replicas > 1 else None)
+                 else "MultiWorkerMirroredStrategy workers" if multi_worker else None)
         if where is not None:
             raise dynamic_vocabulary.dynamic_table_error(
                 config.name,
                 f"this TPUEmbedding runs on {where}, and a dynamic table's index must count "
                 "each training step's whole batch once, which this version does in one process "
-                "with one replica (the default strategy; table_devices may split the table). "
-                "Use a fixed table here.")
+                "(the default strategy or MirroredStrategy's replicas; table_devices may split "
+                "the table). Use a fixed table here.")
         table = DynamicTable(config, layout_of(config))
         embedding._track_trackable(table, name=f"{config.name}.dynamic")  # pylint: disable=protected-access
         dynamic[config.name] = table
     return dynamic
+
+
+def check_replica_enqueue(dynamic_tables: Mapping[str, DynamicTable], training: tf.Tensor
+                          ) -> None:
+    """For an enqueue in cross-replica context that feeds one replica of several (`device=`):
+    raises ValueError naming a dynamic table unless the batch is forward-only, since the index
+    counts each training step's global batch once."""
+    if _may_train(training):
+        raise dynamic_vocabulary.dynamic_table_error(
+            next(iter(dynamic_tables)),
+            "its index counts each training step's global batch once, so a training enqueue "
+            "must feed every replica in one call: pass per-replica features without device=, "
+            "or call enqueue inside strategy.run (or pass training=False).")
+
+
+def _may_train(training: tf.Tensor) -> bool:
+    """Whether a batch of this `training` (a bool tensor) may be a training one."""
+    static = tf.get_static_value(training)
+    return static is None or bool(static)

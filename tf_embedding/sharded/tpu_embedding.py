@@ -336,7 +336,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         flat_features = nest.flatten(self._feature_config)
 
         # As TF does, shapes are taken from the first replica's features.
-        first = [self._local(inp, replicas[0]) for inp in flat_inputs]
+        first = [batch_paths.local(self._strategy, inp, replicas[0]) for inp in flat_inputs]
         rules.check_enqueue_types(self._feature_paths, first)
         input_shapes = [rules.input_shape(path, inp, feature)
                         for path, inp, feature in zip(self._feature_paths, first, flat_features)]
@@ -345,13 +345,17 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             rules.output_shapes_from_input_shapes(input_shapes, flat_features))
 
         training = tf.convert_to_tensor(training, tf.bool)
-        engine = self._engine
+        # A dynamic table's index counts a step's global batch once: every replica's batch is
+        # enqueued in one strategy.run, where they meet in merge_calls (dynamic_table).
+        cross_replica = not (tf.distribute.has_strategy()
+                             and not tf.distribute.in_cross_replica_context())
+        if self._dynamic_tables and cross_replica and len(replicas) < len(self._replica_devices):
+            dynamic_table.check_replica_enqueue(self._dynamic_tables, training)
         with tf.name_scope(name or "enqueue"):
-            for replica in replicas:
-                batch_paths.enqueue_batch(engine, replica,
-                                          [self._local(inp, replica) for inp in flat_inputs],
-                                          [self._local(weight, replica) for weight in flat_weights],
-                                          training)
+            batch_paths.enqueue_replicas(
+                self._engine, self._strategy, replicas, flat_inputs, flat_weights, training,
+                together=bool(self._dynamic_tables) and cross_replica and len(replicas) > 1,
+                replica_id=lambda: self._replica_id("enqueue"))
 
     @engine_lib.library_code
     def dequeue(self, name: str | None = None, partial: bool = False) -> Any:
@@ -420,8 +424,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         variables = {table.name: self._create_variables(table, trainable=False)
                      for table in self._table_config}
         self._dynamic_tables = self._no_dependency(dynamic_table.create_dynamic_tables(
-            self, self._table_config, self._layout, replicas=len(self._replica_devices),
-            parameter_servers=self._parameter_servers, multi_worker=self._workers is not None))
+            self, self._table_config, self._layout, parameter_servers=self._parameter_servers, multi_worker=self._workers is not None))
         if self._workers is not None:
             # Saves each worker's blocks into the chief's checkpoint (block_saver).
             self._track_trackable(block_saver.BlockWriter(self), name=block_saver.WRITER_NAME)
@@ -479,13 +482,6 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             raise RuntimeError(
                 f"{method}() called under another strategy ({type(strategy).__name__}) than the "
                 f"one this TPUEmbedding was created under ({type(self._strategy).__name__}).")
-
-    def _local(self, value: Any, replica: int) -> Any:
-        """`replica`'s component of a per-replica value; other values go to every replica."""
-        if value is None:
-            return None
-        values = self._strategy.experimental_local_results(value)
-        return values[replica] if len(values) > 1 else values[0]
 
 
 def _held_blocks(variable: Any) -> list[tuple[int, tf.Variable]]:
