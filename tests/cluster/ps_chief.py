@@ -20,6 +20,10 @@ and writes what it saw to OUTPUT_DIR, where the test compares it with one-proces
 * `two_workers` (a cluster of 2 workers): Adagrad steps with the batches passed as arguments,
   first one `schedule(...).fetch()` at a time (`serialized.npz`, as `train` writes), then all
   scheduled at once and joined (`concurrent.npz`, and its checkpoint `concurrent/ckpt`).
+  It also writes the error of building a dynamic table there: `dynamic_two_workers.json`.
+* `dynamic`: Adagrad steps of a dynamic table (`dynamic_feature_config`, 2 blocks, one per
+  PS; its index and pool with the first) with admission after 2 lookups and eviction by age:
+  each step's activations, the table, its slot and the index's statistics, `dynamic.npz`.
 * `keras_fit` (with TF_USE_LEGACY_KERAS=1): tf_keras `model.fit` of the model of
   tests/helpers/keras_layer.py over `tf_embedding.keras.TPUEmbedding`: the engine's tables and
   slots, `keras.npz`.
@@ -250,6 +254,57 @@ def two_workers(output: str) -> None:
             coordinator.join()
             tf.train.Checkpoint(embedding=emb).write(os.path.join(output, run, "ckpt"))
         save_values(os.path.join(output, f"{run}.npz"), emb, activations)
+    with strategy.scope():
+        emb = tf_embedding.TPUEmbedding(dynamic_feature_config(), tf_embedding.Adagrad(0.1))
+    write_build_error(emb, ValueError, os.path.join(output, "dynamic_two_workers.json"))
+
+
+def dynamic_feature_config() -> dict:
+    """The `dynamic` scenario's feature `clicked` of a dynamic table `items` of 12 rows."""
+    table = tf_embedding.TableConfig(
+        vocabulary_size=12, dim=3, name="items", combiner="mean",
+        initializer=tf.keras.initializers.RandomUniform(-1.0, 1.0, seed=3),
+        dynamic=tf_embedding.DynamicVocabulary(admit_after=2, evict_after_steps=3, pool_rows=5))
+    return {"clicked": tf_embedding.FeatureConfig(table, name="clicked", output_shape=[6])}
+
+
+def dynamic_batches() -> list[tuple]:
+    """The `dynamic` scenario's (features, targets) of each step: 6 samples of 0 to 3 keys
+    from 30 scattered over int64, Zipf-like, so keys are admitted, evicted and refused."""
+    rng = np.random.default_rng(5)
+    scatter = rng.integers(0, 2**62, size=30)
+    batches = []
+    for _ in range(8):
+        samples = [[int(scatter[min(int(rng.zipf(1.3)) - 1, 29)])
+                    for _ in range(rng.integers(0, 4))] for _ in range(6)]
+        batches.append(({"clicked": tf.ragged.constant(samples, dtype=tf.int64, ragged_rank=1,
+                                                        inner_shape=())},
+                        {"clicked": tf.constant(rng.normal(size=[6, 3]), tf.float32)}))
+    return batches
+
+
+def dynamic_step(strategy, emb):
+    """A training step of the `dynamic` scenario, its batch passed as arguments."""
+    replica_step = steps_lib.squared_loss_step(emb)
+
+    @tf.function
+    def training_step(features, targets):
+        emb.enqueue(features, training=True)
+        return strategy.run(replica_step, args=(targets,))
+
+    return training_step
+
+
+def dynamic(output: str) -> None:
+    strategy, coordinator = connect()
+    with strategy.scope():
+        emb = tf_embedding.TPUEmbedding(dynamic_feature_config(), tf_embedding.Adagrad(0.1))
+    training_step = dynamic_step(strategy, emb)
+    activations = {f"step{step}": coordinator.schedule(training_step, args=batch).fetch()[
+                       "clicked"] for step, batch in enumerate(dynamic_batches())}
+    statistics = emb.dynamic_statistics()["items"]
+    save_values(os.path.join(output, "dynamic.npz"), emb,
+                {**activations, "statistics": np.array(list(statistics.values()))})
 
 
 def keras_fit_data() -> tuple[list, np.ndarray]:
@@ -278,20 +333,25 @@ def keras_fit(output: str) -> None:
     save_values(os.path.join(output, "keras.npz"), layer)
 
 
+def write_build_error(emb, error_type: type, path: str) -> None:
+    """Writes the message of the `error_type` that `emb.build()` raises (null if none)."""
+    try:
+        emb.build()
+        error = None
+    except error_type as raised:
+        error = str(raised)
+    with open(path, "w") as file:
+        json.dump(error, file)
+
+
 def build(output: str) -> None:
     strategy, _ = connect()
     with strategy.scope():
         emb = tf_embedding.TPUEmbedding(feature_config(), tf_embedding.SGD(0.1))
-    try:
-        emb.build()
-        error = None
-    except RuntimeError as raised:
-        error = str(raised)
-    with open(os.path.join(output, "build.json"), "w") as file:
-        json.dump(error, file)
+    write_build_error(emb, RuntimeError, os.path.join(output, "build.json"))
 
 
 if __name__ == "__main__":
     output_dir, scenario, *arguments = sys.argv[1:]
     {"train": train, "restore": restore, "misuse": misuse, "build": build,
-     "keras_fit": keras_fit, "two_workers": two_workers}[scenario](output_dir, *arguments)
+     "keras_fit": keras_fit, "two_workers": two_workers, "dynamic": dynamic}[scenario](output_dir, *arguments)

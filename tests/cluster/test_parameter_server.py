@@ -73,6 +73,12 @@ def test_two_workers_serialized_match_one_process_and_concurrent_ones_stay_valid
             np.testing.assert_array_equal(value, concurrent[f"{table}/{slot}"])
 
 
+    # Several asynchronous workers cannot keep a dynamic table's keys and gradients together.
+    error = json.loads((tmp_path / "dynamic_two_workers.json").read_text())
+    assert error is not None and error.startswith("Table items is dynamic"), error
+    assert "has 2 workers" in error
+
+
 @pytest.fixture(scope="module")
 def cluster():
     with loopback_cluster(num_ps=NUM_PS, num_workers=1) as spec:
@@ -142,6 +148,26 @@ def test_one_worker_trains_the_bits_of_one_process_and_the_numpy_rules(
     for table, expected in reference.tables.items():
         steps_lib.assert_close(cluster[f"{table}/parameters"], expected, rtol=1e-4, atol=1e-5,
                                err_msg=table)
+
+
+def test_a_dynamic_table_on_one_worker_trains_the_bits_of_one_process(cluster, tmp_path):
+    """Its index and pool on the first block's PS task, the other block's rows reset from
+    there: each step's activations, the table, its slot and the statistics are one process's
+    with the same 2 blocks."""
+    chief(cluster, tmp_path, "dynamic")
+    actual = np.load(tmp_path / "dynamic.npz")
+    emb = tf_embedding.TPUEmbedding(ps_chief.dynamic_feature_config(), tf_embedding.Adagrad(0.1),
+                                    table_devices=[f"/cpu:{i}" for i in range(NUM_PS)])
+    training_step = ps_chief.dynamic_step(tf.distribute.get_strategy(), emb)
+    for step, batch in enumerate(ps_chief.dynamic_batches()):
+        np.testing.assert_array_equal(actual[f"step{step}"],
+                                      training_step(*batch)["clicked"].numpy(),
+                                      err_msg=f"step {step}")
+    for slot, value in variable_values(emb)["items"].items():
+        np.testing.assert_array_equal(actual[f"items/{slot}"], value, err_msg=slot)
+    statistics = emb.dynamic_statistics()["items"]
+    np.testing.assert_array_equal(actual["statistics"], list(statistics.values()))
+    assert statistics["admitted"] > 0 and statistics["evicted"] > 0
 
 
 @pytest.mark.parametrize("partition_strategy", ["div", "mod"])

@@ -18,13 +18,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.distribute import distribute_utils
-from tensorflow.python.ops import gen_resource_variable_ops
+from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_ops
 from tensorflow.python.saved_model import save_context
 from tensorflow.python.trackable import autotrackable
 from tensorflow.python.trackable import base as trackable_base
 
 from tf_embedding import dynamic_index_ops, dynamic_vocabulary, ops
 from tf_embedding.serving_keys import KeyIndex, ServingKeyIndex
+from tf_embedding.sharded import parameter_server
 from tf_embedding.sharded.layout import ShardLayout
 
 # The conversion's vocabulary size for a dynamic table, whose ids are keys: any int64 >= 0.
@@ -35,6 +36,12 @@ NOT_COMPILABLE = (
     "use a fixed table.")
 # What each resource's name adds to the table's, so two embeddings never share an index.
 _INSTANCES = itertools.count()
+
+
+def home_device(layout: ShardLayout) -> str:
+    """Where a table's index and pool live: with its first block (on a parameter-server
+    cluster, that block's PS task, which every worker's steps reach), else the CPU."""
+    return layout.devices[0] or "/CPU:0"
 
 
 class DynamicIndex(tf.saved_model.experimental.TrackableResource):
@@ -48,7 +55,7 @@ class DynamicIndex(tf.saved_model.experimental.TrackableResource):
         self._layout = layout
         self._options = options
         self._shared_name = f"tf_embedding_dynamic_index_{next(_INSTANCES)}_{table_name}"
-        super().__init__(device="/CPU:0")
+        super().__init__(device=home_device(layout))
         with tf.init_scope():  # made now, so every traced function captures this one resource
             self.resource_handle  # pylint: disable=pointless-statement
 
@@ -87,10 +94,13 @@ class DynamicTable(autotrackable.AutoTrackable):
         self.index = DynamicIndex(config.name, layout, options)
         pool_rows = options.pool_size(self._capacity)
         # New rows start as rows of this value: a key's row depends on the key alone, not on
-        # the order keys arrive in or the table's blocks.
-        self.pool = tf.Variable(
-            lambda: config.initializer((pool_rows, config.dim), dtype=tf.float32),
-            trainable=False, name=f"{config.name}/dynamic_pool")
+        # the order keys arrive in or the table's blocks. With the index (`home_device`); a
+        # ResourceVariable, which a strategy's variable creator neither mirrors nor places.
+        with tf.device(home_device(layout)):
+            self.pool = resource_variable_ops.ResourceVariable(
+                initial_value=lambda: config.initializer((pool_rows, config.dim),
+                                                         dtype=tf.float32),
+                trainable=False, name=f"{config.name}/dynamic_pool")
         optimizer = config.optimizer
         self._slot_rows = self._no_dependency({} if optimizer is None else {
             name: tf.constant(initializer((1, config.dim), dtype=tf.float32))
@@ -165,13 +175,20 @@ class DynamicTable(autotrackable.AutoTrackable):
         count = len(layout.rows)
         block_rows = tf.dynamic_partition(local_rows, blocks, count)
         block_pool_rows = tf.dynamic_partition(lookup.admitted_pool_rows, blocks, count)
-        pool = tf.convert_to_tensor(self.pool)
+        home = home_device(layout)
         resets = []
         for block, device in enumerate(layout.devices):
             rows = block_rows[block]
+            source, source_rows = self.pool, block_pool_rows[block]
+            if device is not None and device != home:
+                # Another task's block: only the admitted keys' pool rows travel.
+                with tf.device(home):
+                    source = self.pool.sparse_read(source_rows)
+                source_rows = tf.range(tf.size(rows, out_type=tf.int64))
             with tf.device(device):
                 resets.append(ops.reset_rows(list(table.variables["parameters"])[block], rows,
-                                             pool, block_pool_rows[block], self.name))
+                                             tf.convert_to_tensor(source), source_rows,
+                                             self.name))
                 resets.extend(
                     ops.reset_rows(list(table.variables[slot])[block], rows, initial_row,
                                    tf.zeros_like(rows), self.name)
@@ -239,21 +256,30 @@ def create_dynamic_tables(embedding: Any, table_configs: Any, layout_of: Any, *,
 
     Raises:
       ValueError: a dynamic table where this version cannot count a step's batch once
-        (parameter-server tasks, MultiWorkerMirroredStrategy workers), naming it.
+        (MultiWorkerMirroredStrategy workers) or keep its rows' keys and gradients together
+        (several parameter-server workers), naming it.
     """
     dynamic = {}
     for config in table_configs:
         if dynamic_vocabulary.dynamic_of(config) is None:
             continue
-        where = ("parameter-server tasks" if parameter_servers
-                 else "MultiWorkerMirroredStrategy workers" if multi_worker else None)
-        if where is not None:
+        if multi_worker:
             raise dynamic_vocabulary.dynamic_table_error(
                 config.name,
-                f"this TPUEmbedding runs on {where}, and a dynamic table's index must count "
-                "each training step's whole batch once, which this version does in one process "
-                "(the default strategy or MirroredStrategy's replicas; table_devices may split "
-                "the table). Use a fixed table here.")
+                "this TPUEmbedding runs on MultiWorkerMirroredStrategy workers, and a dynamic "
+                "table's index must count each training step's whole batch once, which this "
+                "version does in one process (the default strategy or MirroredStrategy's "
+                "replicas; table_devices may split the table) or for one parameter-server "
+                "worker. Use a fixed table here.")
+        workers = parameter_server.worker_count() if parameter_servers else 1
+        if workers > 1:
+            raise dynamic_vocabulary.dynamic_table_error(
+                config.name,
+                f"this parameter-server cluster has {workers} workers, whose steps run "
+                "asynchronously: a row one worker's step evicts and gives to a new key could "
+                "still receive another worker's pending gradient. This version trains a "
+                "dynamic table with one worker (its index on the PS task of the table's first "
+                "block). Use a fixed table here.")
         table = DynamicTable(config, layout_of(config))
         embedding._track_trackable(table, name=f"{config.name}.dynamic")  # pylint: disable=protected-access
         dynamic[config.name] = table

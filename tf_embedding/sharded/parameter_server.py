@@ -40,10 +40,19 @@ def is_parameter_server_strategy(strategy: tf.distribute.Strategy) -> bool:
 def ps_devices(strategy: tf.distribute.Strategy) -> tuple[str, ...]:
     """The CPU of every PS task of the cluster `strategy` connected to, in task order."""
     del strategy  # connected this process to its cluster, whose devices are now listed
+    return tuple(f"/job:ps/replica:0/task:{task}/device:CPU:0" for task in _tasks("ps"))
+
+
+def worker_count() -> int:
+    """The worker tasks of the cluster this process is connected to."""
+    return len(_tasks("worker"))
+
+
+def _tasks(job: str) -> list[int]:
+    """The task numbers of `job` among the listed CPU devices, ascending."""
     specs = [tf.DeviceSpec.from_string(device.name)
              for device in tf.config.list_logical_devices("CPU")]
-    tasks = sorted(spec.task for spec in specs if spec.job == "ps")
-    return tuple(f"/job:ps/replica:0/task:{task}/device:CPU:0" for task in tasks)
+    return sorted({spec.task for spec in specs if spec.job == job})
 
 
 def check_ops_on(devices: Sequence[str | None]) -> None:
