@@ -11,6 +11,7 @@
 
 #include "cc/core/dynamic_index.h"
 #include "cc/core/free_entries.h"
+#include "cc/core/huge_pages.h"
 
 namespace tf_embedding {
 
@@ -19,25 +20,28 @@ inline constexpr int64_t kMaxKeyCount = std::numeric_limits<uint32_t>::max();
 
 // A fixed number of entries holding keys with their count and last step: an open-addressing
 // map from key to entry (linear probing, backward-shift deletion, so no tombstones), a recency
-// list of the entries (front: most recent), and the free entries, lowest first. 36-44 bytes an
-// entry.
+// list of the entries (front: most recent), and the free entries, lowest first. 40-48 bytes an
+// entry: a 32-byte record (one cache line holds all that a step reads and writes of an entry)
+// and 2 to 4 buckets of 4 bytes.
 class KeySet {
  public:
-  explicit KeySet(int64_t capacity)
-      : keys_(capacity, -1), counts_(capacity, 0), last_seen_(capacity, 0),
-        prev_(capacity, -1), next_(capacity, -1), free_(capacity) {
+  explicit KeySet(int64_t capacity) : entries_(capacity), free_(capacity) {
     int64_t buckets = 2;
     while (buckets < 2 * capacity) buckets *= 2;
     buckets_.assign(buckets, -1);
     mask_ = static_cast<uint64_t>(buckets - 1);
+    // A step reads entries and buckets at random: on 4 KiB pages each read would also walk
+    // the page table.
+    AdviseHugePages(entries_.data(), entries_.size() * sizeof(Entry));
+    AdviseHugePages(buckets_.data(), buckets_.size() * sizeof(int32_t));
   }
 
-  int64_t capacity() const { return static_cast<int64_t>(keys_.size()); }
+  int64_t capacity() const { return static_cast<int64_t>(entries_.size()); }
   int64_t size() const { return capacity() - static_cast<int64_t>(free_.size()); }
   bool full() const { return free_.empty(); }
-  int64_t key(int64_t e) const { return keys_[e]; }
-  int64_t count(int64_t e) const { return counts_[e]; }
-  int64_t last_seen(int64_t e) const { return last_seen_[e]; }
+  int64_t key(int64_t e) const { return entries_[e].key; }
+  int64_t count(int64_t e) const { return entries_[e].count; }
+  int64_t last_seen(int64_t e) const { return entries_[e].last_seen; }
   int64_t tail() const { return tail_; }  // the least recent linked entry, -1 if none
 
   // The entry of `key`, -1 if absent.
@@ -45,7 +49,7 @@ class KeySet {
     for (uint64_t b = Home(key);; b = (b + 1) & mask_) {
       const int32_t e = buckets_[b];
       if (e < 0) return -1;
-      if (keys_[e] == key) return e;
+      if (entries_[e].key == key) return e;
     }
   }
 
@@ -63,7 +67,7 @@ class KeySet {
       }
       for (int64_t i = 0; i < size; ++i) {
         const int32_t e = buckets_[homes[i]];
-        if (e >= 0) __builtin_prefetch(&keys_[e]);
+        if (e >= 0) __builtin_prefetch(&entries_[e]);
       }
       for (int64_t i = 0; i < size; ++i) entries[begin + i] = Find(keys[begin + i]);
     }
@@ -72,18 +76,21 @@ class KeySet {
   // Brings `key`'s home bucket toward the cache, for a find or insert of it soon.
   void PrefetchHome(int64_t key) const { __builtin_prefetch(&buckets_[Home(key)], 1); }
 
-  // Brings entry `e`'s count, step and links toward the cache, for an update of it soon.
-  void PrefetchEntry(int64_t e) const {
-    __builtin_prefetch(&counts_[e], 1);
-    __builtin_prefetch(&last_seen_[e], 1);
-    __builtin_prefetch(&prev_[e], 1);
-    __builtin_prefetch(&next_[e], 1);
+  // Brings entry `e` toward the cache, for an update of it soon.
+  void PrefetchEntry(int64_t e) const { __builtin_prefetch(&entries_[e], 1); }
+
+  // Brings the entries linked before and after entry `e` toward the cache, for an unlinking
+  // of `e` soon (REQUIRES: e's record in cache, or soon: see PrefetchEntry).
+  void PrefetchNeighbours(int64_t e) const {
+    const Entry& entry = entries_[e];
+    if (entry.prev >= 0) __builtin_prefetch(&entries_[entry.prev], 1);
+    if (entry.next >= 0) __builtin_prefetch(&entries_[entry.next], 1);
   }
 
   // Puts absent `key` in the lowest free entry, linked at the front. REQUIRES: !full().
   int64_t Insert(int64_t key, int64_t count, int64_t step) {
     const int32_t e = static_cast<int32_t>(free_.PopLowest());
-    keys_[e] = key;
+    entries_[e].key = key;
     Set(e, count, step);
     uint64_t b = Home(key);
     while (buckets_[b] >= 0) b = (b + 1) & mask_;
@@ -94,33 +101,32 @@ class KeySet {
 
   // Frees entry `e` (linked or not).
   void Remove(int64_t e) {
-    if (prev_[e] >= 0 || next_[e] >= 0 || head_ == e) Unlink(e);
-    uint64_t b = Home(keys_[e]);
+    if (entries_[e].prev >= 0 || entries_[e].next >= 0 || head_ == e) Unlink(e);
+    uint64_t b = Home(entries_[e].key);
     while (buckets_[b] != e) b = (b + 1) & mask_;
     EraseBucket(b);
-    keys_[e] = -1;
-    counts_[e] = 0;
-    last_seen_[e] = 0;
+    entries_[e] = Entry();
     free_.Push(e);
   }
 
   void Set(int64_t e, int64_t count, int64_t step) {
-    counts_[e] = static_cast<uint32_t>(std::min(count, kMaxKeyCount));
-    last_seen_[e] = step;
+    entries_[e].count = static_cast<uint32_t>(std::min(count, kMaxKeyCount));
+    entries_[e].last_seen = step;
   }
 
   void Unlink(int64_t e) {
-    const int32_t p = prev_[e], n = next_[e];
-    (p >= 0 ? next_[p] : head_) = n;
-    (n >= 0 ? prev_[n] : tail_) = p;
-    prev_[e] = next_[e] = -1;
+    Entry& entry = entries_[e];
+    const int32_t p = entry.prev, n = entry.next;
+    (p >= 0 ? entries_[p].next : head_) = n;
+    (n >= 0 ? entries_[n].prev : tail_) = p;
+    entry.prev = entry.next = -1;
   }
 
   // Links an unlinked entry at the front.
   void PushFront(int64_t e) {
-    next_[e] = head_;
-    prev_[e] = -1;
-    (head_ >= 0 ? prev_[head_] : tail_) = static_cast<int32_t>(e);
+    entries_[e].next = head_;
+    entries_[e].prev = -1;
+    (head_ >= 0 ? entries_[head_].prev : tail_) = static_cast<int32_t>(e);
     head_ = static_cast<int32_t>(e);
   }
 
@@ -132,7 +138,7 @@ class KeySet {
   // reachable from its home bucket.
   void EraseBucket(uint64_t hole) {
     for (uint64_t b = (hole + 1) & mask_; buckets_[b] >= 0; b = (b + 1) & mask_) {
-      const uint64_t home = Home(keys_[buckets_[b]]);
+      const uint64_t home = Home(entries_[buckets_[b]].key);
       // The entry may move to `hole` unless its home lies cyclically in (hole, b].
       const bool stays = hole <= b ? (hole < home && home <= b) : (hole < home || home <= b);
       if (!stays) {
@@ -143,10 +149,17 @@ class KeySet {
     buckets_[hole] = -1;
   }
 
-  std::vector<int64_t> keys_;
-  std::vector<uint32_t> counts_;
-  std::vector<int64_t> last_seen_;
-  std::vector<int32_t> prev_, next_;
+  // An entry's record; a free one holds key -1. 32-byte aligned, so never split over two
+  // cache lines.
+  struct alignas(32) Entry {
+    int64_t key = -1;
+    int64_t last_seen = 0;
+    uint32_t count = 0;
+    int32_t prev = -1, next = -1;
+  };
+  static_assert(sizeof(Entry) == 32);
+
+  std::vector<Entry> entries_;
   int32_t head_ = -1, tail_ = -1;
   std::vector<int32_t> buckets_;
   uint64_t mask_ = 0;
