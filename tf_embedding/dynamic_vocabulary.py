@@ -96,6 +96,12 @@ class DynamicVocabulary:
         return min(capacity, DEFAULT_POOL_ROWS)
 
 
+def tracking_name(table_name: str) -> str:
+    """The name under which an embedding tracks a dynamic table's index in its checkpoints
+    (training's and the serving embedding's alike)."""
+    return f"{table_name}.dynamic"
+
+
 def dynamic_of(table: Any) -> DynamicVocabulary | None:
     """A table config's `DynamicVocabulary`; None for a fixed table (stock TF's configs have no
     such attribute)."""

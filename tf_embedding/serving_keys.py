@@ -77,7 +77,6 @@ class ServingKeyIndex(trackable_base.Trackable):
                                                          *key_rows_of(row_records))
 
 
-
 class RestoredKeyIndex(ServingKeyIndex):
     """A `ServingKeyIndex` restored from a training checkpoint: it stands where training's
     index stands, and saves the records it restored unchanged. A SavedModel holds the hash
@@ -137,5 +136,6 @@ def restored_key_indexes(embedding: Any, table_configs: Any) -> dict[str, Restor
     for table in table_configs:
         if dynamic_vocabulary.dynamic_of(table) is not None:
             indexes[table.name] = RestoredKeyIndex(table)
-            embedding._track_trackable(indexes[table.name], name=f"{table.name}.dynamic")  # pylint: disable=protected-access
+            embedding._track_trackable(  # pylint: disable=protected-access
+                indexes[table.name], name=dynamic_vocabulary.tracking_name(table.name))
     return indexes

@@ -293,3 +293,13 @@ def test_an_input_kind_the_keyed_lookup_does_not_take_is_named(inputs, feature, 
         {"f": tf_embedding.FeatureConfig(table, name="f", **feature)}, None)
     with pytest.raises(ValueError, match=rf"Table items is dynamic.*feature 'f' is a {message}"):
         serving({"f": inputs})
+
+
+def test_a_ragged_feature_with_output_shape_and_an_unknown_batch_size_is_named():
+    serving = tf_embedding.TPUEmbeddingForServing(
+        {"f": tf_embedding.FeatureConfig(_table(), name="f", output_shape=[4])}, None)
+    serve = tf.function(lambda ids: serving({"f": ids}), input_signature=[
+        tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1)])
+    with pytest.raises(ValueError, match="Table items is dynamic.*feature 'f' is a ragged input "
+                                         "with output_shape whose batch size is unknown"):
+        serve.get_concrete_function()

@@ -281,7 +281,8 @@ def create_dynamic_tables(embedding: Any, table_configs: Any, layout_of: Any, *,
                 "dynamic table with one worker (its index on the PS task of the table's first "
                 "block). Use a fixed table here.")
         table = DynamicTable(config, layout_of(config))
-        embedding._track_trackable(table, name=f"{config.name}.dynamic")  # pylint: disable=protected-access
+        embedding._track_trackable(  # pylint: disable=protected-access
+            table, name=dynamic_vocabulary.tracking_name(config.name))
         dynamic[config.name] = table
     return dynamic
 
