@@ -46,6 +46,14 @@ def dynamic_lookup(index: tf.Tensor, keys: tf.Tensor, training: Any,
         index=index, keys=keys, training=training, table_name=table_name))
 
 
+def drop_missing_lookups(row_splits: tf.Tensor, rows: tf.Tensor, gains: tf.Tensor,
+                         table_name: str) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(row_splits, rows, gains) of a CSR batch whose ids are `rows` (-1: a key without a row)
+    with those lookups dropped (`TfeDropMissingLookups`)."""
+    return tuple(_loader.load_ops().tfe_drop_missing_lookups(
+        row_splits=row_splits, rows=rows, gains=gains, table_name=table_name))
+
+
 def dynamic_index_export(index: tf.Tensor) -> DynamicIndexState:
     """The index's state (`TfeDynamicIndexExport`)."""
     return DynamicIndexState(*_loader.load_ops().tfe_dynamic_index_export(index=index))

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cc/core/csr_batch.h"
 #include "cc/core/dynamic_index.h"
 #include "cc/core/errors.h"
 #include "cc/kernels/row_sharding.h"
@@ -110,6 +111,43 @@ class DynamicLookupOp : public OpKernel {
     return absl::OkStatus();
   }
 
+  std::string table_name_;
+};
+
+class DropMissingLookupsOp : public OpKernel {
+ public:
+  explicit DropMissingLookupsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("table_name", &table_name_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& row_splits = ctx->input(0);
+    const Tensor& rows = ctx->input(1);
+    const Tensor& gains = ctx->input(2);
+    for (const auto& [name, tensor] : {std::pair{"row_splits", &row_splits},
+                                       std::pair{"rows", &rows}, std::pair{"gains", &gains}}) {
+      OP_REQUIRES_OK(ctx, CheckRank(table_name_, "", name, tensor->shape(), 1));
+    }
+    const int64_t lookups = rows.NumElements();
+    OP_REQUIRES_OK(ctx, ToAbslStatus(gains.NumElements() == lookups ? Status() : TableError(
+                            table_name_, gains.NumElements(), " gains for ", lookups, " rows")));
+    const int64_t* splits = row_splits.flat<int64_t>().data();
+    const Status valid = ValidateRowSplits(splits, row_splits.NumElements(), lookups);
+    OP_REQUIRES_OK(ctx, ToAbslStatus(valid.ok() ? valid : TableError(table_name_,
+                                                                      valid.message())));
+    const int64_t* row_values = rows.flat<int64_t>().data();
+    const int64_t kept = std::count_if(row_values, row_values + lookups,
+                                       [](int64_t row) { return row >= 0; });
+    Tensor *kept_splits = nullptr, *kept_rows = nullptr, *kept_gains = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, row_splits.shape(), &kept_splits));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({kept}), &kept_rows));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({kept}), &kept_gains));
+    DropMissingLookups(splits, row_splits.NumElements(), row_values,
+                       gains.flat<float>().data(), lookups, kept_splits->flat<int64_t>().data(),
+                       kept_rows->flat<int64_t>().data(), kept_gains->flat<float>().data());
+  }
+
+ private:
   std::string table_name_;
 };
 
@@ -225,6 +263,8 @@ class DynamicIndexImportOp : public OpKernel {
 REGISTER_KERNEL_BUILDER(Name("TfeDynamicIndex").Device(tensorflow::DEVICE_CPU), DynamicIndexOp);
 REGISTER_KERNEL_BUILDER(Name("TfeDynamicLookup").Device(tensorflow::DEVICE_CPU),
                         DynamicLookupOp);
+REGISTER_KERNEL_BUILDER(Name("TfeDropMissingLookups").Device(tensorflow::DEVICE_CPU),
+                        DropMissingLookupsOp);
 REGISTER_KERNEL_BUILDER(Name("TfeDynamicIndexExport").Device(tensorflow::DEVICE_CPU),
                         DynamicIndexExportOp);
 REGISTER_KERNEL_BUILDER(Name("TfeDynamicIndexStats").Device(tensorflow::DEVICE_CPU),

@@ -1,6 +1,7 @@
 // The key index of a dynamic table (cc/core/dynamic_index.h, docs/dynamic_vocabulary.md): a
 // resource made by TfeDynamicIndex, read and updated by TfeDynamicLookup, saved and restored
-// through TfeDynamicIndexExport / TfeDynamicIndexImport, its counts read by TfeDynamicIndexStats.
+// through TfeDynamicIndexExport / TfeDynamicIndexImport, its counts read by TfeDynamicIndexStats;
+// TfeDropMissingLookups drops a batch's lookups of keys without a row.
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -53,6 +54,30 @@ REGISTER_OP("TfeDynamicLookup")
 Each key's table row, -1 for a key with none. With `training`, the step's counting, admission and
 eviction run first; `admitted_rows` are the rows of the keys admitted in it, whose values start as
 rows `admitted_pool_rows` of the table's initial pool.
+)doc");
+
+REGISTER_OP("TfeDropMissingLookups")
+    .Input("row_splits: int64")
+    .Input("rows: int64")
+    .Input("gains: float")
+    .Output("kept_row_splits: int64")
+    .Output("kept_rows: int64")
+    .Output("kept_gains: float")
+    .Attr("table_name: string = ''")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle row_splits, unused;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &row_splits));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &unused));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &unused));
+      c->set_output(0, row_splits);
+      c->set_output(1, c->Vector(c->UnknownDim()));
+      c->set_output(2, c->Vector(c->UnknownDim()));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+A CSR batch of a dynamic table (`rows`: TfeDynamicLookup's, -1 for a key without a row) with the
+lookups of keys without a row dropped: they read zeros and get no gradient, while the gains, fixed
+at conversion, keep counting them in mean and sqrtn denominators.
 )doc");
 
 REGISTER_OP("TfeDynamicIndexExport")

@@ -184,3 +184,30 @@ def test_invalid_imports_are_named_and_change_nothing():
             ops.dynamic_index_import(index, state, "items")
         for a, b in zip(good, ops.dynamic_index_export(index)):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@hypothesis.given(st.lists(st.lists(st.integers(-1, 9), max_size=4), max_size=6))
+@fuzz_settings(60)
+def test_dropping_missing_lookups_matches_numpy(samples):
+    """TfeDropMissingLookups against numpy: each row keeps its lookups of rows >= 0, in order,
+    with their gains."""
+    row_splits = np.cumsum([0] + [len(sample) for sample in samples]).astype(np.int64)
+    rows = np.array([row for sample in samples for row in sample], np.int64)
+    gains = np.arange(len(rows), dtype=np.float32) + 0.5
+    kept = rows >= 0
+    splits, kept_rows, kept_gains = ops.drop_missing_lookups(
+        tf.constant(row_splits), tf.constant(rows), tf.constant(gains), "items")
+    np.testing.assert_array_equal(splits, np.concatenate([[0], np.cumsum(kept)])[row_splits])
+    np.testing.assert_array_equal(kept_rows, rows[kept])
+    np.testing.assert_array_equal(kept_gains, gains[kept])
+
+
+@pytest.mark.parametrize("row_splits, gains, message", [
+    ([0, 2, 2], [1.0, 1.0, 1.0], "row_splits"),
+    ([0, 1, 3], [1.0, 1.0], "2 gains for 3 rows"),
+    ([0, 2, 1, 3], [1.0, 1.0, 1.0], "row_splits"),
+])
+def test_dropping_missing_lookups_names_the_table_of_a_bad_batch(row_splits, gains, message):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"Table 'items'.*{message}"):
+        ops.drop_missing_lookups(tf.constant(row_splits, tf.int64),
+                                 tf.constant([3, -1, 4], tf.int64), tf.constant(gains), "items")

@@ -166,7 +166,8 @@ class DynamicTable(autotrackable.AutoTrackable):
             rows = tf.identity(lookup.rows)
         parts = [rows] if len(batches) == 1 else tf.split(
             rows, [tf.size(batch.ids) for batch in batches], num=len(batches))
-        return [_kept_lookups(batch, batch_rows) for batch, batch_rows in zip(batches, parts)]
+        return [_kept_lookups(batch, batch_rows, self.name)
+                for batch, batch_rows in zip(batches, parts)]
 
     def _reset(self, table: Any, lookup: dynamic_index_ops.DynamicLookup) -> list[Any]:
         """The ops that reset the rows given to keys in this lookup, block by block."""
@@ -234,15 +235,12 @@ class _EvaluationKeys:
                                                 self._table.name).rows
 
 
-def _kept_lookups(batch: ops.CsrBatch, rows: tf.Tensor) -> ops.CsrBatch:
+def _kept_lookups(batch: ops.CsrBatch, rows: tf.Tensor, table_name: str) -> ops.CsrBatch:
     """`batch` with each lookup's key replaced by its row (`rows`, -1: none) and the lookups
     of keys without a row dropped."""
-    kept = rows >= 0
-    kept_before = tf.concat([tf.zeros([1], tf.int64), tf.cumsum(tf.cast(kept, tf.int64))],
-                            axis=0)
-    return batch._replace(row_splits=tf.gather(kept_before, batch.row_splits),
-                          ids=tf.boolean_mask(rows, kept),
-                          gains=tf.boolean_mask(batch.gains, kept))
+    row_splits, kept_rows, gains = dynamic_index_ops.drop_missing_lookups(
+        batch.row_splits, rows, batch.gains, table_name)
+    return batch._replace(row_splits=row_splits, ids=kept_rows, gains=gains)
 
 
 STATISTICS = ("step", "occupied", "candidates", "admitted", "evicted", "refused")
