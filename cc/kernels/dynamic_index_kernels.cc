@@ -132,9 +132,8 @@ class DropMissingLookupsOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ToAbslStatus(gains.NumElements() == lookups ? Status() : TableError(
                             table_name_, gains.NumElements(), " gains for ", lookups, " rows")));
     const int64_t* splits = row_splits.flat<int64_t>().data();
-    const Status valid = ValidateRowSplits(splits, row_splits.NumElements(), lookups);
-    OP_REQUIRES_OK(ctx, ToAbslStatus(valid.ok() ? valid : TableError(table_name_,
-                                                                      valid.message())));
+    OP_REQUIRES_OK(ctx, ToAbslStatus(ValidateRowSplits(splits, row_splits.NumElements(), lookups)
+                                         .WithContext(TableContext(table_name_))));
     const int64_t* row_values = rows.flat<int64_t>().data();
     const int64_t kept = std::count_if(row_values, row_values + lookups,
                                        [](int64_t row) { return row >= 0; });

@@ -44,6 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # pylint: disable=wrong-import-position
 from helpers import sharded_training as steps_lib
+from helpers.dynamic_index_model import zipf_key_samples
 from helpers.sharded import TABLES, feature_config, variable_values
 
 NUM_STEPS = 3
@@ -275,8 +276,7 @@ def dynamic_batches() -> list[tuple]:
     scatter = rng.integers(0, 2**62, size=30)
     batches = []
     for _ in range(8):
-        samples = [[int(scatter[min(int(rng.zipf(1.3)) - 1, 29)])
-                    for _ in range(rng.integers(0, 4))] for _ in range(6)]
+        samples = zipf_key_samples(rng, scatter, 6)
         batches.append(({"clicked": tf.ragged.constant(samples, dtype=tf.int64, ragged_rank=1,
                                                         inner_shape=())},
                         {"clicked": tf.constant(rng.normal(size=[6, 3]), tf.float32)}))
@@ -354,4 +354,5 @@ def build(output: str) -> None:
 if __name__ == "__main__":
     output_dir, scenario, *arguments = sys.argv[1:]
     {"train": train, "restore": restore, "misuse": misuse, "build": build,
-     "keras_fit": keras_fit, "two_workers": two_workers, "dynamic": dynamic}[scenario](output_dir, *arguments)
+     "keras_fit": keras_fit, "two_workers": two_workers,
+     "dynamic": dynamic}[scenario](output_dir, *arguments)

@@ -1,5 +1,6 @@
 """A plain-Python replay of a dynamic table's key index (cc/core/dynamic_index.h), written from
-its rules with dicts and sorting, as the independent reference of the index op's tests."""
+its rules with dicts and sorting, as the independent reference of the index op's tests; and the
+Zipf-like key streams the dynamic tables' tests train on (`zipf_key_samples`)."""
 
 import dataclasses
 
@@ -18,6 +19,13 @@ def mix_key(key: int) -> int:
     key = (key * 0x94D049BB133111EB) & MASK64
     key ^= key >> 31
     return key
+
+
+def zipf_key_samples(rng: np.random.Generator, keys: np.ndarray, rows: int) -> list:
+    """`rows` samples of 0 to 3 keys each, drawn Zipf-like (exponent 1.3) from `keys` (rank i:
+    keys[i], the last one taking the tail), so that blocks fill, keys return and keys age out."""
+    return [[int(keys[min(int(rng.zipf(1.3)) - 1, len(keys) - 1)])
+             for _ in range(rng.integers(0, 4))] for _ in range(rows)]
 
 
 @dataclasses.dataclass

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 import tf_embedding
 from helpers import references
-from helpers.dynamic_index_model import IndexModel, Options
+from helpers.dynamic_index_model import IndexModel, Options, zipf_key_samples
 
 pytestmark = pytest.mark.unit
 
@@ -38,7 +38,8 @@ def _features(dynamic, capacity=12, combiner="mean", batch=BATCH):
 def _embedding(dynamic, capacity=12, blocks=1, combiner="mean", partition_strategy="div",
                optimizer=None, batch=BATCH):
     return tf_embedding.TPUEmbedding(
-        _features(dynamic, capacity, combiner, batch), optimizer or tf_embedding.Adagrad(LEARNING_RATE),
+        _features(dynamic, capacity, combiner, batch),
+        optimizer or tf_embedding.Adagrad(LEARNING_RATE),
         table_devices=["/cpu:0"] * blocks if blocks > 1 else None,
         partition_strategy=partition_strategy)
 
@@ -50,10 +51,8 @@ def _batches(steps, seed, key_space=40):
     scatter = rng.integers(0, 2**62, size=key_space)
     batches = []
     for _ in range(steps):
-        batches.append({
-            name: [[int(scatter[min(int(rng.zipf(1.3)) - 1, key_space - 1)])
-                    for _ in range(rng.integers(0, 4))] for _ in range(BATCH)]
-            for name in ("clicked", "viewed")})
+        batches.append({name: zipf_key_samples(rng, scatter, BATCH)
+                        for name in ("clicked", "viewed")})
     return batches
 
 

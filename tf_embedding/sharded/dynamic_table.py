@@ -258,6 +258,7 @@ def create_dynamic_tables(embedding: Any, table_configs: Any, layout_of: Any, *,
         (several parameter-server workers), naming it.
     """
     dynamic = {}
+    workers = parameter_server.worker_count() if parameter_servers else 1
     for config in table_configs:
         if dynamic_vocabulary.dynamic_of(config) is None:
             continue
@@ -269,7 +270,6 @@ def create_dynamic_tables(embedding: Any, table_configs: Any, layout_of: Any, *,
                 "version does in one process (the default strategy or MirroredStrategy's "
                 "replicas; table_devices may split the table) or for one parameter-server "
                 "worker. Use a fixed table here.")
-        workers = parameter_server.worker_count() if parameter_servers else 1
         if workers > 1:
             raise dynamic_vocabulary.dynamic_table_error(
                 config.name,

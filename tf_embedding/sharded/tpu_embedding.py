@@ -347,8 +347,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         training = tf.convert_to_tensor(training, tf.bool)
         # A dynamic table's index counts a step's global batch once: every replica's batch is
         # enqueued in one strategy.run, where they meet in merge_calls (dynamic_table).
-        cross_replica = not (tf.distribute.has_strategy()
-                             and not tf.distribute.in_cross_replica_context())
+        cross_replica = not _in_replica_context()
         if self._dynamic_tables and cross_replica and len(replicas) < len(self._replica_devices):
             dynamic_table.check_replica_enqueue(self._dynamic_tables, training)
         with tf.name_scope(name or "enqueue"):
@@ -424,7 +423,8 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         variables = {table.name: self._create_variables(table, trainable=False)
                      for table in self._table_config}
         self._dynamic_tables = self._no_dependency(dynamic_table.create_dynamic_tables(
-            self, self._table_config, self._layout, parameter_servers=self._parameter_servers, multi_worker=self._workers is not None))
+            self, self._table_config, self._layout, parameter_servers=self._parameter_servers,
+            multi_worker=self._workers is not None))
         if self._workers is not None:
             # Saves each worker's blocks into the chief's checkpoint (block_saver).
             self._track_trackable(block_saver.BlockWriter(self), name=block_saver.WRITER_NAME)
@@ -451,7 +451,7 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
     def _enqueue_replicas(self, device: str | None) -> list[int]:
         """The replicas an enqueue call feeds, from the calling context and `device`."""
         self._check_strategy("enqueue")
-        if tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context():
+        if _in_replica_context():
             return [self._replica_id("enqueue")]
         if device is None:
             return list(range(len(self._replica_devices)))
@@ -482,6 +482,12 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
             raise RuntimeError(
                 f"{method}() called under another strategy ({type(strategy).__name__}) than the "
                 f"one this TPUEmbedding was created under ({type(self._strategy).__name__}).")
+
+
+def _in_replica_context() -> bool:
+    """Whether the caller runs in a replica context of a strategy (inside `strategy.run`), not
+    in cross-replica context or under the default strategy."""
+    return tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context()
 
 
 def _held_blocks(variable: Any) -> list[tuple[int, tf.Variable]]:
