@@ -29,6 +29,9 @@ import numpy as np
 from tf_embedding import argument_checks as checks
 
 OWNER = "DynamicVocabulary"
+# The conversion's vocabulary size for a dynamic table (cc/core/csr_batch.h: ids only checked
+# to be non-negative).
+ANY_KEY = -1
 # Rows of the initializer pool when `pool_rows` is not given (never more than the capacity).
 DEFAULT_POOL_ROWS = 65_536
 # The index's mixer of keys (cc/core/dynamic_index.h's MixKey, splitmix64's finalizer), as
@@ -106,6 +109,12 @@ def dynamic_of(table: Any) -> DynamicVocabulary | None:
     """A table config's `DynamicVocabulary`; None for a fixed table (stock TF's configs have no
     such attribute)."""
     return getattr(table, "dynamic", None)
+
+
+def conversion_vocabulary_size(table: Any) -> int:
+    """The vocabulary size a table's features are converted with: a fixed table's, or for a
+    dynamic table, whose ids are keys (any int64 >= 0), ANY_KEY."""
+    return table.vocabulary_size if dynamic_of(table) is None else ANY_KEY
 
 
 def dynamic_table_error(table_name: str, problem: str) -> ValueError:

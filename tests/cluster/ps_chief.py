@@ -21,9 +21,9 @@ and writes what it saw to OUTPUT_DIR, where the test compares it with one-proces
   first one `schedule(...).fetch()` at a time (`serialized.npz`, as `train` writes), then all
   scheduled at once and joined (`concurrent.npz`, and its checkpoint `concurrent/ckpt`).
   It also writes the error of building a dynamic table there: `dynamic_two_workers.json`.
-* `dynamic`: Adagrad steps of a dynamic table (`dynamic_feature_config`, 2 blocks, one per
-  PS; its index and pool with the first) with admission after 2 lookups and eviction by age:
-  each step's activations, the table, its slot and the index's statistics, `dynamic.npz`.
+* `dynamic`: Adagrad steps of a dynamic table (tests/helpers/dynamic_training.py, 2 blocks,
+  one per PS; its index and pool with the first) with admission after 2 lookups and eviction
+  by age: each step's activations, the table, its slot and the index's statistics, `dynamic.npz`.
 * `keras_fit` (with TF_USE_LEGACY_KERAS=1): tf_keras `model.fit` of the model of
   tests/helpers/keras_layer.py over `tf_embedding.keras.TPUEmbedding`: the engine's tables and
   slots, `keras.npz`.
@@ -43,8 +43,8 @@ from tf_embedding.sharded import parameter_server
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # pylint: disable=wrong-import-position
+from helpers import dynamic_training
 from helpers import sharded_training as steps_lib
-from helpers.dynamic_index_model import zipf_key_samples
 from helpers.sharded import TABLES, feature_config, variable_values
 
 NUM_STEPS = 3
@@ -256,52 +256,19 @@ def two_workers(output: str) -> None:
             tf.train.Checkpoint(embedding=emb).write(os.path.join(output, run, "ckpt"))
         save_values(os.path.join(output, f"{run}.npz"), emb, activations)
     with strategy.scope():
-        emb = tf_embedding.TPUEmbedding(dynamic_feature_config(), tf_embedding.Adagrad(0.1))
+        emb = tf_embedding.TPUEmbedding(dynamic_training.feature_config(),
+                                        tf_embedding.Adagrad(0.1))
     write_build_error(emb, ValueError, os.path.join(output, "dynamic_two_workers.json"))
-
-
-def dynamic_feature_config() -> dict:
-    """The `dynamic` scenario's feature `clicked` of a dynamic table `items` of 12 rows."""
-    table = tf_embedding.TableConfig(
-        vocabulary_size=12, dim=3, name="items", combiner="mean",
-        initializer=tf.keras.initializers.RandomUniform(-1.0, 1.0, seed=3),
-        dynamic=tf_embedding.DynamicVocabulary(admit_after=2, evict_after_steps=3, pool_rows=5))
-    return {"clicked": tf_embedding.FeatureConfig(table, name="clicked", output_shape=[6])}
-
-
-def dynamic_batches() -> list[tuple]:
-    """The `dynamic` scenario's (features, targets) of each step: 6 samples of 0 to 3 keys
-    from 30 scattered over int64, Zipf-like, so keys are admitted, evicted and refused."""
-    rng = np.random.default_rng(5)
-    scatter = rng.integers(0, 2**62, size=30)
-    batches = []
-    for _ in range(8):
-        samples = zipf_key_samples(rng, scatter, 6)
-        batches.append(({"clicked": tf.ragged.constant(samples, dtype=tf.int64, ragged_rank=1,
-                                                        inner_shape=())},
-                        {"clicked": tf.constant(rng.normal(size=[6, 3]), tf.float32)}))
-    return batches
-
-
-def dynamic_step(strategy, emb):
-    """A training step of the `dynamic` scenario, its batch passed as arguments."""
-    replica_step = steps_lib.squared_loss_step(emb)
-
-    @tf.function
-    def training_step(features, targets):
-        emb.enqueue(features, training=True)
-        return strategy.run(replica_step, args=(targets,))
-
-    return training_step
 
 
 def dynamic(output: str) -> None:
     strategy, coordinator = connect()
     with strategy.scope():
-        emb = tf_embedding.TPUEmbedding(dynamic_feature_config(), tf_embedding.Adagrad(0.1))
-    training_step = dynamic_step(strategy, emb)
+        emb = tf_embedding.TPUEmbedding(dynamic_training.feature_config(),
+                                        tf_embedding.Adagrad(0.1))
+    training_step = dynamic_training.training_step(strategy, emb)
     activations = {f"step{step}": coordinator.schedule(training_step, args=batch).fetch()[
-                       "clicked"] for step, batch in enumerate(dynamic_batches())}
+                       "clicked"] for step, batch in enumerate(dynamic_training.batches())}
     statistics = emb.dynamic_statistics()["items"]
     save_values(os.path.join(output, "dynamic.npz"), emb,
                 {**activations, "statistics": np.array(list(statistics.values()))})

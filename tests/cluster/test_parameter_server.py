@@ -17,7 +17,7 @@ import tf_embedding
 from tf_embedding import keras as embedding_keras
 
 import ps_chief
-from helpers import keras_layer
+from helpers import dynamic_training, keras_layer
 from helpers import sharded_training as steps_lib
 from helpers.cluster import PLAIN_SERVER, SERVER, loopback_cluster, run_chief
 from helpers.sharded import STRATEGIES, TABLES, assert_same_values, feature_config
@@ -156,10 +156,11 @@ def test_a_dynamic_table_on_one_worker_trains_the_bits_of_one_process(cluster, t
     with the same 2 blocks."""
     chief(cluster, tmp_path, "dynamic")
     actual = np.load(tmp_path / "dynamic.npz")
-    emb = tf_embedding.TPUEmbedding(ps_chief.dynamic_feature_config(), tf_embedding.Adagrad(0.1),
+    emb = tf_embedding.TPUEmbedding(dynamic_training.feature_config(),
+                                    tf_embedding.Adagrad(0.1),
                                     table_devices=[f"/cpu:{i}" for i in range(NUM_PS)])
-    training_step = ps_chief.dynamic_step(tf.distribute.get_strategy(), emb)
-    for step, batch in enumerate(ps_chief.dynamic_batches()):
+    training_step = dynamic_training.training_step(tf.distribute.get_strategy(), emb)
+    for step, batch in enumerate(dynamic_training.batches()):
         np.testing.assert_array_equal(actual[f"step{step}"],
                                       training_step(*batch)["clicked"].numpy(),
                                       err_msg=f"step {step}")

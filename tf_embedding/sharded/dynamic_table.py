@@ -27,9 +27,8 @@ from tf_embedding import dynamic_index_ops, dynamic_vocabulary, ops
 from tf_embedding.serving_keys import KeyIndex, ServingKeyIndex
 from tf_embedding.sharded import parameter_server
 from tf_embedding.sharded.layout import ShardLayout
+from tf_embedding.sharded.multi_worker.group import WorkerGroup
 
-# The conversion's vocabulary size for a dynamic table, whose ids are keys: any int64 >= 0.
-ANY_KEY = -1
 NOT_COMPILABLE = (
     "inside jit_compile=True its key index cannot run: XLA has no kernel for it (a stateful "
     "lookup whose outputs' sizes depend on the keys). Compile the step without jit_compile, or "
@@ -50,12 +49,12 @@ class DynamicIndex(tf.saved_model.experimental.TrackableResource):
     or block count fails to restore, naming the table, and changes nothing."""
 
     def __init__(self, table_name: str, layout: ShardLayout,
-                 options: dynamic_vocabulary.DynamicVocabulary):
+                 options: dynamic_vocabulary.DynamicVocabulary, device: str):
         self._table_name = table_name
         self._layout = layout
         self._options = options
         self._shared_name = f"tf_embedding_dynamic_index_{next(_INSTANCES)}_{table_name}"
-        super().__init__(device=home_device(layout))
+        super().__init__(device=device)
         with tf.init_scope():  # made now, so every traced function captures this one resource
             self.resource_handle  # pylint: disable=pointless-statement
 
@@ -85,21 +84,24 @@ class DynamicTable(autotrackable.AutoTrackable):
     initial rows of its optimizer's slots. A SavedModel holds instead its keys as stock ops
     serve them (`serving_keys`), so it loads where the op library is not installed."""
 
-    def __init__(self, config: Any, layout: ShardLayout):
+    def __init__(self, config: Any, layout: ShardLayout, workers: WorkerGroup | None = None):
+        """`workers`: the MultiWorkerMirroredStrategy group whose every worker keeps a copy of
+        the index (None: one process or a parameter-server cluster, one index)."""
         options = config.dynamic
         self.name = config.name
         # Made now: a SavedModel's trace may come in a function that makes no variables.
         self._serving_keys = self._no_dependency(ServingKeyIndex(config))
         self._capacity = layout.offsets[-1]
-        self.index = DynamicIndex(config.name, layout, options)
+        self._workers = workers
+        self._home = home_device(layout) if workers is None else workers.device
+        self.index = DynamicIndex(config.name, layout, options, self._home)
         pool_rows = options.pool_size(self._capacity)
         # New rows start as rows of this value: a key's row depends on the key alone, not on
-        # the order keys arrive in or the table's blocks. With the index (`home_device`); a
-        # ResourceVariable, which a strategy's variable creator neither mirrors nor places.
-        with tf.device(home_device(layout)):
+        # the order keys arrive in or the table's blocks. With the index; a ResourceVariable,
+        # which a strategy's variable creator neither mirrors nor places.
+        with tf.device(self._home):
             self.pool = resource_variable_ops.ResourceVariable(
-                initial_value=lambda: config.initializer((pool_rows, config.dim),
-                                                         dtype=tf.float32),
+                initial_value=lambda: _pool_value(config, pool_rows, workers),
                 trainable=False, name=f"{config.name}/dynamic_pool")
         optimizer = config.optimizer
         self._slot_rows = self._no_dependency({} if optimizer is None else {
@@ -139,6 +141,8 @@ class DynamicTable(autotrackable.AutoTrackable):
         replicas' in one merge_call, so the step's counts are the global batch's."""
         context = tf.distribute.get_replica_context()
         training = tf.convert_to_tensor(training, tf.bool)
+        if self._workers is not None and _may_train(training):
+            return self._remap_workers(table, batch, training)
         if (tf.distribute.has_strategy() and context is not None
                 and context.num_replicas_in_sync > 1 and _may_train(training)):
             return context.merge_call(functools.partial(self._remap_replicas, table),
@@ -153,6 +157,44 @@ class DynamicTable(autotrackable.AutoTrackable):
         batches = [ops.CsrBatch(*replica_fields) for replica_fields in zip(*fields)]
         training = strategy.experimental_local_results(training)[0]
         return distribute_utils.regroup(tuple(self._remap_together(table, batches, training)))
+
+    def _remap_workers(self, table: Any, batch: ops.CsrBatch,
+                       training: tf.Tensor) -> ops.CsrBatch:
+        """`remap` on a MultiWorkerMirroredStrategy worker: every worker's keys, gathered in
+        rank order, are one batch that every worker's copy of the index reads alike (so the
+        copies stay equal, and equal one process's on the global batch); each worker resets
+        the new rows of its own block and keeps its own keys' rows. A collective."""
+        workers = self._workers
+        exchange = workers.exchange_keys()
+        with tf.device(workers.device):
+            count = tf.size(batch.ids, out_type=tf.int64)
+            counts = workers.all_gather(tf.reshape(count, [1]), exchange[0])
+            longest = tf.reduce_max(counts)
+            gathered = tf.reshape(
+                workers.all_gather(tf.pad(batch.ids, [[0, longest - count]]), exchange[1]),
+                [workers.size, longest])
+            keys = tf.boolean_mask(gathered,
+                                   tf.range(longest)[None, :] < counts[:, None])
+            lookup = dynamic_index_ops.dynamic_lookup(self.index.resource_handle, keys,
+                                                      training, self.name)
+            with tf.control_dependencies(self._reset_own_block(table, lookup)):
+                start = tf.reduce_sum(counts[:workers.rank])
+                rows = tf.identity(lookup.rows[start:start + count])
+        return _kept_lookups(batch, rows, self.name)
+
+    def _reset_own_block(self, table: Any, lookup: dynamic_index_ops.DynamicLookup
+                         ) -> list[Any]:
+        """The ops that reset the rows given to keys in this lookup in this worker's block of
+        the table (`multi_worker/block_variable.py`), if it owns one."""
+        parameters = table.variables["parameters"]
+        if not parameters.owns_block:
+            return []
+        blocks, local_rows = table.layout.block_and_local_ids(lookup.admitted_rows)
+        own = tf.equal(blocks, parameters.block_index)
+        return self._reset_block(
+            parameters.block, {slot: table.variables[slot].block for slot in self._slot_rows},
+            tf.boolean_mask(local_rows, own), self.pool,
+            tf.boolean_mask(lookup.admitted_pool_rows, own))
 
     def _remap_together(self, table: Any, batches: Sequence[ops.CsrBatch],
                         training: tf.Tensor) -> list[ops.CsrBatch]:
@@ -176,24 +218,31 @@ class DynamicTable(autotrackable.AutoTrackable):
         count = len(layout.rows)
         block_rows = tf.dynamic_partition(local_rows, blocks, count)
         block_pool_rows = tf.dynamic_partition(lookup.admitted_pool_rows, blocks, count)
-        home = home_device(layout)
         resets = []
         for block, device in enumerate(layout.devices):
             rows = block_rows[block]
             source, source_rows = self.pool, block_pool_rows[block]
-            if device is not None and device != home:
+            if device is not None and device != self._home:
                 # Another task's block: only the admitted keys' pool rows travel.
-                with tf.device(home):
+                with tf.device(self._home):
                     source = self.pool.sparse_read(source_rows)
                 source_rows = tf.range(tf.size(rows, out_type=tf.int64))
             with tf.device(device):
-                resets.append(ops.reset_rows(list(table.variables["parameters"])[block], rows,
-                                             tf.convert_to_tensor(source), source_rows,
-                                             self.name))
-                resets.extend(
-                    ops.reset_rows(list(table.variables[slot])[block], rows, initial_row,
-                                   tf.zeros_like(rows), self.name)
-                    for slot, initial_row in self._slot_rows.items())
+                resets.extend(self._reset_block(
+                    list(table.variables["parameters"])[block],
+                    {slot: list(table.variables[slot])[block] for slot in self._slot_rows},
+                    rows, source, source_rows))
+        return resets
+
+    def _reset_block(self, parameters: tf.Variable, slots: Mapping[str, tf.Variable],
+                     rows: tf.Tensor, source: Any, source_rows: tf.Tensor) -> list[Any]:
+        """The ops that reset `rows` of one block: its parameters to rows `source_rows` of
+        `source` (the pool, or the rows of it read), each slot to its initial row."""
+        resets = [ops.reset_rows(parameters, rows, tf.convert_to_tensor(source), source_rows,
+                                 self.name)]
+        resets.extend(ops.reset_rows(slots[slot], rows, initial_row, tf.zeros_like(rows),
+                                     self.name)
+                      for slot, initial_row in self._slot_rows.items())
         return resets
 
     def packed_index(self) -> np.ndarray:
@@ -222,6 +271,16 @@ class DynamicTable(autotrackable.AutoTrackable):
         return dict(zip(STATISTICS, (int(value) for value in stats.numpy())))
 
 
+def _pool_value(config: Any, pool_rows: int, workers: WorkerGroup | None) -> tf.Tensor:
+    """A dynamic table's initializer pool: a draw of its initializer, on a
+    MultiWorkerMirroredStrategy cluster rank 0's (gathered once, at build), so that every
+    worker's new rows start alike whatever the initializer's seed on each worker."""
+    value = config.initializer((pool_rows, config.dim), dtype=tf.float32)
+    if workers is None or workers.size == 1:
+        return value
+    return workers.all_gather(value, workers.exchange_keys()[0])[:pool_rows]
+
+
 class _EvaluationKeys:
     """A `KeyIndex` reading a dynamic table's index as an evaluation does."""
 
@@ -247,38 +306,30 @@ STATISTICS = ("step", "occupied", "candidates", "admitted", "evicted", "refused"
 
 
 def create_dynamic_tables(embedding: Any, table_configs: Any, layout_of: Any, *,
-                          parameter_servers: bool, multi_worker: bool) -> dict[str, DynamicTable]:
+                          parameter_servers: bool, workers: WorkerGroup | None
+                          ) -> dict[str, DynamicTable]:
     """Each dynamic table's `DynamicTable` (by table name), tracked by `embedding` as
     `<table>.dynamic` (a fixed table adds nothing to the checkpoint). `layout_of(config)`: the
-    table's `ShardLayout`.
+    table's `ShardLayout`; `workers`: the MultiWorkerMirroredStrategy group, if any.
 
     Raises:
-      ValueError: a dynamic table where this version cannot count a step's batch once
-        (MultiWorkerMirroredStrategy workers) or keep its rows' keys and gradients together
-        (several parameter-server workers), naming it.
+      ValueError: a dynamic table where this version cannot keep its rows' keys and gradients
+        together (several parameter-server workers), naming it.
     """
     dynamic = {}
-    workers = parameter_server.worker_count() if parameter_servers else 1
+    ps_workers = parameter_server.worker_count() if parameter_servers else 1
     for config in table_configs:
         if dynamic_vocabulary.dynamic_of(config) is None:
             continue
-        if multi_worker:
+        if ps_workers > 1:
             raise dynamic_vocabulary.dynamic_table_error(
                 config.name,
-                "this TPUEmbedding runs on MultiWorkerMirroredStrategy workers, and a dynamic "
-                "table's index must count each training step's whole batch once, which this "
-                "version does in one process (the default strategy or MirroredStrategy's "
-                "replicas; table_devices may split the table) or for one parameter-server "
-                "worker. Use a fixed table here.")
-        if workers > 1:
-            raise dynamic_vocabulary.dynamic_table_error(
-                config.name,
-                f"this parameter-server cluster has {workers} workers, whose steps run "
+                f"this parameter-server cluster has {ps_workers} workers, whose steps run "
                 "asynchronously: a row one worker's step evicts and gives to a new key could "
                 "still receive another worker's pending gradient. This version trains a "
                 "dynamic table with one worker (its index on the PS task of the table's first "
                 "block). Use a fixed table here.")
-        table = DynamicTable(config, layout_of(config))
+        table = DynamicTable(config, layout_of(config), workers)
         embedding._track_trackable(  # pylint: disable=protected-access
             table, name=dynamic_vocabulary.tracking_name(config.name))
         dynamic[config.name] = table

@@ -11,14 +11,15 @@ strings cannot travel through collectives). Every worker checks them all and rai
 InvalidArgumentError, naming the feature, its table and the workers whose batch is bad (the
 failing worker adds its own kernel's message), before any conversion or exchange: no table
 changes and the group's collectives stay usable (a failed collective would abort them until a
-restart). Negative ids need no check: the conversion drops them, as stock TF's lookups do.
+restart). Negative ids need no check: the conversion drops them, as stock TF's lookups do; a
+dynamic table's keys are checked the other way: none negative, any size.
 """
 
 from typing import Any, Sequence
 
 import tensorflow as tf
 
-from tf_embedding import ops
+from tf_embedding import dynamic_vocabulary, ops
 from tf_embedding.feature_inputs.feature_input import FeatureInput
 from tf_embedding.sharded.multi_worker.group import WorkerGroup
 
@@ -40,11 +41,12 @@ def check_batches_everywhere(group: WorkerGroup, tables: Sequence[Any],
     flat = [(table, feature) for table, inputs in zip(tables, table_inputs)
             for feature in inputs]
     with tf.device(group.device):
-        largest = [tf.reduce_max(tf.concat([_ids(feature.tensor), [-1]], axis=0))
-                   for _, feature in flat]
-        refused = [ops.features_check(table.name, table.vocabulary_size, table.combiner, inputs)
+        extremes = [_extreme_id(table, feature) for table, feature in flat]
+        refused = [ops.features_check(table.name,
+                                      dynamic_vocabulary.conversion_vocabulary_size(table),
+                                      table.combiner, inputs)
                    for table, inputs in zip(tables, table_inputs)]
-        local = tf.stack(largest + [tf.cast(index, tf.int64) for index, _ in refused])
+        local = tf.stack(extremes + [tf.cast(index, tf.int64) for index, _ in refused])
         by_worker = tf.reshape(group.all_gather(local, group.exchange_keys()[0]),
                                [group.size, len(flat) + len(tables)])
         range_checks = [_range_check(group, by_worker[:, index], table, feature.name)
@@ -59,10 +61,26 @@ def check_batches_everywhere(group: WorkerGroup, tables: Sequence[Any],
         return tf.group(range_checks + layout_checks)
 
 
-def _range_check(group: WorkerGroup, largest_by_worker: tf.Tensor, table: Any,
+def _extreme_id(table: Any, feature: FeatureInput) -> tf.Tensor:
+    """What a feature's range check reads (int64 scalar): its largest id, or for a dynamic
+    table, whose ids are keys (any int64 >= 0), its smallest."""
+    ids = _ids(feature.tensor)
+    if dynamic_vocabulary.dynamic_of(table) is not None:
+        return tf.reduce_min(tf.concat([ids, [0]], axis=0))
+    return tf.reduce_max(tf.concat([ids, [-1]], axis=0))
+
+
+def _range_check(group: WorkerGroup, extreme_by_worker: tf.Tensor, table: Any,
                  path: str) -> tf.Operation:
+    if dynamic_vocabulary.dynamic_of(table) is not None:
+        return tf.debugging.assert_non_negative(
+            extreme_by_worker,
+            message=(f"Table {table.name}, feature {path}: a key is negative on a worker (a "
+                     "dynamic table's keys are int64 >= 0; its smallest key on each worker, by "
+                     "rank, follows); the step changed no table"),
+            summarize=group.size)
     return tf.debugging.assert_less(
-        largest_by_worker, tf.constant(table.vocabulary_size, tf.int64),
+        extreme_by_worker, tf.constant(table.vocabulary_size, tf.int64),
         message=(f"Table {table.name}, feature {path}: an id is out of range for vocabulary "
                  f"size {table.vocabulary_size} on a worker (its largest id on each worker, by "
                  "rank, follows); the step changed no table"),

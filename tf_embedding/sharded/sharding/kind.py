@@ -54,7 +54,7 @@ class Sharding(abc.ABC):
                                                              dynamic_table.NOT_COMPILABLE)
             self.check_compilable()
         batch = ops.features_to_csr(
-            config.name, config.vocabulary_size if dynamic is None else dynamic_table.ANY_KEY,
+            config.name, dynamic_vocabulary.conversion_vocabulary_size(config),
             config.combiner, feature_inputs)
         if dynamic is not None:
             batch = dynamic.remap(self.table, batch, training)
