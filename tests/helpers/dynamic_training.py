@@ -95,6 +95,35 @@ def negative_key_edit(rank: int, step: int, size: int) -> Callable[[list], None]
     return edit
 
 
+def worker_batches(strategy: tf.distribute.Strategy, steps: list, rank: int,
+                   size: int) -> Any:
+    """An iterator over worker `rank`'s slice (of `size` workers) of each of `steps`'
+    global batches, from a distributed dataset."""
+    per_worker = GLOBAL_BATCH // size
+    start, stop = rank * per_worker, (rank + 1) * per_worker
+    features, targets = as_inputs([sample for keys, _ in steps for sample in keys[start:stop]],
+                                  np.concatenate([targets[start:stop] for _, targets in steps]))
+    dataset = tf.data.Dataset.from_tensor_slices((features, targets)).batch(
+        per_worker, drop_remainder=True)
+    return iter(strategy.distribute_datasets_from_function(
+        lambda context: dataset,
+        options=tf.distribute.InputOptions(experimental_fetch_to_device=False)))
+
+
+def forward(strategy: tf.distribute.Strategy, embedding: tf_embedding.TPUEmbedding,
+            rank: int = 0, size: int = 1) -> np.ndarray:
+    """This worker's activations of a forward-only lookup (training=False) of its slice of
+    every key of the run's first batch."""
+    features, _ = next(worker_batches(strategy, samples()[:1], rank, size))
+
+    @tf.function
+    def step(features):
+        embedding.enqueue(features, training=False)
+        return strategy.run(embedding.dequeue)
+
+    return strategy.experimental_local_results(step(features)["clicked"])[0].numpy()
+
+
 def train(strategy: tf.distribute.Strategy, embedding: tf_embedding.TPUEmbedding,
           rank: int = 0, size: int = 1, edit: Callable[[list], None] | None = None,
           checkpoint_path: str | None = None, first_step: int = 0) -> list[Any]:
@@ -105,15 +134,7 @@ def train(strategy: tf.distribute.Strategy, embedding: tf_embedding.TPUEmbedding
     steps = samples()
     if edit is not None:
         edit(steps)
-    per_worker = GLOBAL_BATCH // size
-    start, stop = rank * per_worker, (rank + 1) * per_worker
-    features, targets = as_inputs([sample for keys, _ in steps for sample in keys[start:stop]],
-                                  np.concatenate([targets[start:stop] for _, targets in steps]))
-    dataset = tf.data.Dataset.from_tensor_slices((features, targets)).batch(
-        per_worker, drop_remainder=True).skip(first_step)
-    iterator = iter(strategy.distribute_datasets_from_function(
-        lambda context: dataset,
-        options=tf.distribute.InputOptions(experimental_fetch_to_device=False)))
+    iterator = worker_batches(strategy, steps[first_step:], rank, size)
     step_function = training_step(strategy, embedding)
     activations: list[Any] = []
     for step in range(first_step, STEPS):

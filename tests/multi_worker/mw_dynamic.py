@@ -2,9 +2,10 @@
 
     python mw_dynamic.py OUT_DIR PARTITION [BAD_RANK BAD_STEP]
 
-trains tests/helpers/dynamic_training.py's run (the table row-wise over the workers, one block
-each) with each worker's slice of every global batch and writes this worker's activations of
-each step and the index's statistics (`rank<r>.npz`, a failed step's error message printed
+trains tests/helpers/dynamic_training.py's run (PARTITION: 'div' or 'mod', the table row-wise
+over the workers, or 'owner<r>', whole on worker r) with each worker's slice of every global
+batch, then looks up its slice of the first batch forward-only, and writes this worker's
+activations of each step and of that lookup ("forward") and the index's statistics (`rank<r>.npz`, a failed step's error message printed
 instead), every table and slot whole from rank 0 (`tables.npz`; every rank takes part in the
 gather), and the checkpoint written after step CHECKPOINT_STEP as TF documents for MWMS: rank 0
 to OUT_DIR/ckpt, the others to OUT_DIR/temporary<rank>/ckpt. With BAD_RANK and BAD_STEP, that
@@ -40,6 +41,7 @@ def main(out_dir: str, partition: str, *bad: str) -> None:
             print(f"step {step} failed: {type(result).__name__}: {message}", flush=True)
         else:
             values[f"step{step}"] = result
+    values["forward"] = dynamic_training.forward(strategy, embedding, workers.rank, workers.size)
     statistics = embedding.dynamic_statistics()["items"]
     np.savez(os.path.join(out_dir, f"rank{workers.rank}.npz"),
              statistics=np.array(list(statistics.values())), **values)

@@ -1,9 +1,10 @@
 """A dynamic table on a loopback MultiWorkerMirroredStrategy cluster of 2 workers (every worker
 a copy of the index) trains the bits of one process with the same global batches and block
-count: every worker's activations of every step, the table, its slot and the index's
-statistics, row-wise ('div', 'mod': one block a worker) and whole on worker 1; the workers' checkpoint restores into
-one process and continues as that process does; a negative key on one worker fails the step on
-both, naming the table and feature, and changes no table."""
+count: every worker's activations of every step and of a forward-only lookup, the table, its
+slot and the index's statistics, row-wise ('div', 'mod': one block a worker) and whole on
+worker 1; the workers' checkpoint restores into one process and continues as that process
+does; a negative key on one worker fails the step on both, naming the table and feature, and
+changes no table."""
 
 import numpy as np
 import pytest
@@ -45,6 +46,7 @@ def test_two_workers_train_the_bits_of_one_process_and_checkpoint_it(partition, 
     multi_worker.assert_succeeded(multi_worker.run_workers(
         WORKERS, [multi_worker.script("mw_dynamic.py"), str(tmp_path), partition]))
     embedding, activations = one_process(partition)
+    forward = dynamic_training.forward(tf.distribute.get_strategy(), embedding)
     assert_tables_equal(np.load(tmp_path / "tables.npz"), embedding, partition)
     statistics = statistics_of(embedding)
     named = embedding.dynamic_statistics()["items"]
@@ -57,6 +59,8 @@ def test_two_workers_train_the_bits_of_one_process_and_checkpoint_it(partition, 
             np.testing.assert_array_equal(
                 worker[f"step{step}"], expected[rank * per_worker:(rank + 1) * per_worker],
                 err_msg=f"rank {rank} step {step}")
+        np.testing.assert_array_equal(worker["forward"],
+                                      forward[rank * per_worker:(rank + 1) * per_worker])
 
     # The workers' checkpoint of step CHECKPOINT_STEP, restored into one process, continues
     # as the uninterrupted one-process run.

@@ -204,7 +204,10 @@ class DynamicTable(autotrackable.AutoTrackable):
             [batch.ids for batch in batches], axis=0)
         lookup = dynamic_index_ops.dynamic_lookup(self.index.resource_handle, keys, training,
                                                   self.name)
-        with tf.control_dependencies(self._reset(table, lookup)):
+        # A forward-only lookup admits no key: no row to reset (and on MultiWorkerMirroredStrategy
+        # workers, whose training lookups take `_remap_workers`, no other worker's block).
+        resets = self._reset(table, lookup) if _may_train(training) else []
+        with tf.control_dependencies(resets):
             rows = tf.identity(lookup.rows)
         parts = [rows] if len(batches) == 1 else tf.split(
             rows, [tf.size(batch.ids) for batch in batches], num=len(batches))
