@@ -428,9 +428,11 @@ Status DynamicIndex::ImportRows(const std::string& table, int b,
     if (BlockOf(record.key) != b) {
       return TableError(table, "key ", record.key, " of the index being restored is in table "
                         "row ", table_row, ", of block ", b, " of ", blocks_.size(),
-                        ", but belongs to block ", BlockOf(record.key), ": the checkpoint was "
-                        "written with another block layout (block count or partition "
-                        "strategy), which a dynamic table cannot restore onto yet");
+                        ", but belongs to block ", BlockOf(record.key), ": the checkpoint "
+                        "has another block layout (block count or partition strategy); rows "
+                        "move with their keys onto another layout only in a restore before "
+                        "the table is built (tf.train.Checkpoint.read before the first enqueue "
+                        "or build), not on MultiWorkerMirroredStrategy workers");
     }
     if (admitted.Find(record.key) >= 0) {
       return TableError(table, "key ", record.key, " is in two rows of the index being "

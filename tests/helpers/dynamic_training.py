@@ -1,10 +1,10 @@
-"""A dynamic table's training run for the cluster tests: feature `clicked` of a dynamic table
-`items` of capacity 12 (admission after 2 lookups, eviction after 3 steps, an initializer pool
-of 5 rows) trained by Adagrad with a squared loss, on 8 global batches of 6 samples whose keys
-are scattered over int64 and Zipf-like, so keys are admitted, evicted and refused. The
-parameter-server tests pass each batch as arguments (`batches`); the multi-worker tests feed
-each worker its slice of every global batch from a distributed dataset (`train`), in a
-loopback cluster's workers (tests/multi_worker/mw_dynamic.py) and in one process, the oracle."""
+"""A dynamic table's training run for the cluster and restore tests: feature `clicked` of a
+dynamic table `items` (capacity 12 unless told; admission after 2 lookups, eviction after 3
+steps, an initializer pool of 5 rows) trained by Adagrad with a squared loss, on 8 global
+batches of 6 samples whose keys are scattered over int64 and Zipf-like, so keys are admitted,
+evicted and refused. The parameter-server tests pass each batch as arguments (`batches`); the
+others feed each worker its slice of every global batch from a distributed dataset (`train`),
+in a loopback cluster's workers (tests/multi_worker/mw_dynamic.py) and in one process."""
 
 from typing import Any, Callable
 
@@ -24,10 +24,10 @@ DIM = 3
 CHECKPOINT_STEP = 4
 
 
-def feature_config(batch: int = GLOBAL_BATCH) -> dict:
+def feature_config(batch: int = GLOBAL_BATCH, capacity: int = 12) -> dict:
     """Feature `clicked` of dynamic table `items`, `batch` samples a replica."""
     table = tf_embedding.TableConfig(
-        vocabulary_size=12, dim=DIM, name="items", combiner="mean",
+        vocabulary_size=capacity, dim=DIM, name="items", combiner="mean",
         initializer=tf.keras.initializers.RandomUniform(-1.0, 1.0, seed=3),
         dynamic=tf_embedding.DynamicVocabulary(admit_after=2, evict_after_steps=3, pool_rows=5))
     return {"clicked": tf_embedding.FeatureConfig(table, name="clicked",
@@ -70,10 +70,12 @@ def training_step(strategy: tf.distribute.Strategy,
 
 
 def embedding_for(strategy: tf.distribute.Strategy, placement: str,
-                  batch: int = GLOBAL_BATCH, blocks: int = 1) -> tf_embedding.TPUEmbedding:
+                  batch: int = GLOBAL_BATCH, blocks: int = 1,
+                  capacity: int = 12) -> tf_embedding.TPUEmbedding:
     """The run's TPUEmbedding under `strategy`, `batch` samples a replica. `placement`: a
     partition strategy ('div', 'mod'), or 'owner<r>', the table whole on worker r (one block in
-    one process); `blocks` > 1 splits the table over that many blocks of this process's CPU."""
+    one process); `blocks` > 1 splits the table over that many blocks of this process's CPU;
+    `capacity`: the table's vocabulary_size."""
     if placement.startswith("owner"):
         owner = int(placement[len("owner"):])
         plan = sharding_plan.ShardingPlan(
@@ -83,8 +85,8 @@ def embedding_for(strategy: tf.distribute.Strategy, placement: str,
         options = {"partition_strategy": placement,
                    "table_devices": ["/cpu:0"] * blocks if blocks > 1 else None}
     with strategy.scope():
-        return tf_embedding.TPUEmbedding(feature_config(batch), tf_embedding.Adagrad(0.1),
-                                         **options)
+        return tf_embedding.TPUEmbedding(feature_config(batch, capacity),
+                                         tf_embedding.Adagrad(0.1), **options)
 
 
 def negative_key_edit(rank: int, step: int, size: int) -> Callable[[list], None]:

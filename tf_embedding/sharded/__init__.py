@@ -23,6 +23,8 @@
   of which each worker holds its own block, and the check that fails a bad batch everywhere.
 * `table_state`: what the engine knows about one table (its config, features, layout and
   variables).
+* `dynamic_relayout`: a dynamic table's checkpoint placed onto another block layout, its rows
+  moved with their keys.
 * `dynamic_table`: a dynamic table's key index and initializer pool, and how its batches' keys
   become rows before the sharding arranges them.
 * `layout`: how a table's rows split into blocks over devices ('div' contiguous, 'mod' strided).

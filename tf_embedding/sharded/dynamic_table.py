@@ -11,9 +11,10 @@ batches meet in one merge_call and the index reads them as one (the step's globa
 counted once).
 """
 
+import contextlib
 import functools
 import itertools
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -25,7 +26,7 @@ from tensorflow.python.trackable import base as trackable_base
 
 from tf_embedding import dynamic_index_ops, dynamic_vocabulary, ops
 from tf_embedding.serving_keys import KeyIndex, ServingKeyIndex
-from tf_embedding.sharded import parameter_server
+from tf_embedding.sharded import dynamic_relayout, parameter_server
 from tf_embedding.sharded.layout import ShardLayout
 from tf_embedding.sharded.multi_worker.group import WorkerGroup
 
@@ -46,7 +47,8 @@ def home_device(layout: ShardLayout) -> str:
 class DynamicIndex(tf.saved_model.experimental.TrackableResource):
     """A table's key index, a resource that checkpoints save and restore whole: its rows' keys,
     counts and last steps, its candidates and its statistics. A checkpoint of another capacity
-    or block count fails to restore, naming the table, and changes nothing."""
+    fails to restore, naming the table, and changes nothing; one of another block layout
+    restores while the table is built (`moving_rows_of`, `dynamic_relayout`), else fails so."""
 
     def __init__(self, table_name: str, layout: ShardLayout,
                  options: dynamic_vocabulary.DynamicVocabulary, device: str):
@@ -54,6 +56,8 @@ class DynamicIndex(tf.saved_model.experimental.TrackableResource):
         self._layout = layout
         self._options = options
         self._shared_name = f"tf_embedding_dynamic_index_{next(_INSTANCES)}_{table_name}"
+        # The table's variables while a restore may move their rows (`moving_rows_of`).
+        self._row_variables: Mapping[str, Any] | None = None
         super().__init__(device=device)
         with tf.init_scope():  # made now, so every traced function captures this one resource
             self.resource_handle  # pylint: disable=pointless-statement
@@ -73,10 +77,32 @@ class DynamicIndex(tf.saved_model.experimental.TrackableResource):
     def _serialize_to_tensors(self) -> dict[str, tf.Tensor]:
         return dynamic_index_ops.dynamic_index_export(self.resource_handle)._asdict()
 
+    @contextlib.contextmanager
+    def moving_rows_of(self, variables: Mapping[str, Any]) -> Iterator[None]:
+        """Within: a restored index of another block layout is placed for this one, and the
+        rows of `variables` (the table's parameters and slots, holding the checkpoint's rows)
+        move with their keys."""
+        self._row_variables = variables
+        try:
+            yield
+        finally:
+            self._row_variables = None
+
     def _restore_from_tensors(self, restored_tensors: Mapping[str, tf.Tensor]) -> Any:
-        return dynamic_index_ops.dynamic_index_import(
-            self.resource_handle, dynamic_index_ops.DynamicIndexState(**restored_tensors),
-            self._table_name)
+        state = dynamic_index_ops.DynamicIndexState(**restored_tensors)
+        placed = None
+        if self._row_variables is not None and tf.executing_eagerly():
+            placed = dynamic_relayout.placed_records(
+                self._table_name, state.row_records.numpy(), self._layout)
+        if placed is None:
+            return dynamic_index_ops.dynamic_index_import(self.resource_handle, state,
+                                                          self._table_name)
+        records, saved_rows, new_rows = placed
+        imported = dynamic_index_ops.dynamic_index_import(
+            self.resource_handle, state._replace(row_records=records), self._table_name)
+        dynamic_relayout.move_rows(self._row_variables, self._layout, saved_rows, new_rows,
+                                   self._table_name)
+        return imported
 
 
 class DynamicTable(autotrackable.AutoTrackable):
@@ -308,12 +334,16 @@ def _kept_lookups(batch: ops.CsrBatch, rows: tf.Tensor, table_name: str) -> ops.
 STATISTICS = ("step", "occupied", "candidates", "admitted", "evicted", "refused")
 
 
-def create_dynamic_tables(embedding: Any, table_configs: Any, layout_of: Any, *,
+def create_dynamic_tables(embedding: Any, table_configs: Any, layout_of: Any,
+                          variables: Mapping[str, Mapping[str, Any]], *,
                           parameter_servers: bool, workers: WorkerGroup | None
                           ) -> dict[str, DynamicTable]:
     """Each dynamic table's `DynamicTable` (by table name), tracked by `embedding` as
     `<table>.dynamic` (a fixed table adds nothing to the checkpoint). `layout_of(config)`: the
-    table's `ShardLayout`; `workers`: the MultiWorkerMirroredStrategy group, if any.
+    table's `ShardLayout`; `variables`: each table's variables by slot, made (and restored, if
+    the restore was deferred) first; `workers`: the MultiWorkerMirroredStrategy group, if any.
+    A deferred restore of an index of another block layout moves the rows with their keys,
+    except on MultiWorkerMirroredStrategy workers, where each worker holds only its block.
 
     Raises:
       ValueError: a dynamic table where this version cannot keep its rows' keys and gradients
@@ -333,8 +363,11 @@ def create_dynamic_tables(embedding: Any, table_configs: Any, layout_of: Any, *,
                 "dynamic table with one worker (its index on the PS task of the table's first "
                 "block). Use a fixed table here.")
         table = DynamicTable(config, layout_of(config), workers)
-        embedding._track_trackable(  # pylint: disable=protected-access
-            table, name=dynamic_vocabulary.tracking_name(config.name))
+        moving = (contextlib.nullcontext() if workers is not None
+                  else table.index.moving_rows_of(variables[config.name]))
+        with moving:  # tracking it restores it, if the restore was deferred
+            embedding._track_trackable(  # pylint: disable=protected-access
+                table, name=dynamic_vocabulary.tracking_name(config.name))
         dynamic[config.name] = table
     return dynamic
 

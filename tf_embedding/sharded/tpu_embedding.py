@@ -423,8 +423,8 @@ class TPUEmbedding(embedding_base.EmbeddingBase):
         variables = {table.name: self._create_variables(table, trainable=False)
                      for table in self._table_config}
         self._dynamic_tables = self._no_dependency(dynamic_table.create_dynamic_tables(
-            self, self._table_config, self._layout, parameter_servers=self._parameter_servers,
-            workers=self._workers))
+            self, self._table_config, self._layout, variables,
+            parameter_servers=self._parameter_servers, workers=self._workers))
         if self._workers is not None:
             # Saves each worker's blocks into the chief's checkpoint (block_saver).
             self._track_trackable(block_saver.BlockWriter(self), name=block_saver.WRITER_NAME)

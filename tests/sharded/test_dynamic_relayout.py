@@ -1,0 +1,100 @@
+"""A dynamic table's checkpoint restored onto another block layout (block count, partition
+strategy) before the table is built: every key keeps its row's values and slots, moved to its
+block under the new layout, so with a capacity no block fills the restored run continues bit
+for bit as the uninterrupted one; a layout whose block cannot hold its keys fails naming the
+table and the counts; a restore after build of another layout fails saying why."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import dynamic_training
+
+pytestmark = pytest.mark.unit
+
+ROW_RECORDS = "embedding/items..dynamic/index/.ATTRIBUTES/row_records"
+# No block of up to 4 fills with the run's 30 keys.
+ROOMY = 64
+
+
+def trained(tmp_path, blocks: int, partition: str, capacity: int) -> tuple:
+    """(the uninterrupted run's embedding, its activations), its checkpoint of step
+    CHECKPOINT_STEP at tmp_path/ckpt."""
+    strategy = tf.distribute.get_strategy()
+    embedding = dynamic_training.embedding_for(strategy, partition, blocks=blocks,
+                                               capacity=capacity)
+    activations = dynamic_training.train(strategy, embedding,
+                                         checkpoint_path=str(tmp_path / "ckpt"))
+    return embedding, activations
+
+
+def restored(tmp_path, blocks: int, partition: str, capacity: int):
+    embedding = dynamic_training.embedding_for(tf.distribute.get_strategy(), partition,
+                                               blocks=blocks, capacity=capacity)
+    status = tf.train.Checkpoint(embedding=embedding).read(str(tmp_path / "ckpt"))
+    embedding.build()
+    status.assert_consumed()
+    return embedding
+
+
+def rows_by_key(embedding, path: str) -> dict:
+    """Each admitted key's row of the table and of each slot ("<table>/<slot>"), wherever its
+    row is, as a checkpoint written to `path` records them."""
+    records = tf.train.load_checkpoint(
+        tf.train.Checkpoint(embedding=embedding).write(path)).get_tensor(ROW_RECORDS)
+    values = {f"{table}/{slot}": tf.convert_to_tensor(variable).numpy()
+              for table, slots in embedding.table_variables().items()
+              for slot, variable in slots.items()}
+    return {int(key): {name: value[row] for name, value in values.items()}
+            for row, key in enumerate(records[:, 0]) if key >= 0}
+
+
+@pytest.mark.parametrize("source, target", [
+    ((1, "div"), (2, "div")), ((2, "div"), (3, "mod")), ((4, "mod"), (1, "div")),
+    ((2, "mod"), (2, "div"))])
+def test_a_restore_onto_another_layout_continues_as_the_uninterrupted_run(source, target,
+                                                                          tmp_path):
+    original, activations = trained(tmp_path, *source, ROOMY)
+    embedding = restored(tmp_path, *target, ROOMY)
+    saved = tf.train.load_checkpoint(str(tmp_path / "ckpt")).get_tensor(ROW_RECORDS)
+    moved = tf.train.load_checkpoint(tf.train.Checkpoint(embedding=embedding).write(
+        str(tmp_path / "moved"))).get_tensor(ROW_RECORDS)
+    # The same keys, records and (checked below) values, in other rows; onto one block, every
+    # key already lies in its block.
+    assert np.array_equal(moved, saved) == (target[0] == 1)
+    occupied = saved[:, 0] >= 0
+    assert sorted(map(tuple, moved[moved[:, 0] >= 0])) == sorted(map(tuple, saved[occupied]))
+    continued = dynamic_training.train(tf.distribute.get_strategy(), embedding,
+                                       first_step=dynamic_training.CHECKPOINT_STEP)
+    for step, value in enumerate(continued, dynamic_training.CHECKPOINT_STEP):
+        np.testing.assert_array_equal(value, activations[step], err_msg=f"step {step}")
+    assert embedding.dynamic_statistics() == original.dynamic_statistics()
+    statistics = original.dynamic_statistics()["items"]
+    assert statistics["admitted"] > 0 and statistics["evicted"] > 0
+    # Each key's row and slot values, wherever its row is.
+    expected = rows_by_key(original, str(tmp_path / "original"))
+    actual = rows_by_key(embedding, str(tmp_path / "restored"))
+    assert sorted(actual) == sorted(expected)
+    for key, values in expected.items():
+        for name, value in values.items():
+            np.testing.assert_array_equal(actual[key][name], value, err_msg=f"key {key} {name}")
+
+
+def test_a_layout_whose_block_cannot_hold_its_keys_fails_naming_the_table(tmp_path):
+    # A full table of 6 rows in one block; onto 2 blocks of 3, 4 of its keys belong to one.
+    trained(tmp_path, 1, "div", 6)
+    with pytest.raises(ValueError, match=r"Table items: the checkpoint's dynamic index holds "
+                                         r"4 keys that belong to block 1 of this table's 2 "
+                                         r"\(partition_strategy 'div'\), which has 3 rows"):
+        restored(tmp_path, 2, "div", 6)
+
+
+def test_a_restore_after_build_onto_another_layout_fails_saying_why(tmp_path):
+    trained(tmp_path, 1, "div", ROOMY)
+    embedding = dynamic_training.embedding_for(tf.distribute.get_strategy(), "div", blocks=2,
+                                               capacity=ROOMY)
+    embedding.build()
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="Table 'items'.*another block layout.*only in a restore before the "
+                             "table is built"):
+        tf.train.Checkpoint(embedding=embedding).read(str(tmp_path / "ckpt"))
