@@ -432,7 +432,7 @@ Status DynamicIndex::ImportRows(const std::string& table, int b,
                         "has another block layout (block count or partition strategy); rows "
                         "move with their keys onto another layout only in a restore before "
                         "the table is built (tf.train.Checkpoint.read before the first enqueue "
-                        "or build), not on MultiWorkerMirroredStrategy workers");
+                        "or build)");
     }
     if (admitted.Find(record.key) >= 0) {
       return TableError(table, "key ", record.key, " is in two rows of the index being "

@@ -22,6 +22,9 @@ STEPS = 8
 DIM = 3
 # The step after which `train` writes a checkpoint, if asked to.
 CHECKPOINT_STEP = 4
+# A capacity no block of up to 4 fills with the run's 30 keys.
+ROOMY = 64
+ROW_RECORDS = "embedding/items..dynamic/index/.ATTRIBUTES/row_records"
 
 
 def feature_config(batch: int = GLOBAL_BATCH, capacity: int = 12) -> dict:
@@ -148,3 +151,23 @@ def train(strategy: tf.distribute.Strategy, embedding: tf_embedding.TPUEmbedding
         if checkpoint_path is not None and step + 1 == CHECKPOINT_STEP:
             tf.train.Checkpoint(embedding=embedding).write(checkpoint_path)
     return activations
+
+
+def rows_by_key(embedding: tf_embedding.TPUEmbedding, path: str) -> dict:
+    """Each admitted key's row of the table and of each slot ("<table>/<slot>"), wherever its
+    row is, as a checkpoint written to `path` records them."""
+    records = tf.train.load_checkpoint(
+        tf.train.Checkpoint(embedding=embedding).write(path)).get_tensor(ROW_RECORDS)
+    values = {f"{table}/{slot}": tf.convert_to_tensor(variable).numpy()
+              for table, slots in embedding.table_variables().items()
+              for slot, variable in slots.items()}
+    return {int(key): {name: value[row] for name, value in values.items()}
+            for row, key in enumerate(records[:, 0]) if key >= 0}
+
+
+def assert_same_rows_by_key(actual: dict, expected: dict) -> None:
+    """`rows_by_key` of two embeddings: the same keys, each with the same rows."""
+    assert sorted(actual) == sorted(expected)
+    for key, values in expected.items():
+        for name, value in values.items():
+            np.testing.assert_array_equal(actual[key][name], value, err_msg=f"key {key} {name}")

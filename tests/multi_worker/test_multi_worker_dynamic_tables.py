@@ -4,7 +4,8 @@ count: every worker's activations of every step and of a forward-only lookup, th
 slot and the index's statistics, row-wise ('div', 'mod': one block a worker) and whole on
 worker 1; the workers' checkpoint restores into one process and continues as that process
 does; a negative key on one worker fails the step on both, naming the table and feature, and
-changes no table."""
+changes no table; a one-process checkpoint restores onto 2 and 3 workers (rows moving between
+them with their keys) and trains on as the uninterrupted run."""
 
 import numpy as np
 import pytest
@@ -77,7 +78,7 @@ def test_two_workers_train_the_bits_of_one_process_and_checkpoint_it(partition, 
 
 def test_a_negative_key_on_one_worker_fails_the_step_on_both_and_changes_nothing(tmp_path):
     results = multi_worker.run_workers(
-        WORKERS, [multi_worker.script("mw_dynamic.py"), str(tmp_path), "div", "1", "1"])
+        WORKERS, [multi_worker.script("mw_dynamic.py"), str(tmp_path), "div", "bad", "1", "1"])
     multi_worker.assert_succeeded(results)
     for result in results:
         failures = [line for line in result.stdout.splitlines() if line.startswith("step ")]
@@ -92,3 +93,38 @@ def test_a_negative_key_on_one_worker_fails_the_step_on_both_and_changes_nothing
     for rank in range(WORKERS):
         statistics = np.load(tmp_path / f"rank{rank}.npz")["statistics"]
         np.testing.assert_array_equal(statistics, statistics_of(embedding))
+
+
+@pytest.mark.parametrize("workers, placement", [(2, "div"), (3, "mod")])
+def test_a_one_process_checkpoint_restores_onto_workers_and_trains_on(workers, placement,
+                                                                      tmp_path):
+    """One block's checkpoint onto 2 or 3 workers' blocks: keys and their rows move between
+    workers, and with a capacity no block fills the workers continue as the uninterrupted
+    one-process run."""
+    strategy = tf.distribute.get_strategy()
+    original = dynamic_training.embedding_for(strategy, "div", capacity=dynamic_training.ROOMY)
+    activations = dynamic_training.train(strategy, original,
+                                         checkpoint_path=str(tmp_path / "ckpt"))
+    forward = dynamic_training.forward(strategy, original)
+    cluster = tmp_path / "cluster"
+    cluster.mkdir()
+    multi_worker.assert_succeeded(multi_worker.run_workers(workers, [
+        multi_worker.script("mw_dynamic.py"), str(cluster), placement, "restore",
+        str(tmp_path / "ckpt"), str(dynamic_training.ROOMY)]))
+    per_worker = dynamic_training.GLOBAL_BATCH // workers
+    for rank in range(workers):
+        worker = np.load(cluster / f"rank{rank}.npz")
+        mine = slice(rank * per_worker, (rank + 1) * per_worker)
+        for step in range(dynamic_training.CHECKPOINT_STEP, dynamic_training.STEPS):
+            np.testing.assert_array_equal(worker[f"step{step}"], activations[step][mine],
+                                          err_msg=f"rank {rank} step {step}")
+        np.testing.assert_array_equal(worker["forward"], forward[mine])
+        np.testing.assert_array_equal(worker["statistics"], statistics_of(original))
+    # The workers' last checkpoint, read into one process of their layout.
+    final = dynamic_training.embedding_for(strategy, placement, blocks=workers,
+                                           capacity=dynamic_training.ROOMY)
+    tf.train.Checkpoint(embedding=final).read(str(cluster / "final"))
+    final.build()
+    dynamic_training.assert_same_rows_by_key(
+        dynamic_training.rows_by_key(final, str(tmp_path / "final")),
+        dynamic_training.rows_by_key(original, str(tmp_path / "original")))

@@ -12,9 +12,8 @@ from helpers import dynamic_training
 
 pytestmark = pytest.mark.unit
 
-ROW_RECORDS = "embedding/items..dynamic/index/.ATTRIBUTES/row_records"
-# No block of up to 4 fills with the run's 30 keys.
-ROOMY = 64
+ROOMY = dynamic_training.ROOMY
+ROW_RECORDS = dynamic_training.ROW_RECORDS
 
 
 def trained(tmp_path, blocks: int, partition: str, capacity: int) -> tuple:
@@ -35,18 +34,6 @@ def restored(tmp_path, blocks: int, partition: str, capacity: int):
     embedding.build()
     status.assert_consumed()
     return embedding
-
-
-def rows_by_key(embedding, path: str) -> dict:
-    """Each admitted key's row of the table and of each slot ("<table>/<slot>"), wherever its
-    row is, as a checkpoint written to `path` records them."""
-    records = tf.train.load_checkpoint(
-        tf.train.Checkpoint(embedding=embedding).write(path)).get_tensor(ROW_RECORDS)
-    values = {f"{table}/{slot}": tf.convert_to_tensor(variable).numpy()
-              for table, slots in embedding.table_variables().items()
-              for slot, variable in slots.items()}
-    return {int(key): {name: value[row] for name, value in values.items()}
-            for row, key in enumerate(records[:, 0]) if key >= 0}
 
 
 @pytest.mark.parametrize("source, target", [
@@ -72,12 +59,9 @@ def test_a_restore_onto_another_layout_continues_as_the_uninterrupted_run(source
     statistics = original.dynamic_statistics()["items"]
     assert statistics["admitted"] > 0 and statistics["evicted"] > 0
     # Each key's row and slot values, wherever its row is.
-    expected = rows_by_key(original, str(tmp_path / "original"))
-    actual = rows_by_key(embedding, str(tmp_path / "restored"))
-    assert sorted(actual) == sorted(expected)
-    for key, values in expected.items():
-        for name, value in values.items():
-            np.testing.assert_array_equal(actual[key][name], value, err_msg=f"key {key} {name}")
+    dynamic_training.assert_same_rows_by_key(
+        dynamic_training.rows_by_key(embedding, str(tmp_path / "restored")),
+        dynamic_training.rows_by_key(original, str(tmp_path / "original")))
 
 
 def test_a_layout_whose_block_cannot_hold_its_keys_fails_naming_the_table(tmp_path):

@@ -5,8 +5,10 @@ every optimizer slot) move with it, so each key keeps its values. Candidates hav
 index places them by the same hash when it imports them.
 
 Done while the table is built with a deferred restore (`tf.train.Checkpoint.read` before the
-first `enqueue` or `build`), when the tables' variables already hold the checkpoint's rows; on
-one process's devices or parameter-server tasks, where this process writes every block."""
+first `enqueue` or `build`), when the tables' variables already hold the checkpoint's rows:
+`move_rows` where this process writes every block (its devices, parameter-server tasks),
+`move_worker_rows` on MultiWorkerMirroredStrategy workers, each holding its own block, whose
+identical index copies give every worker the same moves."""
 
 from typing import Any, Mapping
 
@@ -15,6 +17,7 @@ import tensorflow as tf
 
 from tf_embedding import dynamic_vocabulary, ops
 from tf_embedding.sharded.layout import ShardLayout
+from tf_embedding.sharded.multi_worker.group import WorkerGroup
 
 FREE_RECORD = (-1, 0, 0)  # a free row's record (key -1), as the index exports it
 
@@ -51,7 +54,7 @@ def placed_records(table_name: str, records: np.ndarray, layout: ShardLayout
 
 
 def move_rows(variables: Mapping[str, Any], layout: ShardLayout, saved_rows: np.ndarray,
-              new_rows: np.ndarray, table_name: str) -> None:
+              new_rows: np.ndarray, *, table_name: str) -> None:
     """Moves table rows `saved_rows` to `new_rows` in every variable of a table (parameters and
     slots, each a variable of `layout`'s blocks): all are read before any is written, since a
     row may be both."""
@@ -72,3 +75,38 @@ def move_rows(variables: Mapping[str, Any], layout: ShardLayout, saved_rows: np.
             with tf.device(device):
                 ops.reset_rows(block, tf.boolean_mask(target_local, mine), values,
                                tf.cast(tf.boolean_mask(positions, mine), tf.int64), table_name)
+
+
+def move_worker_rows(variables: Mapping[str, Any], workers: WorkerGroup,
+                     saved_rows: np.ndarray, new_rows: np.ndarray, *, table_name: str) -> None:
+    """`move_rows` for a table whose blocks are MultiWorkerMirroredStrategy workers'
+    (`WorkerBlockVariable`s): each worker sends the moved rows its block holds to the rank
+    whose block takes them, in one all-to-all per variable. A collective: every worker calls
+    it, with the same moves."""
+    layout = next(iter(variables.values())).layout
+    owners = np.array(next(iter(variables.values())).owners)
+    source_blocks, source_local = (value.numpy() for value in layout.block_and_local_ids(
+        tf.constant(saved_rows, tf.int64)))
+    target_blocks, target_local = (value.numpy() for value in layout.block_and_local_ids(
+        tf.constant(new_rows, tf.int64)))
+    source_ranks, target_ranks = owners[source_blocks], owners[target_blocks]
+    ranks = range(workers.size)
+    sent = [np.flatnonzero((source_ranks == workers.rank) & (target_ranks == rank))
+            for rank in ranks]
+    received = [np.flatnonzero((source_ranks == rank) & (target_ranks == workers.rank))
+                for rank in ranks]
+    most = int(np.bincount(source_ranks * workers.size + target_ranks).max())
+    received_moves = np.concatenate(received)
+    for variable in variables.values():
+        dim = int(variable.shape[1])
+        with tf.device(workers.device):
+            parts = [tf.reshape(tf.gather(variable.block, source_local[moves]), [-1])
+                     if len(moves) else tf.zeros([0], variable.dtype) for moves in sent]
+            rows = workers.all_to_all_padded(
+                parts, tf.constant([len(moves) * dim for moves in sent]),
+                tf.constant([len(moves) * dim for moves in received]),
+                tf.constant(most * dim), workers.exchange_keys()[0])
+            if len(received_moves):
+                ops.reset_rows(variable.block, tf.constant(target_local[received_moves]),
+                               tf.reshape(tf.concat(rows, axis=0), [-1, dim]),
+                               tf.range(len(received_moves), dtype=tf.int64), table_name)

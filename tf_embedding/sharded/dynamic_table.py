@@ -14,7 +14,7 @@ counted once).
 import contextlib
 import functools
 import itertools
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -48,7 +48,7 @@ class DynamicIndex(tf.saved_model.experimental.TrackableResource):
     """A table's key index, a resource that checkpoints save and restore whole: its rows' keys,
     counts and last steps, its candidates and its statistics. A checkpoint of another capacity
     fails to restore, naming the table, and changes nothing; one of another block layout
-    restores while the table is built (`moving_rows_of`, `dynamic_relayout`), else fails so."""
+    restores while the table is built (`moving_rows`, `dynamic_relayout`), else fails so."""
 
     def __init__(self, table_name: str, layout: ShardLayout,
                  options: dynamic_vocabulary.DynamicVocabulary, device: str):
@@ -56,8 +56,8 @@ class DynamicIndex(tf.saved_model.experimental.TrackableResource):
         self._layout = layout
         self._options = options
         self._shared_name = f"tf_embedding_dynamic_index_{next(_INSTANCES)}_{table_name}"
-        # The table's variables while a restore may move their rows (`moving_rows_of`).
-        self._row_variables: Mapping[str, Any] | None = None
+        # How a restore moves the table's rows, while it may (`moving_rows`).
+        self._move_rows: Callable[[np.ndarray, np.ndarray], None] | None = None
         super().__init__(device=device)
         with tf.init_scope():  # made now, so every traced function captures this one resource
             self.resource_handle  # pylint: disable=pointless-statement
@@ -78,20 +78,20 @@ class DynamicIndex(tf.saved_model.experimental.TrackableResource):
         return dynamic_index_ops.dynamic_index_export(self.resource_handle)._asdict()
 
     @contextlib.contextmanager
-    def moving_rows_of(self, variables: Mapping[str, Any]) -> Iterator[None]:
-        """Within: a restored index of another block layout is placed for this one, and the
-        rows of `variables` (the table's parameters and slots, holding the checkpoint's rows)
-        move with their keys."""
-        self._row_variables = variables
+    def moving_rows(self, move: Callable[[np.ndarray, np.ndarray], None]) -> Iterator[None]:
+        """Within: a restored index of another block layout is placed for this one, and
+        `move(saved_rows, new_rows)` moves the table's rows (parameters and slots, holding the
+        checkpoint's rows) with their keys."""
+        self._move_rows = move
         try:
             yield
         finally:
-            self._row_variables = None
+            self._move_rows = None
 
     def _restore_from_tensors(self, restored_tensors: Mapping[str, tf.Tensor]) -> Any:
         state = dynamic_index_ops.DynamicIndexState(**restored_tensors)
         placed = None
-        if self._row_variables is not None and tf.executing_eagerly():
+        if self._move_rows is not None and tf.executing_eagerly():
             placed = dynamic_relayout.placed_records(
                 self._table_name, state.row_records.numpy(), self._layout)
         if placed is None:
@@ -100,8 +100,7 @@ class DynamicIndex(tf.saved_model.experimental.TrackableResource):
         records, saved_rows, new_rows = placed
         imported = dynamic_index_ops.dynamic_index_import(
             self.resource_handle, state._replace(row_records=records), self._table_name)
-        dynamic_relayout.move_rows(self._row_variables, self._layout, saved_rows, new_rows,
-                                   self._table_name)
+        self._move_rows(saved_rows, new_rows)
         return imported
 
 
@@ -342,8 +341,7 @@ def create_dynamic_tables(embedding: Any, table_configs: Any, layout_of: Any,
     `<table>.dynamic` (a fixed table adds nothing to the checkpoint). `layout_of(config)`: the
     table's `ShardLayout`; `variables`: each table's variables by slot, made (and restored, if
     the restore was deferred) first; `workers`: the MultiWorkerMirroredStrategy group, if any.
-    A deferred restore of an index of another block layout moves the rows with their keys,
-    except on MultiWorkerMirroredStrategy workers, where each worker holds only its block.
+    A deferred restore of an index of another block layout moves the rows with their keys.
 
     Raises:
       ValueError: a dynamic table where this version cannot keep its rows' keys and gradients
@@ -362,10 +360,13 @@ def create_dynamic_tables(embedding: Any, table_configs: Any, layout_of: Any,
                 "still receive another worker's pending gradient. This version trains a "
                 "dynamic table with one worker (its index on the PS task of the table's first "
                 "block). Use a fixed table here.")
-        table = DynamicTable(config, layout_of(config), workers)
-        moving = (contextlib.nullcontext() if workers is not None
-                  else table.index.moving_rows_of(variables[config.name]))
-        with moving:  # tracking it restores it, if the restore was deferred
+        layout = layout_of(config)
+        table = DynamicTable(config, layout, workers)
+        move = (functools.partial(dynamic_relayout.move_rows, variables[config.name], layout,
+                                  table_name=config.name) if workers is None
+                else functools.partial(dynamic_relayout.move_worker_rows,
+                                       variables[config.name], workers, table_name=config.name))
+        with table.index.moving_rows(move):  # tracking it restores it, if the restore was deferred
             embedding._track_trackable(  # pylint: disable=protected-access
                 table, name=dynamic_vocabulary.tracking_name(config.name))
         dynamic[config.name] = table
