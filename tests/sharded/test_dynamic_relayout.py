@@ -2,7 +2,8 @@
 strategy) before the table is built: every key keeps its row's values and slots, moved to its
 block under the new layout, so with a capacity no block fills the restored run continues bit
 for bit as the uninterrupted one; a layout whose block cannot hold its keys fails naming the
-table and the counts; a restore after build of another layout fails saying why."""
+table and the counts; one of another capacity fails naming both; a restore after build of
+another layout fails saying why."""
 
 import numpy as np
 import pytest
@@ -71,6 +72,13 @@ def test_a_layout_whose_block_cannot_hold_its_keys_fails_naming_the_table(tmp_pa
                                          r"4 keys that belong to block 1 of this table's 2 "
                                          r"\(partition_strategy 'div'\), which has 3 rows"):
         restored(tmp_path, 2, "div", 6)
+
+
+def test_a_checkpoint_of_another_capacity_fails_naming_both_before_build_too(tmp_path):
+    trained(tmp_path, 1, "div", 12)
+    with pytest.raises(ValueError, match=r"of table 'items': the checkpoint holds shape \(12, "
+                                         r"3\) but the table has shape \(64, 3\)"):
+        restored(tmp_path, 2, "div", ROOMY)
 
 
 def test_a_restore_after_build_onto_another_layout_fails_saying_why(tmp_path):

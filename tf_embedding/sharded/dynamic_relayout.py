@@ -26,13 +26,16 @@ def placed_records(table_name: str, records: np.ndarray, layout: ShardLayout
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """`records` ([capacity, 3]: each table row's key, count and last step) placed for
     `layout`: each block's keys, in the order of their saved rows, in its first rows. Returns
-    (the placed records, the moved keys' saved rows, their new rows), or None when every key
-    already lies in its block (a checkpoint of this layout).
+    (the placed records, every key's saved row, its new row), or None when every key already
+    lies in its block (a checkpoint of this layout) or the capacities differ (which the
+    index's import refuses, naming both).
 
     Raises:
       ValueError: a block would hold more keys than it has rows, naming the table, the block
         and both counts.
     """
+    if len(records) != layout.offsets[-1]:
+        return None
     saved_rows = np.flatnonzero(records[:, 0] >= 0)
     blocks = dynamic_vocabulary.key_blocks(records[saved_rows, 0], len(layout.rows))
     if np.array_equal(blocks, layout.block_of(tf.constant(saved_rows, tf.int64)).numpy()):
