@@ -72,3 +72,15 @@ def dynamic_index_import(index: tf.Tensor, state: DynamicIndexState,
     return _loader.load_ops().tfe_dynamic_index_import(
         index=index, row_records=state.row_records, candidate_records=state.candidate_records,
         stats=state.stats, table_name=table_name)
+
+
+def dynamic_index_import_placed(index: tf.Tensor, state: DynamicIndexState,
+                                table_name: str) -> tuple[tf.Tensor, tf.Tensor]:
+    """`dynamic_index_import` of a state exported by an index of the same capacity and any
+    block layout (`TfeDynamicIndexImportPlaced`): its keys placed for this index's layout
+    first. Returns every admitted key's (saved rows, new rows), for the caller to move the
+    table's rows (none when the layouts agree); a block too small for its keys fails naming
+    the table, the block and both counts, and changes nothing."""
+    return tuple(_loader.load_ops().tfe_dynamic_index_import_placed(
+        index=index, row_records=state.row_records, candidate_records=state.candidate_records,
+        stats=state.stats, table_name=table_name))

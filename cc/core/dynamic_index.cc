@@ -118,15 +118,6 @@ int64_t DynamicIndex::capacity() const {
   return rows;
 }
 
-int DynamicIndex::BlockOf(int64_t key) const {
-  return static_cast<int>((MixKey(static_cast<uint64_t>(key)) >> 32) % blocks_.size());
-}
-
-int64_t DynamicIndex::TableRow(int block, int64_t slot) const {
-  if (options_.strided) return slot * static_cast<int64_t>(blocks_.size()) + block;
-  return offsets_[block] + slot;
-}
-
 namespace {
 
 // The batch's distinct keys of each block, ascending, with their lookup counts; `inverse[i]`:

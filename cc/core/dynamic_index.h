@@ -24,6 +24,7 @@
 #ifndef TF_EMBEDDING_CC_CORE_DYNAMIC_INDEX_H_
 #define TF_EMBEDDING_CC_CORE_DYNAMIC_INDEX_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -99,6 +100,21 @@ class DynamicIndex {
 
   int64_t capacity() const;  // table rows
   const DynamicIndexOptions& options() const { return options_; }
+  int num_blocks() const { return static_cast<int>(blocks_.size()); }
+  // The block key `key` belongs to.
+  int BlockOf(int64_t key) const {
+    return static_cast<int>((MixKey(static_cast<uint64_t>(key)) >> 32) % blocks_.size());
+  }
+  // The table row of a block's slot, and the block holding a table row.
+  int64_t TableRow(int block, int64_t slot) const {
+    if (options_.strided) return slot * static_cast<int64_t>(blocks_.size()) + block;
+    return offsets_[block] + slot;
+  }
+  int BlockOfRow(int64_t table_row) const {
+    if (options_.strided) return static_cast<int>(table_row % blocks_.size());
+    return static_cast<int>(std::upper_bound(offsets_.begin() + 1, offsets_.end(), table_row) -
+                            (offsets_.begin() + 1));
+  }
 
   // One batch's keys (each >= 0; the caller rejects others) -> each key's table row, -1 if it
   // has none. With `training`, first runs the step's rules and appends the table rows of the
@@ -122,7 +138,6 @@ class DynamicIndex {
 
  private:
   class Block;
-  int BlockOf(int64_t key) const;
   // Each of `keys`' table row (or -1), changing nothing (an evaluation's lookup).
   void LookUpEach(const int64_t* keys, int64_t count, const Sharder& sharder,
                   int64_t* rows) const;
@@ -132,7 +147,6 @@ class DynamicIndex {
   // Block `b`'s exported rows into a new `block`.
   Status ImportRows(const std::string& table, int b, const std::vector<KeyRecord>& rows,
                     int64_t step, Block* block) const;
-  int64_t TableRow(int block, int64_t slot) const;
 
   DynamicIndexOptions options_;
   std::vector<int64_t> offsets_;  // each block's first table row ('div')

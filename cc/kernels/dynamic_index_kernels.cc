@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "cc/core/csr_batch.h"
 #include "cc/core/dynamic_index.h"
+#include "cc/core/dynamic_relayout.h"
 #include "cc/core/errors.h"
 #include "cc/kernels/row_sharding.h"
 #include "cc/kernels/shape_checks.h"
@@ -215,6 +216,9 @@ class DynamicIndexStatsOp : public OpKernel {
   }
 };
 
+// TfeDynamicIndexImport, and with `kPlaced` TfeDynamicIndexImportPlaced: the records placed for
+// this index's layout first, the moved keys' saved and new rows out.
+template <bool kPlaced>
 class DynamicIndexImportOp : public OpKernel {
  public:
   explicit DynamicIndexImportOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -238,7 +242,19 @@ class DynamicIndexImportOp : public OpKernel {
     tensorflow::core::RefCountPtr<DynamicIndexResource> index;
     OP_REQUIRES_OK(ctx, LookupIndex(ctx, &index));
     absl::MutexLock lock(&index->mu);
-    OP_REQUIRES_OK(ctx, ToAbslStatus(index->index.Import(table_name_, rows, candidates, stats)));
+    if (!kPlaced) {
+      OP_REQUIRES_OK(ctx, ToAbslStatus(index->index.Import(table_name_, rows, candidates,
+                                                           stats)));
+      return;
+    }
+    std::vector<KeyRecord> placed;
+    std::vector<int64_t> saved_rows, new_rows;
+    OP_REQUIRES_OK(ctx, ToAbslStatus(PlaceRows(table_name_, index->index, rows, &placed,
+                                               &saved_rows, &new_rows)));
+    OP_REQUIRES_OK(ctx, ToAbslStatus(index->index.Import(table_name_, placed, candidates,
+                                                         stats)));
+    OP_REQUIRES_OK(ctx, OutputVector(ctx, 0, saved_rows));
+    OP_REQUIRES_OK(ctx, OutputVector(ctx, 1, new_rows));
   }
 
  private:
@@ -256,6 +272,15 @@ class DynamicIndexImportOp : public OpKernel {
     return absl::OkStatus();
   }
 
+  static absl::Status OutputVector(OpKernelContext* ctx, int index,
+                                   const std::vector<int64_t>& values) {
+    Tensor* output = nullptr;
+    TF_RETURN_IF_ERROR(ctx->allocate_output(
+        index, tensorflow::TensorShape({static_cast<int64_t>(values.size())}), &output));
+    std::copy(values.begin(), values.end(), output->flat<int64_t>().data());
+    return absl::OkStatus();
+  }
+
   std::string table_name_;
 };
 
@@ -269,7 +294,9 @@ REGISTER_KERNEL_BUILDER(Name("TfeDynamicIndexExport").Device(tensorflow::DEVICE_
 REGISTER_KERNEL_BUILDER(Name("TfeDynamicIndexStats").Device(tensorflow::DEVICE_CPU),
                         DynamicIndexStatsOp);
 REGISTER_KERNEL_BUILDER(Name("TfeDynamicIndexImport").Device(tensorflow::DEVICE_CPU),
-                        DynamicIndexImportOp);
+                        DynamicIndexImportOp<false>);
+REGISTER_KERNEL_BUILDER(Name("TfeDynamicIndexImportPlaced").Device(tensorflow::DEVICE_CPU),
+                        DynamicIndexImportOp<true>);
 
 }  // namespace
 }  // namespace tf_embedding

@@ -130,4 +130,30 @@ an invalid state (another layout, a key twice, a key in another block's row) fai
 nothing.
 )doc");
 
+REGISTER_OP("TfeDynamicIndexImportPlaced")
+    .Input("index: resource")
+    .Input("row_records: int64")
+    .Input("candidate_records: int64")
+    .Input("stats: int64")
+    .Output("saved_rows: int64")
+    .Output("new_rows: int64")
+    .Attr("table_name: string = ''")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle unused;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &unused));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &unused));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &unused));
+      c->set_output(0, c->Vector(c->UnknownDim()));
+      c->set_output(1, c->Vector(c->UnknownDim()));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+TfeDynamicIndexImport of a state exported by an index of the same capacity and any block layout
+(cc/core/dynamic_relayout.h): the row records are first placed for this index's layout, and
+every admitted key's saved and new table row come out, for the caller to move the table's rows
+(none move when the layouts agree). A block too small for its keys fails, naming the table, the
+block and both counts, and changes nothing.
+)doc");
+
 }  // namespace tf_embedding

@@ -24,6 +24,10 @@ and writes what it saw to OUTPUT_DIR, where the test compares it with one-proces
 * `dynamic`: Adagrad steps of a dynamic table (tests/helpers/dynamic_training.py, 2 blocks,
   one per PS; its index and pool with the first) with admission after 2 lookups and eviction
   by age: each step's activations, the table, its slot and the index's statistics, `dynamic.npz`.
+* `dynamic_restore CHECKPOINT`: that run's one-process checkpoint of step CHECKPOINT_STEP (one
+  block of capacity ROOMY) restored before build onto the 2 PS tasks' blocks (rows moving with
+  their keys), then trained on: each step's activations and the statistics,
+  `dynamic_restore.npz`.
 * `keras_fit` (with TF_USE_LEGACY_KERAS=1): tf_keras `model.fit` of the model of
   tests/helpers/keras_layer.py over `tf_embedding.keras.TPUEmbedding`: the engine's tables and
   slots, `keras.npz`.
@@ -274,6 +278,24 @@ def dynamic(output: str) -> None:
                 {**activations, "statistics": np.array(list(statistics.values()))})
 
 
+def dynamic_restore(output: str, checkpoint: str) -> None:
+    strategy, coordinator = connect()
+    with strategy.scope():
+        emb = tf_embedding.TPUEmbedding(
+            dynamic_training.feature_config(capacity=dynamic_training.ROOMY),
+            tf_embedding.Adagrad(0.1))
+    tf.train.Checkpoint(embedding=emb).read(checkpoint)
+    emb.build()
+    training_step = dynamic_training.training_step(strategy, emb)
+    batches = dynamic_training.batches()
+    activations = {f"step{step}": coordinator.schedule(training_step, args=batches[step]).fetch()[
+                       "clicked"]
+                   for step in range(dynamic_training.CHECKPOINT_STEP, dynamic_training.STEPS)}
+    statistics = emb.dynamic_statistics()["items"]
+    np.savez(os.path.join(output, "dynamic_restore.npz"),
+             statistics=np.array(list(statistics.values())), **activations)
+
+
 def keras_fit_data() -> tuple[list, np.ndarray]:
     """The `keras_fit` scenario's (steps of samples, labels)."""
     from helpers import keras_layer  # pylint: disable=import-outside-toplevel
@@ -322,4 +344,4 @@ if __name__ == "__main__":
     output_dir, scenario, *arguments = sys.argv[1:]
     {"train": train, "restore": restore, "misuse": misuse, "build": build,
      "keras_fit": keras_fit, "two_workers": two_workers,
-     "dynamic": dynamic}[scenario](output_dir, *arguments)
+     "dynamic": dynamic, "dynamic_restore": dynamic_restore}[scenario](output_dir, *arguments)

@@ -171,6 +171,21 @@ def test_a_dynamic_table_on_one_worker_trains_the_bits_of_one_process(cluster, t
     assert statistics["admitted"] > 0 and statistics["evicted"] > 0
 
 
+def test_a_dynamic_tables_one_block_checkpoint_restores_onto_the_ps_blocks(cluster, tmp_path):
+    """Restored before build onto 2 blocks (one per PS task), each key's rows move with it, and
+    with a capacity no block fills the cluster trains on as the uninterrupted one-process run."""
+    strategy = tf.distribute.get_strategy()
+    emb = dynamic_training.embedding_for(strategy, "div", capacity=dynamic_training.ROOMY)
+    activations = dynamic_training.train(strategy, emb, checkpoint_path=str(tmp_path / "ckpt"))
+    chief(cluster, tmp_path, "dynamic_restore", str(tmp_path / "ckpt"))
+    actual = np.load(tmp_path / "dynamic_restore.npz")
+    for step in range(dynamic_training.CHECKPOINT_STEP, dynamic_training.STEPS):
+        np.testing.assert_array_equal(actual[f"step{step}"], activations[step],
+                                      err_msg=f"step {step}")
+    np.testing.assert_array_equal(actual["statistics"],
+                                  list(emb.dynamic_statistics()["items"].values()))
+
+
 @pytest.mark.parametrize("partition_strategy", ["div", "mod"])
 def test_a_cluster_checkpoint_restores_into_one_process_and_stock_serving(partition_strategy,
                                                                           cluster_training):

@@ -26,7 +26,8 @@ WITHOUT_XLA_KERNEL = {"TfeCsrDedup", "TfeCheckQueueSizes", "TfeSyntheticFeature"
                       "TfeFeaturesCheck", "TfeAssignRows", "TfeRestoreRows", "TfeResetRows",
                       "TfeDynamicIndex",
                       "TfeDynamicLookup", "TfeDynamicIndexExport", "TfeDynamicIndexStats",
-                      "TfeDynamicIndexImport", "TfeDropMissingLookups"}
+                      "TfeDynamicIndexImport", "TfeDynamicIndexImportPlaced",
+                      "TfeDropMissingLookups"}
 
 # Prints, per tf_embedding op, the devices of its kernels, after loading the op library (an
 # eager lookup) and compiling a function, in the order ORDER (defined before it) gives.

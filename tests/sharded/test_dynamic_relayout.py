@@ -68,9 +68,10 @@ def test_a_restore_onto_another_layout_continues_as_the_uninterrupted_run(source
 def test_a_layout_whose_block_cannot_hold_its_keys_fails_naming_the_table(tmp_path):
     # A full table of 6 rows in one block; onto 2 blocks of 3, 4 of its keys belong to one.
     trained(tmp_path, 1, "div", 6)
-    with pytest.raises(ValueError, match=r"Table items: the checkpoint's dynamic index holds "
-                                         r"4 keys that belong to block 1 of this table's 2 "
-                                         r"\(partition_strategy 'div'\), which has 3 rows"):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"Table 'items': the checkpoint's dynamic index holds 4 keys that "
+                             r"belong to block 1 of this table's 2 \(partition_strategy "
+                             r"'div'\), which has 3 rows"):
         restored(tmp_path, 2, "div", 6)
 
 

@@ -57,7 +57,7 @@ class DynamicIndex(tf.saved_model.experimental.TrackableResource):
         self._options = options
         self._shared_name = f"tf_embedding_dynamic_index_{next(_INSTANCES)}_{table_name}"
         # How a restore moves the table's rows, while it may (`moving_rows`).
-        self._move_rows: Callable[[np.ndarray, np.ndarray], None] | None = None
+        self._move_rows: Callable[[tf.Tensor, tf.Tensor], list[Any]] | None = None
         super().__init__(device=device)
         with tf.init_scope():  # made now, so every traced function captures this one resource
             self.resource_handle  # pylint: disable=pointless-statement
@@ -78,10 +78,10 @@ class DynamicIndex(tf.saved_model.experimental.TrackableResource):
         return dynamic_index_ops.dynamic_index_export(self.resource_handle)._asdict()
 
     @contextlib.contextmanager
-    def moving_rows(self, move: Callable[[np.ndarray, np.ndarray], None]) -> Iterator[None]:
+    def moving_rows(self, move: Callable[[tf.Tensor, tf.Tensor], list[Any]]) -> Iterator[None]:
         """Within: a restored index of another block layout is placed for this one, and
-        `move(saved_rows, new_rows)` moves the table's rows (parameters and slots, holding the
-        checkpoint's rows) with their keys."""
+        `move(saved_rows, new_rows)` (giving its ops) moves the table's rows (parameters and
+        slots, holding the checkpoint's rows) with their keys."""
         self._move_rows = move
         try:
             yield
@@ -90,18 +90,12 @@ class DynamicIndex(tf.saved_model.experimental.TrackableResource):
 
     def _restore_from_tensors(self, restored_tensors: Mapping[str, tf.Tensor]) -> Any:
         state = dynamic_index_ops.DynamicIndexState(**restored_tensors)
-        placed = None
-        if self._move_rows is not None and tf.executing_eagerly():
-            placed = dynamic_relayout.placed_records(
-                self._table_name, state.row_records.numpy(), self._layout)
-        if placed is None:
+        if self._move_rows is None:
             return dynamic_index_ops.dynamic_index_import(self.resource_handle, state,
                                                           self._table_name)
-        records, saved_rows, new_rows = placed
-        imported = dynamic_index_ops.dynamic_index_import(
-            self.resource_handle, state._replace(row_records=records), self._table_name)
-        self._move_rows(saved_rows, new_rows)
-        return imported
+        saved_rows, new_rows = dynamic_index_ops.dynamic_index_import_placed(
+            self.resource_handle, state, self._table_name)
+        return self._move_rows(saved_rows, new_rows)
 
 
 class DynamicTable(autotrackable.AutoTrackable):
