@@ -111,6 +111,14 @@ The index's stats alone, as TfeDynamicIndexExport gives them (step, occupied, ca
 admitted, evicted, refused), without copying its records.
 )doc");
 
+// The ranks of an import's records and stats (both imports' inputs 1 to 3).
+static absl::Status CheckImportedState(InferenceContext* c) {
+  ShapeHandle unused;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &unused));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &unused));
+  return c->WithRank(c->input(3), 1, &unused);
+}
+
 REGISTER_OP("TfeDynamicIndexImport")
     .Input("index: resource")
     .Input("row_records: int64")
@@ -118,12 +126,7 @@ REGISTER_OP("TfeDynamicIndexImport")
     .Input("stats: int64")
     .Attr("table_name: string = ''")
     .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle unused;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &unused));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &unused));
-      return c->WithRank(c->input(3), 1, &unused);
-    })
+    .SetShapeFn(CheckImportedState)
     .Doc(R"doc(
 Replaces the index's state with one TfeDynamicIndexExport wrote for an index of the same layout;
 an invalid state (another layout, a key twice, a key in another block's row) fails and changes
@@ -140,10 +143,7 @@ REGISTER_OP("TfeDynamicIndexImportPlaced")
     .Attr("table_name: string = ''")
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle unused;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &unused));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &unused));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &unused));
+      TF_RETURN_IF_ERROR(CheckImportedState(c));
       c->set_output(0, c->Vector(c->UnknownDim()));
       c->set_output(1, c->Vector(c->UnknownDim()));
       return absl::OkStatus();
