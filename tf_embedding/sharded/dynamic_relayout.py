@@ -19,6 +19,7 @@ from tf_embedding import ops
 from tf_embedding.sharded.layout import ShardLayout
 from tf_embedding.sharded.multi_worker.group import WorkerGroup
 
+
 def move_rows(variables: Mapping[str, Any], layout: ShardLayout, saved_rows: tf.Tensor,
               new_rows: tf.Tensor, *, table_name: str) -> list[Any]:
     """The ops that move table rows `saved_rows` to `new_rows` in every variable of a table
