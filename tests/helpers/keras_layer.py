@@ -15,16 +15,29 @@ F = np.float32
 BATCH = 4
 
 
-def make_feature_config(optimizer=None, configs=tf_embedding, friends_max_sequence_length=0):
+def make_feature_config(optimizer=None, configs=tf_embedding, friends_max_sequence_length=0,
+                        dynamic=False):
     """video 9x4 (sum) shared by `watched` and `favorited`, user 5x2 (mean) for `friends`, with
     constant initial tables. `configs` is tf_embedding or stock tf.tpu.experimental.embedding;
-    `friends_max_sequence_length` > 0 makes `friends` a sequence feature."""
-    video = configs.TableConfig(
-        vocabulary_size=9, dim=4, combiner="sum", name="video", optimizer=optimizer,
-        initializer=tf.constant_initializer(np.linspace(-1, 1, 36).reshape(9, 4)))
-    user = configs.TableConfig(
-        vocabulary_size=5, dim=2, combiner="mean", name="user", optimizer=optimizer,
-        initializer=tf.constant_initializer(np.linspace(1, -1, 10).reshape(5, 2)))
+    `friends_max_sequence_length` > 0 makes `friends` a sequence feature; `dynamic` makes both
+    tables dynamic (ids as keys, each admitted at its first training lookup) of 4 times the
+    capacity, their constant initial tables as the initializer pools."""
+    def table(vocabulary_size, dim, combiner, name, initial):
+        initial = initial.reshape(vocabulary_size, dim)
+        if not dynamic:
+            return configs.TableConfig(
+                vocabulary_size=vocabulary_size, dim=dim, combiner=combiner, name=name,
+                optimizer=optimizer, initializer=tf.constant_initializer(initial))
+        return configs.TableConfig(
+            vocabulary_size=4 * vocabulary_size, dim=dim, combiner=combiner, name=name,
+            optimizer=optimizer,
+            # The initial table's rows repeated: the pool (of its rows) is the initial table.
+            initializer=lambda shape, dtype=tf.float32: tf.constant(
+                np.resize(initial, shape), dtype),
+            dynamic=tf_embedding.DynamicVocabulary(pool_rows=vocabulary_size))
+
+    video = table(9, 4, "sum", "video", np.linspace(-1, 1, 36))
+    user = table(5, 2, "mean", "user", np.linspace(1, -1, 10))
     return {"watched": configs.FeatureConfig(video, name="watched"),
             "favorited": configs.FeatureConfig(video, name="favorited"),
             "friends": configs.FeatureConfig(

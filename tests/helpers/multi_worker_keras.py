@@ -42,7 +42,8 @@ class FrontEnd:
     coefficients: list  # the readout's, per feature
 
 
-def _keras_layer_front_end() -> FrontEnd:
+def _keras_layer_front_end(dynamic: bool = False) -> FrontEnd:
+    """The Keras layer over keras_layer's features (`dynamic`: of dynamic tables)."""
     rng = np.random.default_rng(SEED)
     steps = keras_layer.make_samples(rng, STEPS * GLOBAL_BATCH // keras_layer.BATCH)
     samples = {name: [s for step in steps for s in step[name]] for name in steps[0]}
@@ -57,8 +58,8 @@ def _keras_layer_front_end() -> FrontEnd:
         return [outputs[name] for name in sorted(outputs)]
 
     return FrontEnd(
-        lambda batch: embedding_keras.TPUEmbedding(keras_layer.make_feature_config(),
-                                                   tf_embedding.Adagrad(0.1)),
+        lambda batch: embedding_keras.TPUEmbedding(
+            keras_layer.make_feature_config(dynamic=dynamic), tf_embedding.Adagrad(0.1)),
         inputs, activations,
         [[0.5, 0.5, -1.0, 1.0], [-1.0, 1.5], [1.0, -0.5, 0.25, 2.0]])
 
@@ -103,7 +104,9 @@ def _keras_rs_front_end() -> FrontEnd:
 
 
 def front_end(name: str) -> FrontEnd:
-    return {"keras": _keras_layer_front_end, "feature_column": _feature_column_front_end,
+    return {"keras": _keras_layer_front_end,
+            "keras_dynamic": lambda: _keras_layer_front_end(dynamic=True),
+            "feature_column": _feature_column_front_end,
             "keras_rs": _keras_rs_front_end}[name]()
 
 
@@ -166,7 +169,8 @@ def train(strategy: tf.distribute.Strategy, name: str, loop: str) -> ReadoutMode
         def step(inputs):
             features, labels = inputs
             with tf.GradientTape() as tape:
-                loss = tf.reduce_sum(per_sample_loss(labels, model(features))) / GLOBAL_BATCH
+                loss = tf.reduce_sum(
+                    per_sample_loss(labels, model(features, training=True))) / GLOBAL_BATCH
             gradients = tape.gradient(loss, model.trainable_variables)
             model.optimizer.apply_gradients(zip(gradients, model.trainable_variables))
 
@@ -175,6 +179,20 @@ def train(strategy: tf.distribute.Strategy, name: str, loop: str) -> ReadoutMode
     for _ in range(STEPS):
         training_step(iterator)
     return model
+
+
+def forward_outputs(strategy: tf.distribute.Strategy, model: ReadoutModel) -> np.ndarray:
+    """This worker's model outputs (training=False) of its slice of the first global batch:
+    what a table's rows give, wherever they lie (a dynamic table's depend on the block
+    count)."""
+    iterator = iter(strategy.experimental_distribute_dataset(dataset(model.case)))
+
+    @tf.function
+    def forward(iterator):
+        return strategy.run(lambda inputs: model(inputs[0], training=False),
+                            args=(next(iterator),))
+
+    return strategy.experimental_local_results(forward(iterator))[0].numpy()
 
 
 def model_values(model: ReadoutModel) -> dict[str, np.ndarray]:

@@ -2,8 +2,9 @@
 
     python mw_keras.py OUT_DIR LOOP FRONT_END [FRONT_END ...]     (LOOP: fit or custom)
 
-trains each front end's model (helpers/multi_worker_keras.py) and writes, from rank 0, every
-table and slot whole and the Dense layer's weights (`<front end>.npz`; every rank takes part in
+trains each front end's model (helpers/multi_worker_keras.py) and writes each worker's model
+outputs of its slice of the first global batch (`<front end>.forward.rank<r>.npy`) and, from
+rank 0, every table and slot whole and the Dense layer's weights (`<front end>.npz`; every rank takes part in
 the gather); then saves the model as MWMS wants, every worker, rank 0 to the real path and the
 others to temporary ones: `model.save_weights` (`<front end>.weights.h5`) and a
 `tf.train.Checkpoint` (`<front end>/ckpt`).
@@ -17,7 +18,7 @@ import tensorflow as tf
 
 from tf_embedding.sharded.multi_worker.group import group_of
 
-from helpers.multi_worker_keras import bad_id_inputs, model_values, train
+from helpers.multi_worker_keras import bad_id_inputs, forward_outputs, model_values, train
 from helpers.multi_worker_training import whole_tables
 
 
@@ -28,6 +29,8 @@ def main(out_dir: str, loop: str, front_ends: list[str]) -> None:
     os.makedirs(directory, exist_ok=True)
     for name in front_ends:
         model = train(strategy, name, loop)
+        np.save(os.path.join(out_dir, f"{name}.forward.rank{rank}.npy"),
+                forward_outputs(strategy, model))
         values = {**whole_tables(model.embedding), **model_values(model)}
         if rank == 0:
             np.savez(os.path.join(out_dir, f"{name}.npz"), **values)

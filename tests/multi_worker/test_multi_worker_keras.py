@@ -5,7 +5,7 @@ loop under Keras 3 (whose `model.fit` fails under MWMS for any model, docs/multi
 the Dense part matches to a tolerance. Every worker saves (`save_weights`, `tf.train.Checkpoint`;
 rank 0 to the real path) and rank 0's files restore one process's tables into a one-process
 model. An id past its table on one worker fails the lookup on both with the message naming the
-table and the feature.
+table and the feature. The Keras layer of dynamic tables looks up as one process after training.
 
 Run in the suite's Keras 3 part and again in its tf_keras part (tools/run_tests.sh)."""
 
@@ -17,7 +17,8 @@ import pytest
 import tensorflow as tf
 
 from helpers import multi_worker
-from helpers.multi_worker_keras import STEPS, dataset, make_model, model_values, train
+from helpers.multi_worker_keras import GLOBAL_BATCH, STEPS, dataset, forward_outputs
+from helpers.multi_worker_keras import make_model, model_values, train
 from helpers.multi_worker_training import whole_tables
 
 pytestmark = pytest.mark.cluster
@@ -75,3 +76,25 @@ def test_front_ends_on_two_workers_train_and_save_the_bits_of_one_process(tmp_pa
         tf.train.Checkpoint(model=restored).read(
             str(tmp_path / name / "ckpt")).expect_partial()
         assert_equal(tables_of(restored), expected, f"{name} checkpoint")
+
+
+def test_the_keras_layer_of_dynamic_tables_on_two_workers_looks_up_as_one_process(tmp_path):
+    """Its rows lie elsewhere on 2 blocks than on one, so the model's outputs after training
+    (keys admitted at their first lookup, capacities no block fills) are compared, and the
+    index's statistics."""
+    multi_worker.assert_succeeded(multi_worker.run_workers(
+        2, [multi_worker.script("mw_keras.py"), str(tmp_path), LOOP, "keras_dynamic"]))
+    model = train(tf.distribute.get_strategy(), "keras_dynamic", LOOP)
+    expected = forward_outputs(tf.distribute.get_strategy(), model)
+    assert np.all(expected[:, 0] != 0)  # every sample reads trained rows
+    per_worker = GLOBAL_BATCH // 2
+    for rank in range(2):
+        actual = np.load(tmp_path / f"keras_dynamic.forward.rank{rank}.npy")
+        # Column 0 reads the tables alone; column 1, the Dense layer, all-reduced (a tolerance).
+        np.testing.assert_array_equal(actual[:, 0],
+                                      expected[rank * per_worker:(rank + 1) * per_worker, 0])
+        np.testing.assert_allclose(actual[:, 1],
+                                   expected[rank * per_worker:(rank + 1) * per_worker, 1],
+                                   rtol=1e-5, atol=1e-6)
+    statistics = model.embedding.dynamic_statistics()
+    assert statistics["video"]["admitted"] == 9 and statistics["user"]["admitted"] == 5
