@@ -25,7 +25,8 @@ def move_rows(variables: Mapping[str, Any], layout: ShardLayout, saved_rows: tf.
     """The ops that move table rows `saved_rows` to `new_rows` in every variable of a table
     (parameters and slots, each a variable of `layout`'s blocks), eagerly or in a traced
     restore: each variable's rows are all read before any is written, since a row may be
-    both."""
+    both, and read in place (`ShardLayout.gather_block`: a stock gather would make every later
+    in-place update of the block copy it)."""
     source_blocks, source_local = layout.block_and_local_ids(saved_rows)
     target_blocks, target_local = layout.block_and_local_ids(new_rows)
     positions = tf.range(tf.size(saved_rows))  # int32, dynamic_stitch's index type
@@ -36,7 +37,8 @@ def move_rows(variables: Mapping[str, Any], layout: ShardLayout, saved_rows: tf.
         for index, (block, device) in enumerate(zip(blocks, layout.devices)):
             mine = tf.equal(source_blocks, index)
             with tf.device(device):
-                parts.append(tf.gather(block, tf.boolean_mask(source_local, mine)))
+                parts.append(layout.gather_block(block, tf.boolean_mask(source_local, mine),
+                                                 table_name))
             part_positions.append(tf.boolean_mask(positions, mine))
         values = tf.dynamic_stitch(part_positions, parts)
         for index, (block, device) in enumerate(zip(blocks, layout.devices)):
@@ -74,7 +76,8 @@ def move_worker_rows(variables: Mapping[str, Any], workers: WorkerGroup, saved_r
     for variable in variables.values():
         dim = int(variable.shape[1])
         with tf.device(workers.device):
-            parts = [tf.reshape(tf.gather(variable.block, source_local[moves]), [-1])
+            parts = [tf.reshape(ShardLayout.gather_block(
+                         variable.block, tf.constant(source_local[moves]), table_name), [-1])
                      if len(moves) else tf.zeros([0], variable.dtype) for moves in sent]
             rows = workers.all_to_all_padded(
                 parts, tf.constant([len(moves) * dim for moves in sent]),
