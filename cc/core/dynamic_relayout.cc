@@ -27,8 +27,9 @@ Status PlaceRows(const std::string& table, const DynamicIndex& index,
       return TableError(table, "the checkpoint's dynamic index holds ", keys_of_block[block],
                         " keys that belong to block ", block, " of this table's ",
                         index.num_blocks(), " (partition_strategy ",
-                        index.options().strided ? "'mod'" : "'div'", "), which has ", block_rows[block], " rows: restore it onto a layout "
-                        "whose blocks hold its keys (fewer blocks, or the checkpoint's own)");
+                        index.options().strided ? "'mod'" : "'div'", "), which has ",
+                        block_rows[block], " rows: restore it onto a layout whose blocks hold "
+                        "its keys (fewer blocks, or the checkpoint's own)");
     }
   }
   placed->assign(capacity, KeyRecord{-1, 0, 0});

@@ -4,8 +4,8 @@
 
 trains each front end's model (helpers/multi_worker_keras.py) and writes each worker's model
 outputs of its slice of the first global batch (`<front end>.forward.rank<r>.npy`) and, from
-rank 0, every table and slot whole and the Dense layer's weights (`<front end>.npz`; every rank takes part in
-the gather); then saves the model as MWMS wants, every worker, rank 0 to the real path and the
+rank 0, every table and slot whole and the Dense layer's weights (`<front end>.npz`; every rank
+takes part in the gather); then saves the model as MWMS wants, every worker, rank 0 to the real path and the
 others to temporary ones: `model.save_weights` (`<front end>.weights.h5`) and a
 `tf.train.Checkpoint` (`<front end>/ckpt`).
 """
