@@ -35,9 +35,9 @@ def main(out_dir: str, placement: str, mode: str = "train", *arguments: str) -> 
     workers = group_of(strategy)
     directory = (out_dir if workers.rank == 0
                  else os.path.join(out_dir, f"temporary{workers.rank}"))
-    capacity = int(arguments[1]) if mode == "restore" else 12
+    capacity = {"capacity": int(arguments[1])} if mode == "restore" else {}
     embedding = dynamic_training.embedding_for(
-        strategy, placement, dynamic_training.GLOBAL_BATCH // workers.size, capacity=capacity)
+        strategy, placement, dynamic_training.GLOBAL_BATCH // workers.size, **capacity)
     if mode == "restore":
         tf.train.Checkpoint(embedding=embedding).read(arguments[0])
         activations = dynamic_training.train(strategy, embedding, workers.rank, workers.size,
