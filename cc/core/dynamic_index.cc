@@ -19,7 +19,7 @@ constexpr int64_t kBlockStepCost = int64_t{1} << 24;
 // A find in the index: a cache miss or two.
 constexpr int64_t kFindCost = 200;
 // How many keys ahead a loop over a step's keys prefetches their index entries.
-constexpr size_t kPrefetchAhead = 8;
+constexpr size_t kPrefetchAhead = 16;
 
 int64_t CandidatesPerBlock(const DynamicIndexOptions& options) {
   const int64_t blocks = static_cast<int64_t>(options.block_rows.size());
@@ -255,8 +255,13 @@ std::vector<int64_t> TouchAdmitted(KeySet& admitted, const KeyCounts& batch, int
   admitted.FindAll(batch.keys.data(), static_cast<int64_t>(found->size()), found->data());
   std::vector<int64_t> seen;
   for (size_t i = 0; i < batch.keys.size(); ++i) {
+    // Each entry's record first, then (once it has arrived) its list neighbours', which
+    // unlinking it writes.
+    if (i + 2 * kPrefetchAhead < found->size() && (*found)[i + 2 * kPrefetchAhead] >= 0) {
+      admitted.PrefetchEntry((*found)[i + 2 * kPrefetchAhead]);
+    }
     if (i + kPrefetchAhead < found->size() && (*found)[i + kPrefetchAhead] >= 0) {
-      admitted.PrefetchEntry((*found)[i + kPrefetchAhead]);
+      admitted.PrefetchNeighbours((*found)[i + kPrefetchAhead]);
     }
     const int64_t e = (*found)[i];
     if (e < 0) {
