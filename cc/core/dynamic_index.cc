@@ -120,10 +120,10 @@ int64_t DynamicIndex::capacity() const {
 
 namespace {
 
-// The batch's distinct keys of each block, ascending, with their lookup counts; `inverse[i]`:
-// the index of lookup i's key among the distinct keys (numbered in order of first lookup).
+// The batch's distinct keys of each block (in order of first lookup), with their lookup counts;
+// `inverse[i]`: the index of lookup i's key among the distinct keys (numbered so too).
 // Deduplicated through a hash map of the batch's size, which stays in cache, so only distinct
-// keys are sorted and looked up in the index.
+// keys are looked up in the index.
 std::vector<KeyCounts> CountKeys(const int64_t* keys, int64_t count,
                                  const std::function<int(int64_t)>& block_of, size_t blocks,
                                  std::vector<int64_t>* inverse) {
@@ -144,30 +144,25 @@ std::vector<KeyCounts> CountKeys(const int64_t* keys, int64_t count,
     ++lookups[map[b]];
     (*inverse)[i] = map[b];
   }
-  // (key, its distinct index) per block, sorted by key (keys are distinct: a total order) in
-  // linear time: a comparison sort of random keys mispredicts half its branches.
-  std::vector<std::vector<std::pair<uint64_t, int64_t>>> members(blocks);
-  uint64_t largest = 0;
-  for (size_t u = 0; u < distinct.size(); ++u) {
-    members[block_of(distinct[u])].emplace_back(distinct[u], static_cast<int64_t>(u));
-    largest = std::max(largest, static_cast<uint64_t>(distinct[u]));
-  }
   std::vector<KeyCounts> counts(blocks);
-  std::vector<std::pair<uint64_t, int64_t>> scratch;
-  for (size_t b = 0; b < blocks; ++b) {
-    StableRadixSort(0, BitWidth(largest), [](const auto& member) { return member.first; },
-                    &members[b], &scratch);
-    KeyCounts& block = counts[b];
-    block.keys.reserve(members[b].size());
-    block.counts.reserve(members[b].size());
-    block.unique.reserve(members[b].size());
-    for (const auto& [key, u] : members[b]) {
-      block.keys.push_back(static_cast<int64_t>(key));
-      block.counts.push_back(lookups[u]);
-      block.unique.push_back(u);
-    }
+  for (size_t u = 0; u < distinct.size(); ++u) {
+    KeyCounts& block = counts[blocks == 1 ? 0 : block_of(distinct[u])];
+    block.keys.push_back(distinct[u]);
+    block.counts.push_back(lookups[u]);
+    block.unique.push_back(static_cast<int64_t>(u));
   }
   return counts;
+}
+
+// `positions` (of keys in `keys`, distinct) ordered by ascending key, in linear time: a
+// comparison sort of random keys mispredicts half its branches.
+void SortByKey(const std::vector<int64_t>& keys, std::vector<size_t>* positions) {
+  uint64_t largest = 0;
+  for (size_t i : *positions) largest = std::max(largest, static_cast<uint64_t>(keys[i]));
+  std::vector<size_t> scratch;
+  StableRadixSort(0, BitWidth(largest),
+                  [&keys](size_t i) { return static_cast<uint64_t>(keys[i]); }, positions,
+                  &scratch);
 }
 
 // Records a key not admitted as a candidate (entry `c` if it is one), making room by dropping
@@ -246,8 +241,8 @@ namespace {
 
 // The step's part for the batch's keys already admitted: count and last_seen updated, unlinked
 // until the end of the step (so the recency list holds only keys not looked up in it, and its
-// tail is the eviction victim). Returns their entries in ascending key order; found[i] is key
-// i's entry (-1: not admitted), `others` the positions of the keys not admitted.
+// tail is the eviction victim). Returns their entries; found[i] is key i's entry (-1: not
+// admitted), `others` the positions of the keys not admitted.
 std::vector<int64_t> TouchAdmitted(KeySet& admitted, const KeyCounts& batch, int64_t step,
                                    std::vector<int64_t>* found, std::vector<size_t>* others) {
   // Found all at once (the loop below changes no key's bucket, only counts and links).
@@ -293,6 +288,7 @@ void DynamicIndex::StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows
   for (size_t i = 0; i < found.size(); ++i) {
     if (found[i] >= 0) unique_rows[batch.unique[i]] = TableRow(b, found[i]);
   }
+  SortByKey(batch.keys, &others);  // they take free slots in ascending key order
   std::vector<int64_t> added;  // entries admitted in this step, in ascending key order
   for (size_t j = 0; j < others.size(); ++j) {
     if (j + kPrefetchAhead < others.size()) {
@@ -307,6 +303,7 @@ void DynamicIndex::StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows
     if (total >= options_.admit_after) {
       // The victim must not have been looked up in the previous step either: that step's
       // gradients may still be applied after this lookup (a pipelined enqueue).
+      if (admitted.full() && !options_.refuse_when_full) admitted.OrderTailRun();
       if (admitted.full() && !options_.refuse_when_full && admitted.tail() >= 0 &&
           admitted.last_seen(admitted.tail()) < step_ - 1) {
         admitted.Remove(admitted.tail());
@@ -329,12 +326,9 @@ void DynamicIndex::StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows
     unique_rows[batch.unique[i]] = -1;
     KeepCandidate(candidates, c, key, total, step_);
   }
-  // Relink the step's keys at the front in ascending key order, so the list stays sorted by
-  // (last_seen, key) from its tail.
-  std::vector<int64_t> step_keys(seen.size() + added.size());
-  std::merge(seen.begin(), seen.end(), added.begin(), added.end(), step_keys.begin(),
-             [&admitted](int64_t x, int64_t y) { return admitted.key(x) < admitted.key(y); });
-  for (int64_t e : step_keys) admitted.PushFront(e);
+  // Relink the step's keys at the front, as a run in any order (KeySet::OrderTailRun).
+  for (int64_t e : seen) admitted.PushFront(e);
+  for (int64_t e : added) admitted.PushFront(e);
 }
 
 DynamicIndexStats DynamicIndex::Stats() const {
@@ -385,8 +379,8 @@ void DynamicIndex::Export(std::vector<KeyRecord>* rows, std::vector<KeyRecord>* 
 
 namespace {
 
-// Links a block's entries at the front in ascending (last_seen, key), as Lookup leaves them.
-void LinkByRecency(KeySet& set, std::vector<int64_t> entries) {
+// Links a block's entries at the front in ascending (last_seen, key): every run ordered.
+void LinkByRecency(KeySet& set, std::vector<int64_t> entries, int64_t step) {
   std::sort(entries.begin(), entries.end(), [&set](int64_t a, int64_t b) {
     return std::make_pair(set.last_seen(a), set.key(a)) <
            std::make_pair(set.last_seen(b), set.key(b));
@@ -395,6 +389,7 @@ void LinkByRecency(KeySet& set, std::vector<int64_t> entries) {
     set.Unlink(e);
     set.PushFront(e);
   }
+  set.RunsOrderedThrough(step);
 }
 
 Status CheckRecord(const std::string& table, const char* what, const KeyRecord& record,
@@ -443,7 +438,7 @@ Status DynamicIndex::ImportRows(const std::string& table, int b,
   for (int64_t e = 0; e < admitted.capacity(); ++e) {
     if (admitted.key(e) < -1) admitted.Remove(e);
   }
-  LinkByRecency(admitted, entries);
+  LinkByRecency(admitted, entries, step);
   return Status();
 }
 
@@ -483,7 +478,7 @@ Status DynamicIndex::Import(const std::string& table, const std::vector<KeyRecor
         block.candidates.Insert(record.key, record.count, record.last_seen));
   }
   for (size_t b = 0; b < blocks.size(); ++b) {
-    LinkByRecency(blocks[b]->candidates, candidate_entries[b]);
+    LinkByRecency(blocks[b]->candidates, candidate_entries[b], stats.step);
   }
   blocks_ = std::move(blocks);
   step_ = stats.step;

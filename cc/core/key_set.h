@@ -12,6 +12,7 @@
 #include "cc/core/dynamic_index.h"
 #include "cc/core/free_entries.h"
 #include "cc/core/huge_pages.h"
+#include "cc/core/radix_sort.h"
 
 namespace tf_embedding {
 
@@ -131,6 +132,36 @@ class KeySet {
     entry.prev = entry.next = -1;
   }
 
+  // Links an unlinked entry at the back.
+  void PushBack(int64_t e) {
+    entries_[e].prev = tail_;
+    entries_[e].next = -1;
+    (tail_ >= 0 ? entries_[tail_].next : head_) = static_cast<int32_t>(e);
+    tail_ = static_cast<int32_t>(e);
+  }
+
+  // Orders the tail's run (the entries last seen in the tail's step, which the list holds
+  // together) by ascending key from the tail, unless it already is: the tail is then the
+  // smallest (last_seen, key). A step links its keys at the front in any order, since only
+  // this eviction order needs them ordered: a run is ordered once, when it reaches the tail
+  // and a key must give way, so a table not full never orders one.
+  void OrderTailRun() {
+    if (tail_ < 0 || entries_[tail_].last_seen <= ordered_through_) return;
+    const int64_t step = entries_[tail_].last_seen;
+    std::vector<int64_t> run, scratch;
+    for (int64_t e = tail_; e >= 0 && entries_[e].last_seen == step; e = entries_[e].prev) {
+      run.push_back(e);
+    }
+    StableRadixSort(0, 64, [this](int64_t e) { return static_cast<uint64_t>(entries_[e].key); },
+                    &run, &scratch);
+    for (int64_t e : run) Unlink(e);
+    for (auto e = run.rbegin(); e != run.rend(); ++e) PushBack(*e);
+    ordered_through_ = step;
+  }
+
+  // Declares the runs of steps up to `step` ordered (OrderTailRun), as a restore links them.
+  void RunsOrderedThrough(int64_t step) { ordered_through_ = step; }
+
   // Links an unlinked entry at the front.
   void PushFront(int64_t e) {
     entries_[e].next = head_;
@@ -170,6 +201,7 @@ class KeySet {
 
   std::vector<Entry> entries_;
   int32_t head_ = -1, tail_ = -1;
+  int64_t ordered_through_ = 0;  // the runs of steps up to it are ordered (OrderTailRun)
   std::vector<int32_t> buckets_;
   uint64_t mask_ = 0;
   FreeEntries free_;
