@@ -132,6 +132,8 @@ std::vector<KeyCounts> CountKeys(const int64_t* keys, int64_t count,
   const uint64_t mask = buckets - 1;
   std::vector<int32_t> map(buckets, -1);
   std::vector<int64_t> distinct, lookups;
+  distinct.reserve(count);
+  lookups.reserve(count);
   inverse->resize(count);
   for (int64_t i = 0; i < count; ++i) {
     uint64_t b = MixKey(static_cast<uint64_t>(keys[i])) & mask;
@@ -154,15 +156,27 @@ std::vector<KeyCounts> CountKeys(const int64_t* keys, int64_t count,
   return counts;
 }
 
-// `positions` (of keys in `keys`, distinct) ordered by ascending key, in linear time: a
-// comparison sort of random keys mispredicts half its branches.
-void SortByKey(const std::vector<int64_t>& keys, std::vector<size_t>* positions) {
+// A key of a step that was not admitted before it, with what its admission reads.
+struct NewKey {
+  uint64_t key;
+  int64_t count;
+  int64_t unique;
+};
+
+// The keys of `batch` at `positions` in ascending key order, in linear time (a comparison sort
+// of random keys mispredicts half its branches), each with its count and batch-unique index, so
+// that their admissions read them in order.
+std::vector<NewKey> SortedNewKeys(const KeyCounts& batch, const std::vector<size_t>& positions) {
+  std::vector<NewKey> keys, scratch;
+  keys.reserve(positions.size());
   uint64_t largest = 0;
-  for (size_t i : *positions) largest = std::max(largest, static_cast<uint64_t>(keys[i]));
-  std::vector<size_t> scratch;
-  StableRadixSort(0, BitWidth(largest),
-                  [&keys](size_t i) { return static_cast<uint64_t>(keys[i]); }, positions,
+  for (size_t i : positions) {
+    keys.push_back({static_cast<uint64_t>(batch.keys[i]), batch.counts[i], batch.unique[i]});
+    largest = std::max(largest, keys.back().key);
+  }
+  StableRadixSort(0, BitWidth(largest), [](const NewKey& key) { return key.key; }, &keys,
                   &scratch);
+  return keys;
 }
 
 // Records a key not admitted as a candidate (entry `c` if it is one), making room by dropping
@@ -288,18 +302,19 @@ void DynamicIndex::StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows
   for (size_t i = 0; i < found.size(); ++i) {
     if (found[i] >= 0) unique_rows[batch.unique[i]] = TableRow(b, found[i]);
   }
-  SortByKey(batch.keys, &others);  // they take free slots in ascending key order
+  // The keys not admitted take free slots in ascending key order.
+  const std::vector<NewKey> new_keys = SortedNewKeys(batch, others);
   std::vector<int64_t> added;  // entries admitted in this step, in ascending key order
-  for (size_t j = 0; j < others.size(); ++j) {
-    if (j + kPrefetchAhead < others.size()) {
-      admitted.PrefetchHome(batch.keys[others[j + kPrefetchAhead]]);
-      candidates.PrefetchHome(batch.keys[others[j + kPrefetchAhead]]);
+  for (size_t j = 0; j < new_keys.size(); ++j) {
+    if (j + kPrefetchAhead < new_keys.size()) {
+      admitted.PrefetchHome(static_cast<int64_t>(new_keys[j + kPrefetchAhead].key));
+      candidates.PrefetchHome(static_cast<int64_t>(new_keys[j + kPrefetchAhead].key));
     }
-    const size_t i = others[j];
-    const int64_t key = batch.keys[i];
+    const NewKey& new_key = new_keys[j];
+    const int64_t key = static_cast<int64_t>(new_key.key);
     const int64_t c = candidates.Find(key);
     const int64_t total =
-        std::min(kMaxKeyCount, (c >= 0 ? candidates.count(c) : 0) + batch.counts[i]);
+        std::min(kMaxKeyCount, (c >= 0 ? candidates.count(c) : 0) + new_key.count);
     if (total >= options_.admit_after) {
       // The victim must not have been looked up in the previous step either: that step's
       // gradients may still be applied after this lookup (a pipelined enqueue).
@@ -315,7 +330,7 @@ void DynamicIndex::StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows
         admitted.Unlink(e);
         added.push_back(e);
         ++block.admitted_count;
-        unique_rows[batch.unique[i]] = TableRow(b, e);
+        unique_rows[new_key.unique] = TableRow(b, e);
         block.admitted_rows.push_back(TableRow(b, e));
         block.admitted_pool_rows.push_back(static_cast<int64_t>(
             MixKey(static_cast<uint64_t>(key)) % static_cast<uint64_t>(options_.pool_rows)));
@@ -323,7 +338,7 @@ void DynamicIndex::StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows
       }
       ++block.refused_count;
     }
-    unique_rows[batch.unique[i]] = -1;
+    unique_rows[new_key.unique] = -1;
     KeepCandidate(candidates, c, key, total, step_);
   }
   // Relink the step's keys at the front, as a run in any order (KeySet::OrderTailRun).
