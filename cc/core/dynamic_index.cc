@@ -87,21 +87,6 @@ Status CheckDynamicKeys(const std::string& table, const int64_t* keys, int64_t c
   }
 }
 
-void DropMissingLookups(const int64_t* row_splits, int64_t num_splits, const int64_t* rows,
-                        const float* gains, int64_t lookups, int64_t* kept_splits,
-                        int64_t* kept_rows, float* kept_gains) {
-  int64_t kept = 0, split = 0;
-  for (int64_t i = 0; i < lookups; ++i) {
-    while (split < num_splits && row_splits[split] == i) kept_splits[split++] = kept;
-    if (rows[i] >= 0) {
-      kept_rows[kept] = rows[i];
-      kept_gains[kept] = gains[i];
-      ++kept;
-    }
-  }
-  while (split < num_splits) kept_splits[split++] = kept;
-}
-
 DynamicIndex::DynamicIndex(DynamicIndexOptions options) : options_(std::move(options)) {
   offsets_.push_back(0);
   for (int64_t rows : options_.block_rows) {

@@ -63,14 +63,6 @@ Status CheckDynamicIndexOptions(const std::string& table, const DynamicIndexOpti
 // (the ids' wording of every op); the message names `table`.
 Status CheckDynamicKeys(const std::string& table, const int64_t* keys, int64_t count);
 
-// A CSR batch whose lookups' ids are table rows, -1 for a key without one, with those lookups
-// dropped: kept_splits[r] = the kept lookups before row_splits[r], then the kept lookups' rows
-// and gains in order (kept_rows and kept_gains hold one per row >= 0). REQUIRES: row_splits
-// [num_splits] valid for `lookups` values (ValidateRowSplits).
-void DropMissingLookups(const int64_t* row_splits, int64_t num_splits, const int64_t* rows,
-                        const float* gains, int64_t lookups, int64_t* kept_splits,
-                        int64_t* kept_rows, float* kept_gains);
-
 // Cumulative counts, and the current occupancy.
 struct DynamicIndexStats {
   int64_t step = 0;

@@ -11,6 +11,7 @@
 #include "cc/core/dynamic_index.h"
 #include "cc/core/dynamic_relayout.h"
 #include "cc/core/errors.h"
+#include "cc/core/missing_lookups.h"
 #include "cc/kernels/row_sharding.h"
 #include "cc/kernels/shape_checks.h"
 #include "cc/kernels/tf_status.h"
