@@ -18,7 +18,8 @@ constexpr int64_t kMaxBlockEntries = std::numeric_limits<int32_t>::max();
 constexpr int64_t kBlockStepCost = int64_t{1} << 24;
 // A find in the index: a cache miss or two.
 constexpr int64_t kFindCost = 200;
-// How many keys ahead a loop over a step's keys prefetches their index entries.
+// How many keys ahead a loop over a step's keys prefetches what it reads of the index (the
+// touched keys' neighbours this far ahead, their own entries twice as far).
 constexpr size_t kPrefetchAhead = 16;
 
 int64_t CandidatesPerBlock(const DynamicIndexOptions& options) {
@@ -303,11 +304,12 @@ void DynamicIndex::StepBlock(int b, const KeyCounts& batch, int64_t* unique_rows
     if (total >= options_.admit_after) {
       // The victim must not have been looked up in the previous step either: that step's
       // gradients may still be applied after this lookup (a pipelined enqueue).
-      if (admitted.full() && !options_.refuse_when_full) admitted.OrderTailRun();
-      if (admitted.full() && !options_.refuse_when_full && admitted.tail() >= 0 &&
-          admitted.last_seen(admitted.tail()) < step_ - 1) {
-        admitted.Remove(admitted.tail());
-        ++block.evicted_count;
+      if (admitted.full() && !options_.refuse_when_full) {
+        admitted.OrderTailRun();
+        if (admitted.tail() >= 0 && admitted.last_seen(admitted.tail()) < step_ - 1) {
+          admitted.Remove(admitted.tail());
+          ++block.evicted_count;
+        }
       }
       if (!admitted.full()) {
         if (c >= 0) candidates.Remove(c);

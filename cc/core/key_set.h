@@ -148,14 +148,17 @@ class KeySet {
   void OrderTailRun() {
     if (tail_ < 0 || entries_[tail_].last_seen <= ordered_through_) return;
     const int64_t step = entries_[tail_].last_seen;
-    std::vector<int64_t> run, scratch;
-    for (int64_t e = tail_; e >= 0 && entries_[e].last_seen == step; e = entries_[e].prev) {
-      run.push_back(e);
+    // (key, entry) pairs, so that each pass of the sort reads its keys in order.
+    std::vector<std::pair<uint64_t, int32_t>> run, scratch;
+    uint64_t largest = 0;
+    for (int32_t e = tail_; e >= 0 && entries_[e].last_seen == step; e = entries_[e].prev) {
+      run.emplace_back(static_cast<uint64_t>(entries_[e].key), e);
+      largest = std::max(largest, run.back().first);
     }
-    StableRadixSort(0, 64, [this](int64_t e) { return static_cast<uint64_t>(entries_[e].key); },
-                    &run, &scratch);
-    for (int64_t e : run) Unlink(e);
-    for (auto e = run.rbegin(); e != run.rend(); ++e) PushBack(*e);
+    StableRadixSort(0, BitWidth(largest), [](const auto& pair) { return pair.first; }, &run,
+                    &scratch);
+    for (const auto& pair : run) Unlink(pair.second);
+    for (auto pair = run.rbegin(); pair != run.rend(); ++pair) PushBack(pair->second);
     ordered_through_ = step;
   }
 
