@@ -14,8 +14,10 @@ pip=(.venv/bin/python -m pip install --disable-pip-version-check --quiet)
 # setuptools>=64 builds editable installs (PEP 660); without build isolation
 # pip uses the venv's own build tools.
 "${pip[@]}" 'setuptools>=64' wheel
-# matplotlib: the `tf-embedding stats` histogram (the `job` extra).
-"${pip[@]}" 'tensorflow-cpu==2.21.*' numpy pytest pytest-xdist hypothesis matplotlib
+# matplotlib and tensorboard: the `tf-embedding stats` histogram and the viewer of `train`'s
+# summaries (the `job` extra).
+"${pip[@]}" 'tensorflow-cpu==2.21.*' numpy pytest pytest-xdist hypothesis matplotlib \
+    'tensorboard==2.21.*'
 # tf_keras names `tensorflow` as its dependency, and pip would install that
 # second, 570 MB copy of TensorFlow over tensorflow-cpu's files.
 "${pip[@]}" --no-deps 'tf_keras>=2.21,<2.22'

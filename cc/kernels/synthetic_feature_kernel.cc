@@ -44,6 +44,11 @@ class SyntheticFeatureOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("feature_name", &feature_name_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("batch_size", &batch_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("max_ids", &max_ids_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("min_ids", &min_ids_));
+    OP_REQUIRES(ctx, min_ids_ <= max_ids_,
+                absl::InvalidArgumentError(absl::StrCat(
+                    "Feature '", feature_name_, "': min_ids ", min_ids_, " is above max_ids ",
+                    max_ids_)));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("weighted", &weighted_));
     std::string combiner;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("combiner", &combiner));
@@ -126,16 +131,17 @@ class SyntheticFeatureOp : public OpKernel {
     return absl::OkStatus();
   }
 
-  // Lengths uniform in [1, max_ids] (none drawn when max_ids is 1), as row splits.
+  // Lengths uniform in [min_ids, max_ids] (none drawn when they are equal), as row splits.
   void DrawRowSplits(PhiloxRandom generator, int64_t* splits) const {
     splits[0] = 0;
-    UniformDistribution<PhiloxRandom, int64_t> lengths(1, max_ids_ + 1);
+    const bool drawn = max_ids_ > min_ids_;
+    UniformDistribution<PhiloxRandom, int64_t> lengths(min_ids_, max_ids_ + 1);
     constexpr int kGroup = UniformDistribution<PhiloxRandom, int64_t>::kResultElementCount;
     for (int64_t b = 0; b < batch_size_; b += kGroup) {
-      const auto group = max_ids_ > 1 ? lengths(&generator)
-                                      : UniformDistribution<PhiloxRandom, int64_t>::ResultType();
+      const auto group = drawn ? lengths(&generator)
+                               : UniformDistribution<PhiloxRandom, int64_t>::ResultType();
       for (int k = 0; k < kGroup && b + k < batch_size_; ++k) {
-        splits[b + k + 1] = splits[b + k] + (max_ids_ > 1 ? group[k] : 1);
+        splits[b + k + 1] = splits[b + k] + (drawn ? group[k] : max_ids_);
       }
     }
   }
@@ -242,6 +248,7 @@ class SyntheticFeatureOp : public OpKernel {
   std::string feature_name_;
   int64_t batch_size_ = 0;
   int64_t max_ids_ = 1;
+  int64_t min_ids_ = 1;
   bool weighted_ = false;
   Combiner combiner_ = Combiner::kSum;
   int64_t multiplier_ = 0;

@@ -20,6 +20,7 @@ REGISTER_OP("TfeSyntheticFeature")
     .Attr("feature_name: string")
     .Attr("batch_size: int >= 0")
     .Attr("max_ids: int >= 1")
+    .Attr("min_ids: int >= 1 = 1")
     .Attr("weighted: bool")
     .Attr("combiner: {'sum', 'mean', 'sqrtn'}")
     .Attr("multiplier: int >= 0")
@@ -39,8 +40,8 @@ REGISTER_OP("TfeSyntheticFeature")
 One feature of a synthetic batch of `batch_size` samples, drawn exactly as these stateless
 TensorFlow ops draw it (seeds[s] is the seed pair of stream s):
 
-  lengths = stateless_uniform([batch_size], seeds[0], 1, max_ids + 1, int64)
-                                                             (all 1 if max_ids == 1)
+  lengths = stateless_uniform([batch_size], seeds[0], min_ids, max_ids + 1, int64)
+                                                 (all max_ids if min_ids == max_ids)
   u = stateless_uniform([sum(lengths)], seeds[1], dtype=float64)
   scaled = u * N; column = min(int64(scaled), N - 1)        (columns: [N, 4] alias table)
   kept = scaled - column < columns[column, 0]
@@ -54,7 +55,7 @@ TensorFlow ops draw it (seeds[s] is the seed pair of stream s):
 The op returns the ids as a ragged batch (row_splits, rows), the weights ([0] when not
 weighted) and each sample's contribution to the click logit. InvalidArgumentError, naming the
 feature, for an alias table that is not [N, 4] with 1 <= N <= 2^31, multiplier or offset not below
-N, seeds not [3, 2], or an alias entry that is not a rank below N.
+N, seeds not [3, 2], an alias entry that is not a rank below N, or min_ids above max_ids.
 )doc");
 
 }  // namespace

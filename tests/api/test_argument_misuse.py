@@ -267,6 +267,8 @@ KERAS_RS_CASES = [
          lambda: _keras_rs(pipeline_execution_with_tensor_core="no")),
     ours("DistributedEmbedding", "sharding_plan", "row_wise", TypeError,
          lambda: _keras_rs(sharding_plan="row_wise")),
+    kept("DistributedEmbedding", "dtype", lambda: _keras_rs(dtype="mixed_float16"), ValueError,
+         "DistributedEmbedding", "dtype policy 'mixed_float16'", "loss scaling"),
 ]
 
 
@@ -307,7 +309,8 @@ def _public_arguments(function):
 # Arguments passed through **kwargs that the classes read themselves.
 KEYWORD_ARGUMENTS = {
     "keras.TPUEmbedding": {"dtype", "name"},
-    "DistributedEmbedding": {"update_stats", "optimizer", "pipeline_execution_with_tensor_core"},
+    "DistributedEmbedding": {"update_stats", "optimizer", "pipeline_execution_with_tensor_core",
+                             "dtype"},
 }
 
 

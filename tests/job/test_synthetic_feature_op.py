@@ -22,7 +22,10 @@ SPEC = DataSpec(
               FeatureSpec("mean", "mid", max_ids=3),
               FeatureSpec("weighted_sqrtn", "small", weighted=True, max_ids=5),
               FeatureSpec("sqrtn", "small", max_ids=2),
-              FeatureSpec("weighted_one", "small", weighted=True)),
+              FeatureSpec("weighted_one", "small", weighted=True),
+              # MLPerf's fixed multi-hot sizes, and lengths drawn above 1.
+              FeatureSpec("fixed", "mid", min_ids=7, max_ids=7),
+              FeatureSpec("from_three", "small", weighted=True, min_ids=3, max_ids=6)),
     num_dense=3)
 
 
@@ -59,12 +62,12 @@ def _reference_batch(log: synthetic.SyntheticClickLog, split: int, step: int, ba
     batch = {"dense": dense, "ids": {}, "weights": {}}
     for j, feature in enumerate(log.spec.features):
         table = log._tables[feature.table]
-        if feature.max_ids == 1:
-            lengths = tf.ones([batch_size], tf.int64)
+        if feature.max_ids == feature.min_ids:
+            lengths = tf.fill([batch_size], tf.constant(feature.max_ids, tf.int64))
         else:
             lengths = tf.random.stateless_uniform(
-                [batch_size], stream(3 * j + 1), minval=1, maxval=feature.max_ids + 1,
-                dtype=tf.int64)
+                [batch_size], stream(3 * j + 1), minval=feature.min_ids,
+                maxval=feature.max_ids + 1, dtype=tf.int64)
         rows, effects = _sample(table, tf.reduce_sum(lengths), stream(3 * j + 2))
         ids = tf.RaggedTensor.from_row_lengths(rows, lengths)
         batch["ids"][feature.name] = ids
@@ -121,6 +124,7 @@ def test_an_alias_entry_that_is_not_a_rank_fails_naming_the_feature():
     (np.zeros([0, 4]), {}, r"columns must be \[N, 4\]"),
     (np.zeros([4, 4]), {"multiplier": 4}, "multiplier 4 and offset 0 must be below"),
     (np.zeros([4, 4]), {"offset": 9}, "multiplier 1 and offset 9 must be below"),
+    (np.zeros([4, 4]), {"min_ids": 4}, "min_ids 4 is above max_ids 3"),
 ])
 def test_bad_tables_fail_naming_the_feature(columns, overrides, message):
     with pytest.raises(tf.errors.InvalidArgumentError, match="Feature 'clicks': " + message):

@@ -16,6 +16,11 @@ global step is the layer's `global_step` variable (or the one passed in), advanc
 update. The spec's `partition_strategy` lays out the tables' blocks, and its
 `profile_data_directory` receives lookup statistics of training batches
 (`tf_embedding.TPUEmbedding`).
+
+Under a `mixed_bfloat16` policy (Keras' global one, or the layer's `dtype`) the tables and
+slots stay float32, the lookup runs in float32 and the activations come out in bfloat16, as the
+Keras layer's do (`tf_embedding.keras.layer_config.check_dtype_policy`); the raw features are
+never cast. Stock `DenseFeatures` fails there, casting a weighted column's weights.
 """
 
 from typing import Any
@@ -28,6 +33,7 @@ from tf_embedding.feature_inputs import cpu_rules
 from tf_embedding.feature_column import migration
 from tf_embedding.feature_column import spec as spec_lib
 from tf_embedding.keras import export
+from tf_embedding.keras import layer_config
 from tf_embedding.keras import weights_store
 from tf_embedding.sharded.front_end import FrontEnd
 from tf_embedding.sharded.tpu_embedding import TPUEmbedding
@@ -41,7 +47,7 @@ class EmbeddingFeatures(weights_store.EngineWeights, tf.keras.layers.Layer):
     _HELPER_NAME = _HELPER_NAME
 
     def __init__(self, spec: spec_lib.EmbeddingConfigSpec, global_step: Any = None,
-                 name: str | None = None):
+                 name: str | None = None, dtype: Any = None):
         """Creates the layer; tables are made by `build()`.
 
         Args:
@@ -50,12 +56,17 @@ class EmbeddingFeatures(weights_store.EngineWeights, tf.keras.layers.Layer):
           global_step: an integer variable that learning-rate and gradient-multiplier functions
             read; by default the layer's own, advanced by each update.
           name: the layer's name.
+          dtype: the layer's dtype policy (default: Keras' global one): float32 or
+            `mixed_bfloat16`.
 
         Raises:
           ValueError: a spec without feature columns, a column that is not an embedding column,
-            or sequence and non-sequence columns together.
+            sequence and non-sequence columns together, or a dtype policy other than float32
+            and `mixed_bfloat16` (naming it and where it came from).
         """
-        super().__init__(name=name)
+        # autocast=False: the raw features (ids, strings, weights) keep their dtypes.
+        super().__init__(name=name, dtype=dtype, autocast=False)
+        layer_config.check_dtype_policy(self, given=dtype is not None)
         # Keras 3's jit_compile="auto" must not compile the step: XLA cannot run the fused ops.
         self.supports_jit = False
         self._spec = self._no_dependency(spec)
@@ -114,6 +125,7 @@ class EmbeddingFeatures(weights_store.EngineWeights, tf.keras.layers.Layer):
                 ids, weights, self._tpu_embedding.embedding_tables, self._feature_config))
         else:
             outputs = self._trained_lookup(ids, weights, training)
+        outputs = [layer_config.in_compute_dtype(self, output) for output in outputs]
         if not self._sequence:
             return tf.concat(outputs, axis=1)
         first = ids[self._columns[0].column.name]

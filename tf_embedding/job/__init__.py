@@ -8,8 +8,11 @@ It uses the library (`tf_embedding`) as any user would; nothing in the library i
   ranking model; `embedding_apis`: the `--embedding-api` adapters; `keras_rs_training`:
   `--embedding-api keras-rs`, keras-rs's layer in the model that `model.fit` trains;
   `sharding`: `--sharding`, the plan the sharded API's tables get.
+* `model_dir`: a run's config.json, the checks of its model directory (fresh or resumed)
+  and the saving of its checkpoints.
 * `evaluation`: held-out ROC AUC and log loss; `progress`: the custom loop's progress display;
-  `interrupts`: Ctrl-C as a stop at the next step boundary.
+  `summaries`: the TensorBoard summaries; `interrupts`: Ctrl-C as a stop at the next step
+  boundary.
 * `export`: the SavedModel export (stock TF ops only); `predict`: `tf-embedding predict`, which
   scores files with it.
 * `cluster`: `train` as the chief of the parameter-server cluster TF_CONFIG names;

@@ -139,7 +139,9 @@ def parse(argv: Sequence[str]) -> tuple[str, Any, spec_lib.DataSpec | None]:
 
 def _train(options: options_lib.TrainOptions, spec: spec_lib.DataSpec) -> int:
     from tf_embedding.cluster import chief
-    from tf_embedding.job import cluster, multi_worker, training
+    from tf_embedding.job import cluster, model, multi_worker, training
+    if options.mixed_precision == "bfloat16" and (warning := model.slow_bfloat16_warning()):
+        print(warning, file=sys.stderr)
     execution = cluster.execution_for(options, sys.stdout)
     try:
         result = training.train(options, spec, execution=execution)

@@ -4,6 +4,11 @@ The dense inputs go through a bottom MLP to a vector of the embedding width; tha
 the pooled embedding of every feature interact through all pairwise dot products (DLRM's "dot"
 interaction); the top MLP reads the bottom vector, the embeddings and the dot products and
 returns one logit. The embedding tables live outside the model, in the embedding object.
+
+With `compute_dtype="bfloat16"` (`--mixed-precision bfloat16`) the MLPs run under Keras'
+`mixed_bfloat16` policy (float32 weights, bfloat16 matmuls) and the interaction in bfloat16 too;
+the last layer, the logit, stays float32 (Keras' advice for a model's output), so the loss and
+the embeddings' activation gradients are float32.
 """
 
 from typing import Sequence
@@ -13,6 +18,35 @@ import numpy as np
 import tensorflow as tf
 
 from tf_embedding.job.data.spec import DataSpec
+
+
+# The Keras dtype policy of the MLPs' hidden layers for each --mixed-precision compute dtype.
+MIXED_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
+
+# The CPU flags (as Linux's /proc/cpuinfo names them) of the instructions that TensorFlow's
+# oneDNN kernels run bfloat16 matmuls with; without them bfloat16 is emulated, slower than float32.
+BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def bfloat16_instructions(cpuinfo: str = "/proc/cpuinfo") -> list[str]:
+    """The `BFLOAT16_FLAGS` this machine's CPU has (none where `cpuinfo` cannot be read)."""
+    try:
+        with open(cpuinfo) as f:
+            flags = next((line.split(":", 1)[1].split() for line in f
+                          if line.startswith("flags")), [])
+    except OSError:
+        return []
+    return [flag for flag in BFLOAT16_FLAGS if flag in flags]
+
+
+def slow_bfloat16_warning() -> str | None:
+    """The one-line warning `--mixed-precision bfloat16` prints on a CPU without bfloat16
+    instructions, or None where it has them."""
+    if bfloat16_instructions():
+        return None
+    return (f"tf-embedding: warning: this CPU has no bfloat16 instructions "
+            f"({', '.join(BFLOAT16_FLAGS)}): TensorFlow's bfloat16 kernels run slower than "
+            "float32 here; --mixed-precision bfloat16 still trains")
 
 
 class Dense(keras.layers.Dense):
@@ -49,18 +83,20 @@ class RankingModel(keras.Model):
     """logit [B] = top_mlp([bottom, embeddings, pairwise dots])."""
 
     def __init__(self, spec: DataSpec, embedding_dim: int, bottom_mlp: Sequence[int],
-                 top_mlp: Sequence[int], **kwargs):
+                 top_mlp: Sequence[int], compute_dtype: str = "float32", **kwargs):
         super().__init__(**kwargs)
         self._feature_names = sorted(f.name for f in spec.features)
         self._num_dense = spec.num_dense
         self._log1p = spec.dense_transform == "log1p"
+        self._compute_dtype = tf.as_dtype(compute_dtype)
+        policy = MIXED_POLICIES[compute_dtype]
         if spec.num_dense:
             self.bottom = keras.Sequential(
-                [Dense(units, activation="relu") for units in bottom_mlp]
-                + [Dense(embedding_dim, activation="relu")], name="bottom_mlp")
+                [Dense(units, activation="relu", dtype=policy) for units in bottom_mlp]
+                + [Dense(embedding_dim, activation="relu", dtype=policy)], name="bottom_mlp")
         self.top = keras.Sequential(
-            [Dense(units, activation="relu") for units in top_mlp]
-            + [Dense(1)], name="top_mlp")
+            [Dense(units, activation="relu", dtype=policy) for units in top_mlp]
+            + [Dense(1, dtype="float32")], name="top_mlp")
         self._vectors = len(self._feature_names) + (1 if spec.num_dense else 0)
         self._embedding_dim = embedding_dim
         # Picks the pairs i < j out of the flattened [vectors, vectors] dot products: a 0/1
@@ -76,15 +112,17 @@ class RankingModel(keras.Model):
     def call(self, inputs: tuple[tf.Tensor, dict[str, tf.Tensor]]) -> tf.Tensor:
         """inputs: (dense [B, num_dense], {feature: pooled embedding [B, dim]})."""
         dense, activations = inputs
-        vectors = [activations[name] for name in self._feature_names]
+        vectors = [tf.cast(activations[name], self._compute_dtype)
+                   for name in self._feature_names]
         if self._num_dense:
             # Criteo counts span orders of magnitude (and a few are negative); DLRM's log1p of
             # the positive part keeps them in range.
             x = tf.math.log1p(tf.maximum(dense, 0.0)) if self._log1p else dense
-            vectors.insert(0, self.bottom(x))
+            vectors.insert(0, tf.cast(self.bottom(x), self._compute_dtype))
         # One copy of the vectors, [B, vectors * dim], read as [B, vectors, dim] for the dots.
         flat = tf.concat(vectors, axis=1)
         stacked = tf.reshape(flat, [-1, self._vectors, self._embedding_dim])
         dots = tf.matmul(stacked, stacked, transpose_b=True)
-        dots = tf.matmul(tf.reshape(dots, [-1, self._vectors ** 2]), self._pair_selection)
+        dots = tf.matmul(tf.reshape(dots, [-1, self._vectors ** 2]),
+                         tf.cast(self._pair_selection, self._compute_dtype))
         return self.top(tf.concat([flat, dots], axis=1))[:, 0]

@@ -69,6 +69,10 @@ class TrainOptions(DataOptions):
     bottom_mlp: str = option("64", "hidden layer sizes of the bottom (dense) MLP; it ends in "
                                    "a layer of --embedding-dim units")
     top_mlp: str = option("128,64", "hidden layer sizes of the top MLP; it ends in one logit")
+    mixed_precision: str = option("none", "bfloat16: the MLPs and the interaction compute in "
+                                          "bfloat16 (Keras' mixed_bfloat16 policy; weights, "
+                                          "tables and the logit stay float32)",
+                                  ("none", "bfloat16"))
     eval_examples: int = option(262144, "held-out examples to evaluate (0: all of "
                                         "--eval-input; synthetic data needs a number)")
     checkpoint_every: int = option(500, "steps between checkpoints (and one at the end)")
@@ -79,6 +83,8 @@ class TrainOptions(DataOptions):
     progress: str = option("auto", "progress display: a carriage-return bar, one line per "
                                     "10% of the run, or none; auto picks bar on a terminal",
                            ("auto", "bar", "lines", "none"))
+    summary_every: int = option(100, "steps between TensorBoard summaries, under MODEL_DIR/"
+                                     "tensorboard (0: none)")
     jit_compile: bool = option(False, "compile each training step with XLA: the sharded "
                                       "API's dequeue, the model and both optimizers in one "
                                       "compiled function, enqueue in its caller as on a TPU; "
@@ -110,7 +116,7 @@ class TrainOptions(DataOptions):
                              f"--embedding-api {self.embedding_api} has its own. Use "
                              "--embedding-api sharded.")
         _at_least(self, steps=1, embedding_dim=1, checkpoint_every=1, keep_checkpoints=1,
-                  eval_examples=0, stop_at_step=0, collective_timeout=0)
+                  eval_examples=0, stop_at_step=0, collective_timeout=0, summary_every=0)
         mlp_sizes(self.bottom_mlp)
         mlp_sizes(self.top_mlp)
         if self.jit_compile and self.embedding_api in _NOT_COMPILED:

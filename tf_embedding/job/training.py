@@ -22,17 +22,13 @@ from tf_embedding.job import embedding_apis
 from tf_embedding.job import export
 from tf_embedding.job import interrupts
 from tf_embedding.job import model as model_lib
+from tf_embedding.job import model_dir
+from tf_embedding.job import summaries as summaries_lib
 from tf_embedding.job.evaluation import evaluate
 from tf_embedding.job.progress import Progress, RunningMetrics, resolve_mode
 from tf_embedding.job.data import common, sources
 from tf_embedding.job.data.spec import DataSpec
 from tf_embedding.job.options import TrainOptions, checkpoint_dir, mlp_sizes
-
-# Options that steer a run without changing what it computes: a resumed run may change them
-# (a checkpoint restores under any sharding plan).
-_RUN_CONTROL = ("resume", "stop_at_step", "steps", "progress", "checkpoint_every",
-                "keep_checkpoints", "export_dir", "eval_examples", "eval_input", "config",
-                "jit_compile", "sharding", "ps_placement")
 
 class Execution:
     """Where the custom loop's steps and the evaluation run: in this process, under the default
@@ -107,15 +103,17 @@ def batch_loss(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
 
 def build_model(options: TrainOptions, spec: DataSpec) -> model_lib.RankingModel:
     """The ranking model with its variables created."""
+    compute_dtype = "bfloat16" if options.mixed_precision == "bfloat16" else "float32"
     model = model_lib.RankingModel(spec, options.embedding_dim, mlp_sizes(options.bottom_mlp),
-                                   mlp_sizes(options.top_mlp))
+                                   mlp_sizes(options.top_mlp), compute_dtype)
     model((tf.zeros([1, spec.num_dense]),
            {f.name: tf.zeros([1, options.embedding_dim]) for f in spec.features}))
     return model
 
 
 # The batch entries a KerasRankingModel takes; the label is the target of `model.fit`.
-_KERAS_INPUTS = ("dense", "ids", "weights", "malformed")
+# "lookups" is the batch's `summaries.table_lookups`, counted before the ids are padded.
+_KERAS_INPUTS = ("dense", "ids", "weights", "malformed", "lookups")
 # The parts of a batch the sharded API's enqueue takes (ragged, their sizes vary by batch).
 _ID_KEYS = ("ids", "weights")
 
@@ -125,16 +123,17 @@ class KerasRankingModel(keras.Model):
 
     call(batch) looks up the batch's ids and weights in the layer and runs the RankingModel on
     the dense features and the activations: the logits [B]. `batch` holds `_KERAS_INPUTS`. A
-    training call also counts the batch's examples and malformed records, as the custom loop's
-    step does."""
+    training call also counts the batch's examples, malformed records and lookups, as the
+    custom loop's step does."""
 
     def __init__(self, embedding: embedding_apis.KerasTraining, ranking: model_lib.RankingModel,
-                 spec: DataSpec, malformed: tf.Variable):
+                 spec: DataSpec, malformed: tf.Variable, lookups: tf.Variable):
         super().__init__()
         self.embedding = embedding.layer
         self.ranking = ranking
         self._spec = spec
         self._malformed = malformed
+        self._lookups = lookups
         self.examples = tf.Variable(0, dtype=tf.int64, trainable=False)
 
     def call(self, batch: common.Batch, training: bool = False) -> tf.Tensor:
@@ -142,40 +141,8 @@ class KerasRankingModel(keras.Model):
         if training:
             self.examples.assign_add(tf.shape(batch["dense"], out_type=tf.int64)[0])
             self._malformed.assign_add(batch["malformed"])
+            self._lookups.assign_add(batch["lookups"])
         return self.ranking((batch["dense"], activations))
-
-
-def _resolved_config(options: TrainOptions, spec: DataSpec) -> dict[str, Any]:
-    """Options and layout as written to config.json (JSON round-tripped, so comparable)."""
-    return json.loads(json.dumps({"options": dataclasses.asdict(options),
-                                  "data_spec": spec.to_json()}))
-
-
-def _check_model_dir(options: TrainOptions, spec: DataSpec, checkpoints: str,
-                     path: str) -> None:
-    """A fresh run needs an unused directory; a resumed run must compute what the first did."""
-    latest = tf.train.latest_checkpoint(checkpoints)
-    if not options.resume:
-        if latest:
-            raise ValueError(f"{options.model_dir} already holds a run; pass --resume to "
-                             "continue it or choose another --model-dir")
-        return
-    if not os.path.exists(path):
-        raise ValueError(f"--resume: no run to resume in {options.model_dir}")
-    if not latest:
-        # Killed before its first checkpoint: nothing of it is kept, so it starts afresh.
-        raise ValueError(f"--resume: the run in {options.model_dir} has no checkpoint yet (it "
-                         "stopped before its first); run without --resume to start it from the "
-                         "beginning")
-    with open(path) as f:
-        saved = json.load(f)
-    current = _resolved_config(options, spec)
-    if DataSpec.from_json(saved["data_spec"]).to_json() != current["data_spec"]:
-        raise ValueError("--resume: the data layout differs from the run being resumed")
-    for key, value in saved["options"].items():
-        if key not in _RUN_CONTROL and current["options"].get(key) != value:
-            raise ValueError(f"--resume: option {key} is {current['options'].get(key)!r} but "
-                             f"the run being resumed used {value!r}")
 
 
 @dataclasses.dataclass
@@ -187,6 +154,7 @@ class _Run:
     optimizer: keras.optimizers.Optimizer
     step: Any  # tf.Variable; for --embedding-api keras, the Keras optimizer's `iterations`
     malformed: tf.Variable
+    lookups: tf.Variable  # summaries.lookups_counter
     metrics: RunningMetrics | None  # None for --embedding-api keras
     manager: tf.train.CheckpointManager
     keras_model: KerasRankingModel | None  # for --embedding-api keras, compiled for model.fit
@@ -211,9 +179,10 @@ def _build_run(options: TrainOptions, spec: DataSpec, checkpoints: str,
     with execution.local_state():
         step = tf.Variable(0, dtype=tf.int64, trainable=False)
         malformed = tf.Variable(0, dtype=tf.int64, trainable=False)
+        lookups = summaries_lib.lookups_counter(spec)
     keras_model = None
     if isinstance(embedding, embedding_apis.KerasTraining):
-        keras_model = KerasRankingModel(embedding, model, spec, malformed)
+        keras_model = KerasRankingModel(embedding, model, spec, malformed, lookups)
         keras_model.compile(optimizer=optimizer, loss=batch_loss,
                             metrics=[keras.metrics.AUC(from_logits=True, name="auc")],
                             jit_compile=options.jit_compile)
@@ -231,34 +200,8 @@ def _build_run(options: TrainOptions, spec: DataSpec, checkpoints: str,
     checkpoint = tf.train.Checkpoint(**checkpointed)
     manager = tf.train.CheckpointManager(checkpoint, checkpoints,
                                          max_to_keep=options.keep_checkpoints)
-    return _Run(embedding, model, optimizer, step, malformed, metrics, manager, keras_model)
-
-
-class _Checkpoints:
-    """Saves the run every `every` steps and where training stopped."""
-
-    def __init__(self, run: _Run, every: int):
-        self._run = run
-        self._every = every
-        self.first_step = self._saved_at = int(run.step)
-
-    def after_step(self) -> int:
-        """Saves when the step just done is due; returns that step."""
-        step = int(self._run.step)
-        if step % self._every == 0:
-            self._run.manager.save(checkpoint_number=step)
-            self._saved_at = step
-        return step
-
-    def finish(self, examples: int) -> None:
-        """Saves the step training stopped at, unless saved there already. Steps trained
-        without one example mean the input holds none (all malformed): an error."""
-        step = int(self._run.step)
-        if step > self.first_step and not examples:
-            raise ValueError(f"the training input holds no examples ({int(self._run.malformed)} "
-                             "malformed records)")
-        if self._saved_at != step:
-            self._run.manager.save(checkpoint_number=step)
+    return _Run(embedding, model, optimizer, step, malformed, lookups, metrics, manager,
+                keras_model)
 
 
 def _replica_step(run: _Run, spec: DataSpec,
@@ -320,6 +263,7 @@ def _train_step(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.da
 
     def train_step(argument: Any) -> tf.Tensor:  # the name profiles find steps by
         batch = argument.get_next() if execution.steps_read_input else argument
+        run.lookups.assign_add(summaries_lib.table_lookups(spec, batch["ids"]))
         step_on(batch)
         return tf.shape(batch["label"], out_type=tf.int64)[0]
 
@@ -341,11 +285,13 @@ def _dispatch_step(execution: Execution, train_step: Callable[[Any], tf.Tensor],
 
 
 def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Dataset,
-         last_step: int, stream: TextIO, execution: Execution) -> bool:
+         last_step: int, stream: TextIO, execution: Execution,
+         summaries: summaries_lib.TrainingSummaries) -> bool:
     """Trains from the current step to last_step in the custom loop, checkpointing on the way
     and at the end; returns False when interrupted (Ctrl-C) before last_step."""
     train_step = _train_step(run, options, spec, dataset, execution)
-    checkpoints = _Checkpoints(run, options.checkpoint_every)
+    checkpoints = model_dir.Checkpoints(run.manager, run.step, run.malformed,
+                                         options.checkpoint_every)
     progress = Progress(options.progress, checkpoints.first_step, last_step, stream)
     batches = iter(dataset)
     examples = 0
@@ -362,6 +308,7 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
                     checkpoints.after_step()
                     progress.update(step, examples, run.metrics, run.malformed,
                                     force=step == last_step)
+                    summaries.after_step(step, examples, force=step == last_step)
             # The checkpoint below keeps the work; --resume continues from it.
             interrupted = step < last_step
     except KeyboardInterrupt:
@@ -374,7 +321,7 @@ def _fit(run: _Run, options: TrainOptions, spec: DataSpec, dataset: tf.data.Data
 
 
 def _fit_keras(run: _Run, options: TrainOptions, dataset: tf.data.Dataset, last_step: int,
-               stream: TextIO) -> bool:
+               stream: TextIO, summaries: summaries_lib.TrainingSummaries) -> bool:
     """Trains from the current step to last_step with `model.fit` and Keras' progress bar,
     checkpointing on the way (through a Keras callback) and at the end; returns False when
     interrupted (Ctrl-C) before last_step.
@@ -384,7 +331,8 @@ def _fit_keras(run: _Run, options: TrainOptions, dataset: tf.data.Dataset, last_
     files, which hold Keras variables only: not the layer's tables and accumulators, nor a
     position inside an epoch. The run's `tf.train.Checkpoint` holds everything, so a
     `LambdaCallback` saves that one, at the same steps as the custom loop."""
-    checkpoints = _Checkpoints(run, options.checkpoint_every)
+    checkpoints = model_dir.Checkpoints(run.manager, run.step, run.malformed,
+                                         options.checkpoint_every)
     interrupted = False
     if last_step > checkpoints.first_step:
         inputs = dataset.map(lambda batch: ({key: batch[key] for key in _KERAS_INPUTS},
@@ -394,7 +342,9 @@ def _fit_keras(run: _Run, options: TrainOptions, dataset: tf.data.Dataset, last_
 
                 def after_batch(batch: int, logs: Any) -> None:
                     del batch, logs
-                    checkpoints.after_step()
+                    step = checkpoints.after_step()
+                    summaries.after_step(step, int(run.keras_model.examples),
+                                         force=step == last_step)
                     # Keras ends the epoch, so fit returns, after this batch.
                     run.keras_model.stop_training = stop.requested
 
@@ -402,7 +352,9 @@ def _fit_keras(run: _Run, options: TrainOptions, dataset: tf.data.Dataset, last_
                     inputs, epochs=1, steps_per_epoch=last_step - checkpoints.first_step,
                     shuffle=False,
                     verbose=_KERAS_VERBOSITY[resolve_mode(options.progress, stream)],
-                    callbacks=[keras.callbacks.LambdaCallback(on_train_batch_end=after_batch)])
+                    callbacks=[keras.callbacks.LambdaCallback(on_train_batch_end=after_batch),
+                               *summaries_lib.keras_callbacks(
+                                   options.model_dir, summaries.every, checkpoints.first_step)])
                 # As in the custom loop: saved below, --resume continues.
                 interrupted = stop.requested
         except KeyboardInterrupt:
@@ -426,7 +378,7 @@ def train(options: TrainOptions, spec: DataSpec, stream: TextIO = sys.stdout,
         stream = open(os.devnull, "w")  # pylint: disable=consider-using-with
     config_path = os.path.join(options.model_dir, "config.json")
     checkpoints = checkpoint_dir(options.model_dir)
-    _check_model_dir(options, spec, checkpoints, config_path)
+    model_dir.check_model_dir(options, spec, checkpoints, config_path)
     source = sources.Source(options, spec)
     with execution.strategy.scope():
         run = _build_run(options, spec, execution.checkpoint_directory(options.model_dir),
@@ -438,29 +390,54 @@ def train(options: TrainOptions, spec: DataSpec, stream: TextIO = sys.stdout,
     elif execution.is_chief:
         os.makedirs(options.model_dir, exist_ok=True)
         with open(config_path, "w") as f:
-            json.dump(_resolved_config(options, spec), f, indent=2)
+            json.dump(model_dir.resolved_config(options, spec), f, indent=2)
 
     last_step = min(options.steps, options.stop_at_step or options.steps)
     dataset = source.train(int(run.step))
+    if run.keras_model is not None:
+        # Counted before the ids are padded (the custom loop counts them in its step).
+        dataset = dataset.map(lambda batch: {
+            **batch, "lookups": summaries_lib.table_lookups(spec, batch["ids"])})
     if options.jit_compile and run.keras_model is not None:
         # model.fit's compiled step takes the ids as they come: padded, it compiles once per
         # bucket of their counts, not once per batch (the sharded API pads at enqueue).
         dataset = dataset.map(common.ids_padded_to_powers_of_two)
-    if run.keras_model is not None:
-        finished = _fit_keras(run, options, dataset, last_step, stream)
-    else:
+    summaries = _summaries(run, options, spec, execution)
+    try:
+        if run.keras_model is not None:
+            finished = _fit_keras(run, options, dataset, last_step, stream, summaries)
+        else:
+            with execution.collectives():
+                finished = _fit(run, options, spec, dataset, last_step, stream, execution,
+                                summaries)
+        if int(run.step) < options.steps:
+            stream.write(f"stopped at step {int(run.step)} with a checkpoint in "
+                         f"{options.model_dir}; run again with --resume to continue\n")
+            if not finished:
+                raise KeyboardInterrupt
+            return None
         with execution.collectives():
-            finished = _fit(run, options, spec, dataset, last_step, stream, execution)
-    if int(run.step) < options.steps:
-        stream.write(f"stopped at step {int(run.step)} with a checkpoint in "
-                     f"{options.model_dir}; run again with --resume to continue\n")
-        if not finished:
-            raise KeyboardInterrupt
-        return None
-    with execution.collectives():
-        result = _evaluate_and_export(run, options, spec, source, execution)
+            result = _evaluate_and_export(run, options, spec, source, execution)
+        summaries.evaluation(int(run.step), result)
+    finally:
+        summaries.close()
     execution.finish()
     return result
+
+
+def _summaries(run: _Run, options: TrainOptions, spec: DataSpec,
+               execution: Execution) -> summaries_lib.TrainingSummaries:
+    """The run's TensorBoard summaries (--summary-every; written by the chief only)."""
+    def learning_rates() -> dict[str, float]:
+        # Read as Keras' own TensorBoard callback reads it (a mirrored variable on MWMS).
+        return {"dense": float(keras.ops.convert_to_numpy(run.optimizer.learning_rate)),
+                "embedding": options.embedding_learning_rate}
+
+    running = dict if run.metrics is None else (
+        lambda: {"loss": run.metrics.loss(), "auc": run.metrics.auc()})
+    return summaries_lib.TrainingSummaries(
+        options.model_dir, options.summary_every if execution.is_chief else 0, spec,
+        run.lookups, learning_rates, run.embedding.dynamic_statistics, running)
 
 
 def _evaluate_and_export(run: _Run, options: TrainOptions, spec: DataSpec,

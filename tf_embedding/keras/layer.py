@@ -235,14 +235,8 @@ class TPUEmbedding(weights_store.EngineWeights, tf.keras.layers.Layer):
             table this layer does not have.
         """
         return tf.nest.map_structure(
-            self._in_compute_dtype,
+            lambda activations: layer_config.in_compute_dtype(self, activations),
             self._float32_lookup(features, weights, serving_config, training))
-
-    def _in_compute_dtype(self, activations: tf.Tensor) -> tf.Tensor:
-        """Float32 activations in the policy's compute dtype (bfloat16 under mixed_bfloat16);
-        the cast's gradient brings the activation gradients back to float32 for the update."""
-        compute = tf.as_dtype(str(self.compute_dtype))
-        return activations if compute == tf.float32 else tf.cast(activations, compute)
 
     def _float32_lookup(self, features: Any, weights: Any, serving_config: Any,
                         training: Any) -> Any:

@@ -12,6 +12,8 @@ the same step.
 import dataclasses
 from typing import Any
 
+import tensorflow as tf
+
 from tf_embedding import serialization
 
 # The layer's own arguments besides the feature configs and the optimizer.
@@ -84,5 +86,13 @@ def check_dtype_policy(layer: Any, given: bool) -> None:
            if (compute, variables) == ("float16", "float32") else
            f"its tables and slots are float32 and its activations {' or '.join(COMPUTE_DTYPES)}")
     raise ValueError(
-        f"TPUEmbedding '{layer.name}': dtype policy {layer.dtype_policy.name!r} (compute "
-        f"{compute}, variables {variables}), from {source}, is not supported: {why}.")
+        f"{type(layer).__name__} '{layer.name}': dtype policy {layer.dtype_policy.name!r} "
+        f"(compute {compute}, variables {variables}), from {source}, is not supported: {why}.")
+
+
+def in_compute_dtype(layer: Any, activations: tf.Tensor) -> tf.Tensor:
+    """Float32 activations in the layer's compute dtype (bfloat16 under mixed_bfloat16), as
+    Keras layers return theirs; the cast's gradient brings the activation gradients back to
+    float32 for the update."""
+    compute = tf.as_dtype(str(layer.compute_dtype))
+    return activations if compute == tf.float32 else tf.cast(activations, compute)

@@ -107,6 +107,7 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
         self._sharding_plan = (None if sharding_plan is None
                                else plans.ShardingPlan.of(sharding_plan, "DistributedEmbedding"))
         super().__init__(feature_configs, table_stacking=table_stacking, **kwargs)
+        layer_config.check_dtype_policy(self, given="dtype" in kwargs)
         self._table_stacking = table_stacking  # saved by keras-rs's get_config
         # Keras 3's jit_compile="auto" must not compile the step: this front end's lookups
         # are not tested under XLA.
@@ -182,7 +183,8 @@ class DistributedEmbedding(weights_store.EngineWeights, keras_rs.layers.Distribu
         else:
             self._check_strategy()
             outputs = self._trained_lookup(engine_inputs, training)
-        return {path: item.finish(output, self._engine_features[path].table.dim)
+        return {path: layer_config.in_compute_dtype(
+                    self, item.finish(output, self._engine_features[path].table.dim))
                 for path, item, output in zip(self._paths, engine_inputs, outputs)}
 
     def _trained_lookup(self, engine_inputs: Sequence[rs_inputs.EngineInput],

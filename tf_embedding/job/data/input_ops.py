@@ -27,13 +27,13 @@ class SyntheticFeature(NamedTuple):
 
 def synthetic_feature(columns: tf.Tensor, seeds: tf.Tensor, feature_name: str, batch_size: int,
                       max_ids: int, weighted: bool, combiner: str, multiplier: int, offset: int,
-                      weight_range: tuple[float, float]) -> SyntheticFeature:
+                      weight_range: tuple[float, float], min_ids: int = 1) -> SyntheticFeature:
     """One feature of the job's synthetic batch (`TfeSyntheticFeature`, its doc: cc/ops/
     synthetic_ops.cc): lengths, Zipf ids through the alias table `columns` [N, 4], weights,
     from the three seed pairs `seeds` [3, 2], as TF's stateless random ops draw them."""
     return SyntheticFeature(*_loader.load_ops().tfe_synthetic_feature(
         columns=columns, seeds=seeds, feature_name=feature_name, batch_size=batch_size,
-        max_ids=max_ids, weighted=weighted, combiner=combiner, multiplier=multiplier,
+        max_ids=max_ids, min_ids=min_ids, weighted=weighted, combiner=combiner, multiplier=multiplier,
         offset=offset, weight_min=weight_range[0], weight_max=weight_range[1]))
 
 

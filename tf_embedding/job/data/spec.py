@@ -58,8 +58,9 @@ class FeatureSpec:
     """One categorical feature, looked up in `table` and pooled with the table's combiner.
 
     `id_type` says how raw values become rows: "int" values are taken modulo the vocabulary,
-    "string" values are hashed (fingerprint64) into it. `max_ids` and `effect_scale` only shape
-    synthetic data (ids per sample are uniform in 1..max_ids; the planted effect is scaled).
+    "string" values are hashed (fingerprint64) into it. `min_ids`, `max_ids` and `effect_scale`
+    only shape synthetic data (ids per sample are uniform in min_ids..max_ids, so min_ids =
+    max_ids is a fixed multi-hot size; the planted effect is scaled).
     Weighted features carry a weight per id.
     """
 
@@ -68,6 +69,7 @@ class FeatureSpec:
     id_type: str = "int"
     weighted: bool = False
     max_ids: int = 1
+    min_ids: int = 1
     effect_scale: float = 1.0
 
 
@@ -112,8 +114,9 @@ class DataSpec:
             if feature.id_type not in ID_TYPES:
                 raise ValueError(f"{where}.id_type must be one of {ID_TYPES}, "
                                  f"got {feature.id_type!r}")
-            if feature.max_ids < 1:
-                raise ValueError(f"{where}.max_ids must be >= 1, got {feature.max_ids}")
+            if not 1 <= feature.min_ids <= feature.max_ids:
+                raise ValueError(f"{where}: 1 <= min_ids <= max_ids must hold, got min_ids "
+                                 f"{feature.min_ids} and max_ids {feature.max_ids}")
             if "/" in feature.name or "\t" in feature.name:
                 raise ValueError(f"{where}: names may not contain '/' or tabs")
         unused = set(names) - {f.table for f in self.features}

@@ -157,7 +157,7 @@ class SyntheticClickLog:
                 table.columns, tf.stack([stream(3 * j + 1), stream(3 * j + 2), stream(3 * j + 3)]),
                 feature.name, batch_size, feature.max_ids, feature.weighted,
                 self.spec.table(feature.table).combiner, table.multiplier, table.offset,
-                WEIGHT_RANGE)
+                WEIGHT_RANGE, feature.min_ids)
             table_spec = self.spec.table(feature.table)
             rows = drawn.rows if table_spec.dynamic is None else synthetic_keys(
                 drawn.rows, table_spec.vocabulary_size, step, table_spec.renew_every)
