@@ -31,16 +31,11 @@ synthetic click log, dim 16) at its global batch of 4,096.
 import argparse
 import math
 
+from tf_embedding.job.data import spec
 from tf_embedding.sharded.planning import planner
 from tf_embedding.sharded.planning import traffic
 
 WORKERS = (2, 4, 8, 16, 32, 64, 128, 256)
-# MLPerf DLRM-DCNv2 (Criteo 1TB, vocabularies capped at 40M) and its multi-hot sizes.
-DCNV2_VOCABULARIES = (40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000,
-                      3067956, 405282, 10, 2209, 11938, 155, 4, 976, 14, 40000000, 40000000,
-                      40000000, 590152, 12973, 108, 36)
-DCNV2_HOTNESS = (3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3,
-                 1, 1)
 # The job's synthetic click log (tf_embedding/job/data/spec.py): per table, its vocabulary and
 # the mean ids per sample of each of its features (1..max_ids uniform: (1 + max_ids) / 2).
 JOB_TABLES = {"user": (2_000_000, (1,)), "item": (1_000_000, (1, 10.5)),
@@ -49,9 +44,11 @@ JOB_TABLES = {"user": (2_000_000, (1,)), "item": (1_000_000, (1, 10.5)),
 
 
 def dcnv2(batch: float) -> list[planner.PlannedTable]:
-    return [planner.PlannedTable(f"C{index + 1}", traffic.TableLoad(vocabulary, 128, batch, hot),
-                                 slots=1)
-            for index, (vocabulary, hot) in enumerate(zip(DCNV2_VOCABULARIES, DCNV2_HOTNESS))]
+    """MLPerf DLRM-DCNv2's tables (`spec.MLPERF_DCNV2_*`, vocabularies up to 40M)."""
+    return [planner.PlannedTable(f"C{index + 1}", traffic.TableLoad(
+                vocabulary, spec.MLPERF_DCNV2_EMBEDDING_DIM, batch, hot), slots=1)
+            for index, (vocabulary, hot) in enumerate(zip(spec.MLPERF_DCNV2_VOCABULARIES,
+                                                          spec.MLPERF_DCNV2_MULTI_HOT))]
 
 
 def job(batch: float) -> list[planner.PlannedTable]:

@@ -112,12 +112,17 @@ def _read_config(path: str, cls: type) -> tuple[dict[str, Any], dict[str, Any]]:
     return values, {k: config[k] for k in _SPEC_KEYS if k in config}
 
 
-def data_spec(data: str, layout: dict[str, Any]) -> spec_lib.DataSpec:
-    """The config's layout; without tables and features, the preset for the data kind with
-    the config's other layout keys applied."""
+def data_spec(options: options_lib.DataOptions, layout: dict[str, Any]) -> spec_lib.DataSpec:
+    """The config's layout; without tables and features, the preset for the model (MLPerf's
+    for dcnv2) or else the data kind, with the config's other layout keys applied."""
     if "tables" in layout or "features" in layout:
         return spec_lib.DataSpec.from_json(layout)
-    preset = spec_lib.synthetic_spec() if data == "synthetic" else spec_lib.criteo_spec()
+    if options.model == "dcnv2":
+        preset = spec_lib.mlperf_dcnv2_spec(options.vocabulary_cap)
+    elif options.data == "synthetic":
+        preset = spec_lib.synthetic_spec()
+    else:
+        preset = spec_lib.criteo_spec()
     return dataclasses.replace(preset, **layout)
 
 
@@ -127,13 +132,22 @@ def parse(argv: Sequence[str]) -> tuple[str, Any, spec_lib.DataSpec | None]:
     args = parser.parse_args(argv)
     cls = _SUBCOMMANDS[args.command][0]
     layout: dict[str, Any] = {}
+    values: dict[str, Any] = {}
     if getattr(args, "config", ""):
         values, layout = _read_config(args.config, cls)
         # Config values become defaults, so flags given on the command line still win.
         subparsers[args.command].set_defaults(**values)
         args = parser.parse_args(argv)
-    options = cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
-    spec = data_spec(options.data, layout) if hasattr(options, "data") else None
+    own = {f.name for f in dataclasses.fields(cls)}
+    # `--model` of the data subcommands (predict's `--model` is an export's path).
+    model = args.model if issubclass(cls, options_lib.DataOptions) else "dlrm"
+    if presets := {key: value for key, value in options_lib.MODEL_DEFAULTS[model].items()
+                   if key in own and key not in values}:
+        # Under the config's values and the flags, as they are.
+        subparsers[args.command].set_defaults(**presets)
+        args = parser.parse_args(argv)
+    options = cls(**{name: getattr(args, name) for name in own})
+    spec = data_spec(options, layout) if hasattr(options, "data") else None
     return args.command, options, spec
 
 

@@ -4,6 +4,8 @@ The dense inputs go through a bottom MLP to a vector of the embedding width; tha
 the pooled embedding of every feature interact through all pairwise dot products (DLRM's "dot"
 interaction); the top MLP reads the bottom vector, the embeddings and the dot products and
 returns one logit. The embedding tables live outside the model, in the embedding object.
+With `interaction="cross"` (`--model dcnv2`, MLPerf's DLRM-DCNv2) a low-rank cross network over
+the concatenated vectors takes the dot products' place.
 
 With `compute_dtype="bfloat16"` (`--mixed-precision bfloat16`) the MLPs run under Keras'
 `mixed_bfloat16` policy (float32 weights, bfloat16 matmuls) and the interaction in bfloat16 too;
@@ -79,11 +81,57 @@ class Dense(keras.layers.Dense):
         return dense(inputs, tf.convert_to_tensor(self.kernel), tf.convert_to_tensor(self.bias))
 
 
+class CrossNetwork(keras.layers.Layer):
+    """DCN-v2's low-rank cross network (Wang et al., "DCN V2", 2021), as MLPerf's DLRM-DCNv2 has
+    it (`CROSS_LAYERS` layers of rank `CROSS_RANK`): x_{l+1} = x_0 * (W_l (V_l x_l) + b_l) + x_l,
+    `*` elementwise, V_l [width -> rank] without a bias, W_l [rank -> width] with one."""
+
+    def __init__(self, width: int, num_layers: int, rank: int, **kwargs):
+        super().__init__(**kwargs)
+        policy = self.dtype_policy
+        self.down = [Dense(rank, use_bias=False, dtype=policy, name=f"down_{layer}")
+                     for layer in range(num_layers)]
+        self.up = [Dense(width, dtype=policy, name=f"up_{layer}") for layer in range(num_layers)]
+
+    def call(self, x0: tf.Tensor) -> tf.Tensor:
+        x = x0
+        for down, up in zip(self.down, self.up):
+            x = x0 * up(down(x)) + x
+        return x
+
+
+@tf.custom_gradient
+def _concat_with_static_gradients(*vectors: tf.Tensor) -> tf.Tensor:
+    """tf.concat(vectors, axis=1), whose gradients keep each vector's static width. Through the
+    cross network's elementwise products (of a batch of unknown size) TF's own concat gradient
+    loses it, and `apply_gradients` needs the activation gradients' shapes."""
+    widths = [int(vector.shape[-1]) for vector in vectors]
+
+    def gradient(upstream: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        return tuple(tf.split(upstream, widths, axis=1))
+
+    return tf.concat(vectors, axis=1), gradient
+
+
+# MLPerf DLRM-DCNv2's cross network: 3 layers of rank 512.
+CROSS_LAYERS, CROSS_RANK = 3, 512
+
+
+def dense_optimizer(model: str, learning_rate: float) -> keras.optimizers.Optimizer:
+    """The MLPs' optimizer for `--model`: Adam for the job's DLRM, Adagrad for DCNv2 (as MLPerf
+    trains it; Keras' defaults otherwise)."""
+    if model == "dcnv2":
+        return keras.optimizers.Adagrad(learning_rate)
+    return keras.optimizers.Adam(learning_rate)
+
+
 class RankingModel(keras.Model):
-    """logit [B] = top_mlp([bottom, embeddings, pairwise dots])."""
+    """logit [B] = top_mlp([bottom, embeddings, pairwise dots]), or with
+    `interaction="cross"` top_mlp(cross_network([bottom, embeddings]))."""
 
     def __init__(self, spec: DataSpec, embedding_dim: int, bottom_mlp: Sequence[int],
-                 top_mlp: Sequence[int], compute_dtype: str = "float32", **kwargs):
+                 top_mlp: Sequence[int], compute_dtype: str = "float32",
+                 interaction: str = "dot", **kwargs):
         super().__init__(**kwargs)
         self._feature_names = sorted(f.name for f in spec.features)
         self._num_dense = spec.num_dense
@@ -99,6 +147,10 @@ class RankingModel(keras.Model):
             + [Dense(1, dtype="float32")], name="top_mlp")
         self._vectors = len(self._feature_names) + (1 if spec.num_dense else 0)
         self._embedding_dim = embedding_dim
+        self._interaction = interaction
+        if interaction == "cross":
+            self.cross = CrossNetwork(self._vectors * embedding_dim, CROSS_LAYERS, CROSS_RANK,
+                                      dtype=policy, name="cross_network")
         # Picks the pairs i < j out of the flattened [vectors, vectors] dot products: a 0/1
         # matrix, so the product copies them exactly, and its gradient is a small matmul where
         # a gather's is a segment sum on the intra-op pool (which waited there for the
@@ -120,6 +172,8 @@ class RankingModel(keras.Model):
             x = tf.math.log1p(tf.maximum(dense, 0.0)) if self._log1p else dense
             vectors.insert(0, tf.cast(self.bottom(x), self._compute_dtype))
         # One copy of the vectors, [B, vectors * dim], read as [B, vectors, dim] for the dots.
+        if self._interaction == "cross":
+            return self.top(self.cross(_concat_with_static_gradients(*vectors)))[:, 0]
         flat = tf.concat(vectors, axis=1)
         stacked = tf.reshape(flat, [-1, self._vectors, self._embedding_dim])
         dots = tf.matmul(stacked, stacked, transpose_b=True)

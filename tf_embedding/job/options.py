@@ -40,9 +40,25 @@ class DataOptions:
                                     "evaluation when --eval-input is not given (0: none)")
     batch_size: int = option(4096, "examples per step")
     seed: int = option(0, "seed of the synthetic data and of the model's initial values")
+    model: str = option("dlrm", "the ranking model and its data layout: dlrm, the job's DLRM "
+                                "(dot interaction) on its click log (Criteo's layout for "
+                                "files); dcnv2, MLPerf's DLRM-DCNv2 (low-rank cross network, "
+                                "its MLP sizes, Adagrad) on MLPerf's layout (26 multi-hot "
+                                "features, width 128) for every --data", ("dlrm", "dcnv2"))
+    vocabulary_cap: int = option(1_000_000, "--model dcnv2: rows of MLPerf's larger tables "
+                                            "(theirs go up to 40M)")
 
     def __post_init__(self) -> None:
-        _at_least(self, batch_size=1, holdout_every=0)
+        _at_least(self, batch_size=1, holdout_every=0, vocabulary_cap=1)
+
+
+# The defaults `--model` brings (a config file's values and flags still win): MLPerf
+# DLRM-DCNv2's widths, bottom MLP 512-256-128, top MLP 1024-1024-512-256-1 and learning rates.
+MODEL_DEFAULTS = {
+    "dlrm": {},
+    "dcnv2": {"embedding_dim": 128, "bottom_mlp": "512,256", "top_mlp": "1024,1024,512,256",
+              "learning_rate": 0.004, "embedding_learning_rate": 0.004},
+}
 
 
 @dataclasses.dataclass

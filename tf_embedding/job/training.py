@@ -105,7 +105,8 @@ def build_model(options: TrainOptions, spec: DataSpec) -> model_lib.RankingModel
     """The ranking model with its variables created."""
     compute_dtype = "bfloat16" if options.mixed_precision == "bfloat16" else "float32"
     model = model_lib.RankingModel(spec, options.embedding_dim, mlp_sizes(options.bottom_mlp),
-                                   mlp_sizes(options.top_mlp), compute_dtype)
+                                   mlp_sizes(options.top_mlp), compute_dtype,
+                                   "cross" if options.model == "dcnv2" else "dot")
     model((tf.zeros([1, spec.num_dense]),
            {f.name: tf.zeros([1, options.embedding_dim]) for f in spec.features}))
     return model
@@ -175,7 +176,7 @@ def _build_run(options: TrainOptions, spec: DataSpec, checkpoints: str,
     keras.utils.set_random_seed(options.seed)
     embedding = embedding_apis.build(embedding_class, spec, options)
     model = build_model(options, spec)
-    optimizer = keras.optimizers.Adam(options.learning_rate)
+    optimizer = model_lib.dense_optimizer(options.model, options.learning_rate)
     with execution.local_state():
         step = tf.Variable(0, dtype=tf.int64, trainable=False)
         malformed = tf.Variable(0, dtype=tf.int64, trainable=False)

@@ -6,6 +6,7 @@ TensorFlow so that the command line can resolve configuration without importing 
 
 import dataclasses
 import json
+import math
 from typing import Any
 
 from tf_embedding.combiners import COMBINERS
@@ -20,6 +21,17 @@ _CRITEO_CARDINALITIES = (
     1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194, 27, 14992,
     5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572)
 _CRITEO_MAX_VOCABULARY = 1_000_000
+
+# MLPerf's DLRM-DCNv2 (Training v3+, Criteo 1TB with multi-hot columns; the vocabularies as the
+# reference caps them at 40M rows): each of its 26 categorical features' vocabulary and fixed
+# multi-hot size, 13 dense inputs, embedding width 128.
+MLPERF_DCNV2_VOCABULARIES = (
+    40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956, 405282, 10, 2209,
+    11938, 155, 4, 976, 14, 40000000, 40000000, 40000000, 590152, 12973, 108, 36)
+MLPERF_DCNV2_MULTI_HOT = (
+    3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1)
+MLPERF_DCNV2_DENSE = 13
+MLPERF_DCNV2_EMBEDDING_DIM = 128
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,6 +199,21 @@ def synthetic_spec() -> DataSpec:
         ),
         num_dense=4,
     )
+
+
+def mlperf_dcnv2_spec(vocabulary_cap: int) -> DataSpec:
+    """MLPerf DLRM-DCNv2's layout: 26 sum-pooled integer features, each with its own table of
+    MLPerf's vocabulary (at most `vocabulary_cap` rows) and its fixed multi-hot size, and 13
+    dense inputs (log1p, as Criteo's counts). Synthetic data of this layout has MLPerf's shape,
+    not Criteo's statistics: Zipf ids, and a planted effect per id scaled by 0.3 / sqrt(the
+    multi-hot size), so that each feature's sum moves the click logit alike."""
+    tables = tuple(TableSpec(f"C{i + 1}", min(vocabulary, vocabulary_cap), "sum")
+                   for i, vocabulary in enumerate(MLPERF_DCNV2_VOCABULARIES))
+    features = tuple(FeatureSpec(t.name, t.name, min_ids=hot, max_ids=hot,
+                                 effect_scale=round(0.3 / math.sqrt(hot), 4))
+                     for t, hot in zip(tables, MLPERF_DCNV2_MULTI_HOT))
+    return DataSpec(tables=tables, features=features, num_dense=MLPERF_DCNV2_DENSE,
+                    dense_transform="log1p")
 
 
 def criteo_spec() -> DataSpec:
