@@ -72,19 +72,24 @@ class TrainingSummaries:
                 os.path.join(self._directory, run))
         return self._writers[run]
 
-    def after_step(self, step: int, examples: int, force: bool = False) -> None:
-        """Records that `step` is done with `examples` examples so far; writes the `train` run
-        when a multiple of `every` was passed since its last write (or `force`). The first call
-        only starts the clock: its steps include tracing the step function."""
+    def after_step(self, step: int, examples: int | Callable[[], int],
+                   force: bool = False) -> None:
+        """Records that `step` is done with `examples` examples so far (a count, or what reads
+        it); writes the `train` run when a multiple of `every` was passed since its last write
+        (or `force`). The first call only starts the clock: its steps include tracing the step
+        function. Other calls read nothing (no variable) unless they write."""
         if not self.every:
             return
+        if self._last is not None:
+            last_step, last_examples, last_time, last_lookups = self._last
+            # At the multiples of `every` (the steps Keras' callback writes at too).
+            if step == last_step or (step // self.every == last_step // self.every
+                                     and not force):
+                return
         now, lookups = time.monotonic(), self._lookups.numpy()
+        examples = examples() if callable(examples) else examples
         if self._last is None:
             self._last = (step, examples, now, lookups)
-            return
-        last_step, last_examples, last_time, last_lookups = self._last
-        # At the multiples of `every` (the steps Keras' callback writes at too).
-        if step == last_step or (step // self.every == last_step // self.every and not force):
             return
         new_examples = examples - last_examples
         values = dict(self._scalars())

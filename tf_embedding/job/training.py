@@ -344,7 +344,7 @@ def _fit_keras(run: _Run, options: TrainOptions, dataset: tf.data.Dataset, last_
                 def after_batch(batch: int, logs: Any) -> None:
                     del batch, logs
                     step = checkpoints.after_step()
-                    summaries.after_step(step, int(run.keras_model.examples),
+                    summaries.after_step(step, lambda: int(run.keras_model.examples),
                                          force=step == last_step)
                     # Keras ends the epoch, so fit returns, after this batch.
                     run.keras_model.stop_training = stop.requested
