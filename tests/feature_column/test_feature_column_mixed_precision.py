@@ -11,6 +11,8 @@ import tensorflow as tf
 from tf_embedding import feature_column as efc
 
 from helpers.feature_column import adagrad_spec, raw_features
+from helpers.mixed_precision import (POLICY_SOURCES, assert_mixed_float16_refused,
+                                     step_on_unit_gradients)
 
 pytestmark = pytest.mark.integration
 
@@ -24,13 +26,7 @@ def float32_policy_after():
 
 
 def _one_step(layer, features):
-    """One update on loss = sum of the activations (unit activation gradients, exact in
-    bfloat16); the activations it looked up."""
-    with tf.GradientTape() as tape:
-        activations = layer(features)
-        loss = tf.reduce_sum(tf.cast(activations, tf.float32))
-    tape.gradient(loss, layer.trainable_variables)
-    return activations
+    return step_on_unit_gradients(layer, lambda: layer(features))
 
 
 def _tables(layer):
@@ -70,13 +66,7 @@ def test_a_sequence_spec_returns_bfloat16_activations_and_int64_lengths():
     np.testing.assert_array_equal(lengths.numpy(), [3, 1])
 
 
-@pytest.mark.parametrize("how, source", [
-    ("global", "from Keras' global policy"), ("argument", "from the layer's `dtype` argument")])
+@pytest.mark.parametrize("how, source", POLICY_SOURCES)
 def test_mixed_float16_is_refused_naming_where_it_came_from(how, source):
-    kwargs = {"dtype": "mixed_float16"} if how == "argument" else {}
-    if how == "global":
-        K.mixed_precision.set_global_policy("mixed_float16")
-    with pytest.raises(ValueError, match=r"EmbeddingFeatures '.*': dtype policy "
-                                         r"'mixed_float16' \(compute float16, variables "
-                                         r"float32\), " + source + ".*loss scaling"):
-        efc.EmbeddingFeatures(adagrad_spec(), **kwargs)
+    assert_mixed_float16_refused(lambda **kwargs: efc.EmbeddingFeatures(adagrad_spec(), **kwargs),
+                                 how, source, "EmbeddingFeatures")

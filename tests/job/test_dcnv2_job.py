@@ -32,15 +32,20 @@ def test_the_cross_network_is_dcn_v2s_formula():
     np.testing.assert_allclose(got, x, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.unit
-def test_the_cross_model_feeds_the_cross_network_the_concatenated_vectors():
+def _cross_model_and_inputs(seed: int):
+    """A cross model over features b and a (width 4) and 3 dense inputs; a batch of 7."""
     spec = DataSpec(tables=(TableSpec("t", 10),),
                     features=(FeatureSpec("b", "t"), FeatureSpec("a", "t")), num_dense=3)
     model = model_lib.RankingModel(spec, 4, [5], [6], interaction="cross")
-    rng = np.random.default_rng(1)
-    dense = rng.normal(size=[7, 3]).astype(np.float32)
-    activations = {n: rng.normal(size=[7, 4]).astype(np.float32) for n in "ab"}
-    got = model((tf.constant(dense), activations)).numpy()
+    rng = np.random.default_rng(seed)
+    dense = tf.constant(rng.normal(size=[7, 3]), tf.float32)
+    return model, dense, {n: tf.constant(rng.normal(size=[7, 4]), tf.float32) for n in "ab"}
+
+
+@pytest.mark.unit
+def test_the_cross_model_feeds_the_cross_network_the_concatenated_vectors():
+    model, dense, activations = _cross_model_and_inputs(1)
+    got = model((dense, activations)).numpy()
     # The bottom vector first, then the features in name order: the cross network's input.
     flat = np.concatenate([model.bottom(dense).numpy(), activations["a"], activations["b"]], 1)
     expected = model.top(model.cross(flat)).numpy()[:, 0]
@@ -134,12 +139,7 @@ def test_a_feature_with_min_ids_above_max_ids_is_refused_naming_it():
 
 @pytest.mark.unit
 def test_the_cross_models_activation_gradients_are_tf_concats():
-    spec = DataSpec(tables=(TableSpec("t", 10),),
-                    features=(FeatureSpec("b", "t"), FeatureSpec("a", "t")), num_dense=3)
-    model = model_lib.RankingModel(spec, 4, [5], [6], interaction="cross")
-    rng = np.random.default_rng(2)
-    dense = tf.constant(rng.normal(size=[7, 3]), tf.float32)
-    activations = {n: tf.constant(rng.normal(size=[7, 4]), tf.float32) for n in "ab"}
+    model, dense, activations = _cross_model_and_inputs(2)
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(activations)
         ours = model((dense, activations))

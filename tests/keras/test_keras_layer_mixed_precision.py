@@ -12,6 +12,9 @@ import tensorflow as tf
 import tf_embedding
 from tf_embedding import keras as embedding_keras
 
+from helpers.mixed_precision import (POLICY_SOURCES, assert_mixed_float16_refused,
+                                     step_on_unit_gradients)
+
 pytestmark = pytest.mark.unit
 
 K = tf.keras
@@ -38,13 +41,7 @@ def _table(layer):
 
 
 def _one_step(layer):
-    """One update on loss = sum of the activations (unit activation gradients, exact in
-    bfloat16), through the layer's gradient trap; the activations it looked up."""
-    with tf.GradientTape() as tape:
-        activations = layer(IDS)["watched"]
-        loss = tf.reduce_sum(tf.cast(activations, tf.float32))
-    tape.gradient(loss, layer.trainable_variables)
-    return activations
+    return step_on_unit_gradients(layer, lambda: layer(IDS)["watched"])
 
 
 @pytest.mark.parametrize("how", ["global", "argument"])
@@ -84,15 +81,9 @@ def test_mixed_bfloat16_model_fits_and_saves(tmp_path):
     np.testing.assert_array_equal(loaded.predict(IDS["watched"], verbose=0), prediction)
 
 
-@pytest.mark.parametrize("how, source", [
-    ("global", "from Keras' global policy"), ("argument", "from the layer's `dtype` argument")])
+@pytest.mark.parametrize("how, source", POLICY_SOURCES)
 def test_mixed_float16_is_refused_naming_where_it_came_from(how, source):
-    kwargs = {"dtype": "mixed_float16"} if how == "argument" else {}
-    if how == "global":
-        K.mixed_precision.set_global_policy("mixed_float16")
-    with pytest.raises(ValueError, match=r"'mixed_float16' \(compute float16, variables "
-                                         r"float32\), " + source + ".*loss scaling"):
-        _layer(**kwargs)
+    assert_mixed_float16_refused(_layer, how, source, "TPUEmbedding")
 
 
 def test_float16_variables_are_refused():

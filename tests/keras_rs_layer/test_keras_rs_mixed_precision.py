@@ -21,6 +21,8 @@ import tensorflow as tf  # pylint: disable=wrong-import-position
 from tf_embedding import keras_rs as embedding_rs  # pylint: disable=wrong-import-position
 
 from helpers.keras_rs_models import BATCH, feature, table  # pylint: disable=wrong-import-position
+from helpers.mixed_precision import (  # pylint: disable=wrong-import-position
+    POLICY_SOURCES, assert_mixed_float16_refused, step_on_unit_gradients)
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.environ.get("TF_USE_LEGACY_KERAS") == "1",
@@ -40,13 +42,7 @@ def _configs():
 
 
 def _one_step(layer):
-    """One update on loss = sum of the activations (unit activation gradients, exact in
-    bfloat16), through the layer's gradient trap; the activations it looked up."""
-    with tf.GradientTape() as tape:
-        activations = layer(IDS)["watched"]
-        loss = tf.reduce_sum(tf.cast(activations, tf.float32))
-    tape.gradient(loss, layer.trainable_variables)
-    return activations
+    return step_on_unit_gradients(layer, lambda: layer(IDS)["watched"])
 
 
 def _table(layer):
@@ -100,13 +96,7 @@ def test_mixed_bfloat16_model_fits_and_saves(tmp_path):
                                   prediction)
 
 
-@pytest.mark.parametrize("how, source", [
-    ("global", "from Keras' global policy"), ("argument", "from the layer's `dtype` argument")])
+@pytest.mark.parametrize("how, source", POLICY_SOURCES)
 def test_mixed_float16_is_refused_naming_where_it_came_from(how, source):
-    kwargs = {"dtype": "mixed_float16"} if how == "argument" else {}
-    if how == "global":
-        keras.mixed_precision.set_global_policy("mixed_float16")
-    with pytest.raises(ValueError, match=r"DistributedEmbedding '.*': dtype policy "
-                                         r"'mixed_float16' \(compute float16, variables "
-                                         r"float32\), " + source + ".*loss scaling"):
-        embedding_rs.DistributedEmbedding(_configs(), **kwargs)
+    assert_mixed_float16_refused(lambda **kwargs: embedding_rs.DistributedEmbedding(
+        _configs(), **kwargs), how, source, "DistributedEmbedding")
