@@ -151,6 +151,7 @@ class RankingModel(keras.Model):
         if interaction == "cross":
             self.cross = CrossNetwork(self._vectors * embedding_dim, CROSS_LAYERS, CROSS_RANK,
                                       dtype=policy, name="cross_network")
+            return
         # Picks the pairs i < j out of the flattened [vectors, vectors] dot products: a 0/1
         # matrix, so the product copies them exactly, and its gradient is a small matmul where
         # a gather's is a segment sum on the intra-op pool (which waited there for the
@@ -170,10 +171,11 @@ class RankingModel(keras.Model):
             # Criteo counts span orders of magnitude (and a few are negative); DLRM's log1p of
             # the positive part keeps them in range.
             x = tf.math.log1p(tf.maximum(dense, 0.0)) if self._log1p else dense
-            vectors.insert(0, tf.cast(self.bottom(x), self._compute_dtype))
-        # One copy of the vectors, [B, vectors * dim], read as [B, vectors, dim] for the dots.
+            # The bottom MLP's last layer returns the compute dtype.
+            vectors.insert(0, self.bottom(x))
         if self._interaction == "cross":
             return self.top(self.cross(_concat_with_static_gradients(*vectors)))[:, 0]
+        # One copy of the vectors, [B, vectors * dim], read as [B, vectors, dim] for the dots.
         flat = tf.concat(vectors, axis=1)
         stacked = tf.reshape(flat, [-1, self._vectors, self._embedding_dim])
         dots = tf.matmul(stacked, stacked, transpose_b=True)

@@ -10,6 +10,8 @@ import warnings
 import os
 from typing import Any
 
+from tf_embedding.job.data.spec import MLPERF_DCNV2_EMBEDDING_DIM
+
 
 def checkpoint_dir(model_dir: str) -> str:
     """Where a run in `model_dir` keeps its checkpoints (TF's `checkpoint` state file and the
@@ -56,7 +58,8 @@ class DataOptions:
 # DLRM-DCNv2's widths, bottom MLP 512-256-128, top MLP 1024-1024-512-256-1 and learning rates.
 MODEL_DEFAULTS = {
     "dlrm": {},
-    "dcnv2": {"embedding_dim": 128, "bottom_mlp": "512,256", "top_mlp": "1024,1024,512,256",
+    "dcnv2": {"embedding_dim": MLPERF_DCNV2_EMBEDDING_DIM, "bottom_mlp": "512,256",
+              "top_mlp": "1024,1024,512,256",
               "learning_rate": 0.004, "embedding_learning_rate": 0.004},
 }
 

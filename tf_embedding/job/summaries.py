@@ -30,12 +30,12 @@ def summary_dir(model_dir: str) -> str:
 
 
 def table_lookups(spec: DataSpec, ids: Mapping[str, tf.RaggedTensor]) -> tf.Tensor:
-    """[tables] int64 in `spec.tables`' order: each table's ids in a batch's ragged ids."""
+    """[tables] int64 in `spec.tables`' order: each table's ids in a batch's ragged ids (a
+    spec's every table has a feature)."""
     counts = {table.name: [] for table in spec.tables}
     for feature in spec.features:
         counts[feature.table].append(tf.size(ids[feature.name].flat_values, out_type=tf.int64))
-    return tf.stack([tf.add_n(counts[table.name]) if counts[table.name]
-                     else tf.constant(0, tf.int64) for table in spec.tables])
+    return tf.stack([tf.add_n(counts[table.name]) for table in spec.tables])
 
 
 def lookups_counter(spec: DataSpec) -> tf.Variable:
@@ -64,7 +64,8 @@ class TrainingSummaries:
         self._scalars = scalars
         self._directory = summary_dir(model_dir)
         self._writers: dict[str, tf.summary.SummaryWriter] = {}
-        self._last: tuple[int, int, float, np.ndarray] | None = None  # step, examples, time, lookups
+        # (step, examples, time, lookups) at the last write, or at the first call.
+        self._last: tuple[int, int, float, np.ndarray] | None = None
 
     def _writer(self, run: str) -> tf.summary.SummaryWriter:
         if run not in self._writers:

@@ -33,8 +33,9 @@ def synthetic_feature(columns: tf.Tensor, seeds: tf.Tensor, feature_name: str, b
     from the three seed pairs `seeds` [3, 2], as TF's stateless random ops draw them."""
     return SyntheticFeature(*_loader.load_ops().tfe_synthetic_feature(
         columns=columns, seeds=seeds, feature_name=feature_name, batch_size=batch_size,
-        max_ids=max_ids, min_ids=min_ids, weighted=weighted, combiner=combiner, multiplier=multiplier,
-        offset=offset, weight_min=weight_range[0], weight_max=weight_range[1]))
+        max_ids=max_ids, min_ids=min_ids, weighted=weighted, combiner=combiner,
+        multiplier=multiplier, offset=offset, weight_min=weight_range[0],
+        weight_max=weight_range[1]))
 
 
 class TsvFeature(NamedTuple):
